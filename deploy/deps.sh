@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the Debian packages a make target needs, when they are missing.
+# Usage: deploy/deps.sh GROUP...   (groups: build test bench image)
+# As root it runs apt-get non-interactively; otherwise it prints the exact
+# command to run and fails, so that nothing half-builds.
+set -euo pipefail
+
+want=()
+for group in "$@"; do
+  case "$group" in
+    build) want+=(gcc make pkg-config libuv1-dev libmicrohttpd-dev libjansson-dev) ;;
+    test)  want+=(check python3) ;;
+    bench) want+=(valgrind nginx redis-server redis-tools wrk util-linux procps) ;;
+    fuzz)  want+=(clang libclang-rt-14-dev) ;;
+    image) want+=(podman runc debootstrap) ;;
+    lint)  want+=(yamllint systemd) ;;
+    *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for pkg in "${want[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "evictd needs these Debian packages: ${missing[*]}" >&2
+  echo "run as root:  $cmd" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}" >&2
+for attempt in 1 2 3; do
+  if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+       --no-install-recommends "${missing[@]}" >/tmp/evictd-apt.log 2>&1; then
+    exit 0
+  fi
+  echo "apt-get failed (attempt $attempt), see /tmp/evictd-apt.log" >&2
+  sleep $((attempt * 5))
+done
+tail -n 20 /tmp/evictd-apt.log >&2
+exit 1
