@@ -2,6 +2,8 @@
 # `make asan` runs them under AddressSanitizer + UBSan, `make bench` prints
 # the benchmarks, `make run` starts the daemon on its defaults.
 # Missing Debian packages are installed by deploy/deps.sh (as root) first.
+# Parts of the build live next to what they build, in *.mk fragments
+# included at the end.
 
 CC      ?= cc
 B       ?= build
@@ -11,17 +13,32 @@ PKGS    := libuv libmicrohttpd jansson
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) $(SAN) -Iinclude
 LDFLAGS += $(SAN)
+VERSION := 0.1.0
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
+# The policy core: no I/O, no libraries.
 CORE_SRC := server/window.c server/error.c
-CORE_OBJ := $(CORE_SRC:server/%.c=$(B)/obj/%.o)
+# The daemon: everything in server/ but main.c goes into a library that the
+# tests and the fuzz harness link too.
+DAEMON_SRC := $(filter-out $(CORE_SRC) server/main.c,$(wildcard server/*.c))
+CORE_OBJ   := $(CORE_SRC:server/%.c=$(B)/obj/%.o)
+DAEMON_OBJ := $(DAEMON_SRC:server/%.c=$(B)/obj/%.o)
+HEADERS    := $(wildcard include/evictd/*.h)
 
-.PHONY: all deps deps-test check test-unit test-vectors asan bench run clean
+# Test programs run by `make check` (fragments append to these).
+TEST_PROGS := $(B)/test_window
+BUILD_ALL  := $(B)/evictd $(B)/evictd-core.a $(B)/bench_window
 
-all: deps $(B)/evictd-core.a $(B)/test_window $(B)/bench_window
+.PHONY: all deps deps-test check test-unit test-vectors test-more asan bench \
+        run clean
+
+all: deps build-all
+
+.PHONY: build-all
+build-all: $(BUILD_ALL) $(TEST_PROGS)
 
 deps:
 	@deploy/deps.sh build
@@ -29,8 +46,8 @@ deps:
 deps-test:
 	@deploy/deps.sh build test
 
-$(B)/obj/%.o: server/%.c $(wildcard include/evictd/*.h) | $(B)/obj
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+$(B)/obj/%.o: server/%.c $(HEADERS) | $(B)/obj
+	$(CC) $(CFLAGS) -DEVD_VERSION='"$(VERSION)"' $(PKG_CFLAGS) -c -o $@ $<
 
 $(B)/obj:
 	@mkdir -p $@
@@ -38,31 +55,50 @@ $(B)/obj:
 $(B)/evictd-core.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
+$(B)/evictd-daemon.a: $(DAEMON_OBJ) $(CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/evictd: $(B)/obj/main.o $(B)/evictd-daemon.a
+	$(CC) -o $@ $^ $(LDFLAGS) $(PKG_LIBS)
+
 $(B)/test_window: tests/unit/test_window.c $(B)/evictd-core.a
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(LDFLAGS) $(PKG_LIBS) $(CHECK_LIBS)
 
 $(B)/bench_window: tests/bench/bench_window.c $(B)/evictd-core.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 
+# Every test program runs with the daemon binary at hand.
+export EVICTD_BIN = $(abspath $(B)/evictd)
+
 check: deps-test
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test-vectors test-unit
+	@$(MAKE) --no-print-directory build-all
+	@$(MAKE) --no-print-directory test-vectors test-unit test-more
 
 test-vectors:
 	python3 proto/vectors/gen.py --check
 
-test-unit: $(B)/test_window
-	$(B)/test_window
+test-unit: $(TEST_PROGS) $(B)/evictd
+	@set -e; for t in $(TEST_PROGS); do echo "== $$t"; $$t; done
 
 asan: deps-test
 	@$(MAKE) --no-print-directory B=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  all test-unit
+	  build-all test-unit
 
 bench: deps
 	@deploy/deps.sh bench
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory build-all
 	tests/bench/core.sh $(B)/bench_window
+
+run: deps
+	@$(MAKE) --no-print-directory $(B)/evictd
+	$(B)/evictd
 
 clean:
 	rm -rf build
+
+# Fragments: each may append to TEST_PROGS / BUILD_ALL and add targets, and
+# hook extra checks into test-more (a double-colon rule).
+test-more::
+	@true
+-include $(sort $(wildcard tests/*/*.mk deploy/*.mk))

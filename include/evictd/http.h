@@ -1,0 +1,42 @@
+/* The HTTP transport: libmicrohttpd in external-epoll mode, driven by the
+ * libuv loop (loop.c), feeding requests to the API. */
+#ifndef EVICTD_HTTP_H
+#define EVICTD_HTTP_H
+
+#include <stdint.h>
+
+#include "evictd/api.h"
+
+typedef struct evd_http_s evd_http_t;
+
+/* Starts libmicrohttpd on the listening socket `listen_fd` (which it takes
+ * over) without threads of its own. Returns 0, or EVD_EIO / EVD_ENOMEM; on
+ * failure listen_fd is still the caller's to close. */
+int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
+                   int listen_fd);
+
+/* The descriptor to poll for readability (libmicrohttpd's epoll fd). */
+int evd_http_fd(const evd_http_t *h);
+
+/* Processes whatever is ready: accepts, reads, answers, writes. */
+void evd_http_run(evd_http_t *h);
+
+/* When libmicrohttpd must run again even without socket activity: returns
+ * 1 and the delay in *ms, or 0 when only activity matters. Must be asked
+ * after every evd_http_run, because sockets are watched edge-triggered. */
+int evd_http_timeout(evd_http_t *h, uint64_t *ms);
+
+/* Stops accepting connections and closes the listening socket; requests
+ * already received are still answered. */
+void evd_http_quiesce(evd_http_t *h);
+
+/* Requests received and not yet completely answered. */
+unsigned evd_http_busy(const evd_http_t *h);
+
+/* Open connections. */
+unsigned evd_http_connections(const evd_http_t *h);
+
+/* Closes every connection and frees the transport. NULL is accepted. */
+void evd_http_stop(evd_http_t *h);
+
+#endif

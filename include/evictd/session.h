@@ -1,0 +1,105 @@
+/* The table of sessions: one sliding window per sequence, found by id in
+ * O(1), kept in last-use order so that idle ones can be reaped oldest first
+ * without scanning, each with the record of its last step request so that a
+ * retried request can be answered again. No I/O. */
+#ifndef EVICTD_SESSION_H
+#define EVICTD_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evictd/window.h"
+
+/* Session ids are 1..EVD_SESSION_ID_MAX bytes of [A-Za-z0-9._~-]. */
+#define EVD_SESSION_ID_MAX 128
+
+typedef struct evd_table_s evd_table_t;
+typedef struct evd_session_s evd_session_t;
+
+/* One session, allocated in one block: this header, the id, then the window
+ * with its ring (see evd_session_window). Fields are read-only outside
+ * session.c. */
+struct evd_session_s {
+  evd_session_t *hnext;               /* hash chain */
+  evd_session_t *lprev, *lnext;       /* last-use list, oldest first */
+  uint32_t hash;                      /* keyed hash of the id */
+  uint32_t used;                      /* tick of the last use */
+  uint32_t rp_size;                   /* replay: size after the step */
+  uint8_t rp_kind;                    /* replay: which form, see session.c */
+  uint8_t idlen;                      /* bytes of id */
+  uint16_t window_off;                /* offset of the window in the block */
+  union {
+    struct {
+      uint32_t victim, slot;          /* one position, at most one victim */
+    } one;
+    uint32_t *ext;                    /* anything larger, on the heap */
+  } rp;
+  char id[];                          /* idlen bytes, not NUL-terminated */
+};
+
+/* The last applied step request of a session and its response, borrowed
+ * from the session until its next step or its removal. */
+typedef struct evd_replay_s {
+  uint32_t npos, nvictims, size, newest;
+  const uint32_t *positions, *victims, *slots;
+} evd_replay_t;
+
+/* Returns 1 when id[0..len) is a valid session id, else 0. */
+int evd_session_id_valid(const char *id, size_t len);
+
+/* The session's window. */
+static inline evd_window_t *evd_session_window(const evd_session_t *s) {
+  return (evd_window_t *)((char *)s + s->window_off);
+}
+
+/* Bytes one session block takes (header, id, window and ring), before the
+ * allocator's own overhead. */
+size_t evd_session_footprint(size_t idlen, uint32_t budget);
+
+/* Makes an empty table that will hold at most max_sessions. The hash key is
+ * drawn from getrandom(2) so that clients cannot aim ids at one bucket.
+ * Returns 0, or EVD_ENOMEM. Free with evd_table_free. */
+int evd_table_new(evd_table_t **out, uint32_t max_sessions);
+
+/* Frees the table and every session in it. NULL is accepted. */
+void evd_table_free(evd_table_t *t);
+
+/* Number of live sessions. */
+uint32_t evd_table_count(const evd_table_t *t);
+
+/* The session with this id, or NULL. O(1) on average. */
+evd_session_t *evd_table_find(evd_table_t *t, const char *id, size_t len);
+
+/* Creates a session (which must not exist yet) whose window holds position
+ * 0, marks it used at tick `now`, and stores it in *out. The id must be
+ * valid. Returns 0, EVD_EINVAL for a budget/sinks the window refuses,
+ * EVD_ELIMIT when max_sessions are live, or EVD_ENOMEM; nothing changes on
+ * failure. */
+int evd_table_add(evd_table_t *t, const char *id, size_t len, uint32_t budget,
+                  uint32_t sinks, uint32_t now, evd_session_t **out);
+
+/* Removes a session from the table and frees it. */
+void evd_table_remove(evd_table_t *t, evd_session_t *s);
+
+/* Marks a session used at tick `now`, moving it to the young end. */
+void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now);
+
+/* The least recently used session (NULL when empty), and the next younger
+ * one: iterate all sessions oldest first. Removing the current session
+ * during iteration is fine after fetching its successor. */
+evd_session_t *evd_table_oldest(const evd_table_t *t);
+evd_session_t *evd_table_younger(const evd_session_t *s);
+
+/* Records the last applied step request and its response for retries. Small
+ * requests (one position) are kept inline; larger ones take one allocation.
+ * Returns 0, or EVD_ENOMEM, in which case the session simply has no replay
+ * record (a retry is then refused as stale, never misanswered). */
+int evd_session_replay_set(evd_session_t *s, const uint32_t *positions,
+                           uint32_t npos, const uint32_t *victims,
+                           uint32_t nvictims, const uint32_t *slots,
+                           uint32_t size);
+
+/* Fills *out with the replay record. Returns 1 when there is one, else 0. */
+int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out);
+
+#endif

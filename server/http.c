@@ -1,0 +1,265 @@
+/* libmicrohttpd glue: per-connection buffers, request bodies with their size
+ * limit, and the single place where an API reply becomes an HTTP response.
+ * Handlers answer on the access handler's final call (after the body), never
+ * its first, which keeps connections alive. */
+#include "evictd/http.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "evictd/apierr.h"
+#include "evictd/log.h"
+
+/* Buffers above this are freed after each request, so that one large
+ * request does not pin memory to an idle connection. */
+#define KEEP_BUF (64u * 1024u)
+
+typedef struct conn_s {
+  evd_buf_t body;  /* the request body so far */
+  evd_buf_t out;   /* the response body, alive until it is sent */
+  int too_large;   /* the body passed --max-body: answer 413 */
+} conn_t;
+
+struct evd_http_s {
+  struct MHD_Daemon *d;
+  evd_api_t *api;
+  size_t max_body;
+  unsigned busy;
+  int quiesced;
+};
+
+static void log_mhd(void *cls, const char *fmt, va_list ap) {
+  char line[512];
+  size_t n;
+
+  (void)cls;
+  vsnprintf(line, sizeof line, fmt, ap);
+  n = strlen(line);
+  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+    line[--n] = '\0';
+  evd_log(EVD_LOG_WARN, "http: %s", line);
+}
+
+/* Paths are matched as sent: ids never need escapes, so none are decoded
+ * (and "%2F" cannot smuggle a slash into an id). */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s) {
+  (void)cls;
+  (void)c;
+  return strlen(s);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *mc,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  conn_t *c = *socket_context;
+
+  (void)cls;
+  (void)mc;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    /* On allocation failure the access handler refuses the request. */
+    c = calloc(1, sizeof *c);
+    if (c != NULL) {
+      evd_buf_init(&c->body);
+      evd_buf_init(&c->out);
+    }
+    *socket_context = c;
+  } else if (c != NULL) {
+    evd_buf_free(&c->body);
+    evd_buf_free(&c->out);
+    free(c);
+    *socket_context = NULL;
+  }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  evd_http_t *h = cls;
+  conn_t *c = *req_cls;
+
+  (void)mc;
+  (void)toe;
+  if (c == NULL)
+    return;
+  h->busy--;
+  evd_buf_reset(&c->body, KEEP_BUF);
+  evd_buf_reset(&c->out, KEEP_BUF);
+  c->too_large = 0;
+  *req_cls = NULL;
+}
+
+/* Queues c->out as the response: the buffer is the connection's and stays
+ * untouched until the request completes, so libmicrohttpd need not copy. */
+static enum MHD_Result respond(struct MHD_Connection *mc, conn_t *c,
+                               const evd_reply_t *reply) {
+  struct MHD_Response *r;
+  enum MHD_Result ret;
+
+  r = MHD_create_response_from_buffer(c->out.len, c->out.data,
+                                      MHD_RESPMEM_PERSISTENT);
+  if (r == NULL)
+    return MHD_NO;
+  if (reply->status != 204 &&
+      MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                              "application/json") != MHD_YES)
+    goto fail;
+  if (reply->allow != NULL &&
+      MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, reply->allow) !=
+          MHD_YES)
+    goto fail;
+  ret = MHD_queue_response(mc, (unsigned)reply->status, r);
+  MHD_destroy_response(r);
+  return ret;
+fail:
+  MHD_destroy_response(r);
+  return MHD_NO;
+}
+
+/* Answers with an error of the transport itself (413 and the like). */
+static enum MHD_Result respond_error(struct MHD_Connection *mc, conn_t *c,
+                                     evd_apierr_t e) {
+  evd_reply_t reply = {.status = evd_apierr_status(e)};
+
+  evd_buf_reset(&c->out, KEEP_BUF);
+  evd_apierr_body(&c->out, e, NULL);
+  return respond(mc, c, &reply);
+}
+
+/* Content-Length above the limit: refuse before reading the body. */
+static int declared_too_large(struct MHD_Connection *mc, size_t max) {
+  const char *v = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+                                              MHD_HTTP_HEADER_CONTENT_LENGTH);
+  unsigned long long n;
+  char *end;
+
+  if (v == NULL)
+    return 0;
+  errno = 0;
+  n = strtoull(v, &end, 10);
+  return errno == ERANGE || (end != v && n > max);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload,
+                                  size_t *upload_size, void **req_cls) {
+  evd_http_t *h = cls;
+  conn_t *c = *req_cls;
+  evd_request_t req;
+  evd_reply_t reply;
+
+  (void)version;
+  if (c == NULL) { /* first call: headers are in, the body is not */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    c = ci != NULL ? ci->socket_context : NULL;
+    if (c == NULL)
+      return MHD_NO; /* out of memory when the connection opened */
+    *req_cls = c;
+    h->busy++;
+    if (declared_too_large(mc, h->max_body))
+      return respond_error(mc, c, EVD_AE_BODY_TOO_LARGE);
+    return MHD_YES;
+  }
+  if (*upload_size > 0) { /* a piece of the body */
+    if (!c->too_large && c->body.len + *upload_size > h->max_body) {
+      /* A chunked body outgrew the limit: drop what came and the rest. */
+      c->too_large = 1;
+      evd_buf_reset(&c->body, 0);
+    }
+    if (!c->too_large)
+      evd_buf_add(&c->body, upload, *upload_size);
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (c->too_large)
+    return respond_error(mc, c, EVD_AE_BODY_TOO_LARGE);
+  if (c->body.oom)
+    return respond_error(mc, c, EVD_AE_OUT_OF_MEMORY);
+  req.method = evd_method_parse(method);
+  req.path = url;
+  req.path_len = strlen(url);
+  req.body = c->body.data;
+  req.body_len = c->body.len;
+  evd_api_handle(h->api, &req, &c->out, &reply);
+  return respond(mc, c, &reply);
+}
+
+int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
+                   int listen_fd) {
+  evd_http_t *h = calloc(1, sizeof *h);
+  unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+
+  if (h == NULL)
+    return EVD_ENOMEM;
+  h->api = api;
+  h->max_body = cfg->max_body;
+  h->d = MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, h,
+      MHD_OPTION_EXTERNAL_LOGGER, log_mhd, h, /* first, to catch all */
+      MHD_OPTION_LISTEN_SOCKET, listen_fd,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+      MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, h,
+      MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
+      MHD_OPTION_END);
+  if (h->d == NULL) {
+    free(h);
+    return EVD_EIO;
+  }
+  *out = h;
+  return 0;
+}
+
+int evd_http_fd(const evd_http_t *h) {
+  const union MHD_DaemonInfo *i =
+      MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+  return i != NULL ? i->epoll_fd : -1;
+}
+
+void evd_http_run(evd_http_t *h) {
+  MHD_run(h->d);
+}
+
+int evd_http_timeout(evd_http_t *h, uint64_t *ms) {
+  MHD_UNSIGNED_LONG_LONG t;
+
+  if (MHD_get_timeout(h->d, &t) != MHD_YES)
+    return 0;
+  *ms = (uint64_t)t;
+  return 1;
+}
+
+void evd_http_quiesce(evd_http_t *h) {
+  MHD_socket fd;
+
+  if (h->quiesced)
+    return;
+  h->quiesced = 1;
+  fd = MHD_quiesce_daemon(h->d);
+  if (fd != MHD_INVALID_SOCKET)
+    close(fd);
+}
+
+unsigned evd_http_busy(const evd_http_t *h) {
+  return h->busy;
+}
+
+unsigned evd_http_connections(const evd_http_t *h) {
+  const union MHD_DaemonInfo *i =
+      MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+  return i != NULL ? i->num_connections : 0;
+}
+
+void evd_http_stop(evd_http_t *h) {
+  if (h == NULL)
+    return;
+  MHD_stop_daemon(h->d);
+  free(h);
+}

@@ -1,0 +1,205 @@
+/* The libuv loop. libmicrohttpd watches its sockets with its own epoll set
+ * (edge-triggered), so the loop polls that set's descriptor and also keeps a
+ * timer armed from MHD_get_timeout after every run: the timer is what makes
+ * MHD come back to work it left pending. */
+#include "evictd/loop.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "evictd/http.h"
+#include "evictd/listen.h"
+#include "evictd/log.h"
+
+/* How often idle sessions are looked for, and how long a graceful stop
+ * waits for requests in flight. */
+#define REAP_EVERY_MS 500
+#define GRACE_MS 10000
+
+typedef struct {
+  uv_loop_t loop;
+  uv_poll_t poll;
+  uv_timer_t mhd_timer, reap_timer, grace_timer;
+  uv_signal_t sigint, sigterm;
+  evd_api_t *api;
+  evd_http_t *http;
+  int stopping, finished;
+} server_t;
+
+static void finish(server_t *s);
+
+static void on_mhd_timer(uv_timer_t *t);
+
+/* Runs MHD, then re-arms the timer from what it says it still needs. */
+static void drive(server_t *s) {
+  uint64_t ms;
+
+  if (s->finished)
+    return;
+  evd_api_set_clock(s->api, uv_now(&s->loop));
+  evd_http_run(s->http);
+  if (s->stopping && evd_http_busy(s->http) == 0) {
+    finish(s);
+    return;
+  }
+  if (evd_http_timeout(s->http, &ms))
+    uv_timer_start(&s->mhd_timer, on_mhd_timer, ms, 0);
+  else
+    uv_timer_stop(&s->mhd_timer);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events) {
+  (void)status;
+  (void)events;
+  drive(p->data);
+}
+
+static void on_mhd_timer(uv_timer_t *t) {
+  drive(t->data);
+}
+
+static void on_reap_timer(uv_timer_t *t) {
+  server_t *s = t->data;
+  uint32_t n;
+
+  evd_api_set_clock(s->api, uv_now(&s->loop));
+  n = evd_api_reap(s->api);
+  if (n > 0)
+    evd_log(EVD_LOG_INFO, "reaped %u idle sessions", n);
+}
+
+static void on_grace_timer(uv_timer_t *t) {
+  server_t *s = t->data;
+
+  evd_log(EVD_LOG_WARN, "%u requests still in flight after %d ms; closing",
+          evd_http_busy(s->http), GRACE_MS);
+  finish(s);
+}
+
+static void on_signal(uv_signal_t *sig, int signum) {
+  server_t *s = sig->data;
+
+  if (s->stopping) { /* a second signal: stop waiting */
+    finish(s);
+    return;
+  }
+  evd_log(EVD_LOG_INFO, "%s: no longer accepting; finishing %u requests",
+          strsignal(signum), evd_http_busy(s->http));
+  s->stopping = 1;
+  evd_http_quiesce(s->http);
+  uv_timer_start(&s->grace_timer, on_grace_timer, GRACE_MS, 0);
+  drive(s);
+}
+
+/* Stops everything; the loop then runs out of handles and returns. */
+static void finish(server_t *s) {
+  if (s->finished)
+    return;
+  s->finished = 1;
+  /* The poll handle watches MHD's epoll descriptor: close it first, then
+   * let MHD close its connections and that descriptor. */
+  uv_close((uv_handle_t *)&s->poll, NULL);
+  evd_http_stop(s->http);
+  s->http = NULL;
+  uv_close((uv_handle_t *)&s->mhd_timer, NULL);
+  uv_close((uv_handle_t *)&s->reap_timer, NULL);
+  uv_close((uv_handle_t *)&s->grace_timer, NULL);
+  uv_close((uv_handle_t *)&s->sigint, NULL);
+  uv_close((uv_handle_t *)&s->sigterm, NULL);
+}
+
+/* Lifts the descriptor limit as far as allowed and keeps the connection
+ * limit below it, so that accept() failing is never how a limit shows. */
+static void fit_descriptors(evd_config_t *cfg) {
+  struct rlimit rl;
+  rlim_t need = (rlim_t)cfg->max_conns + 64;
+
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return;
+  if (rl.rlim_cur < need && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur < need) {
+    uint32_t fit = rl.rlim_cur > 128 ? (uint32_t)(rl.rlim_cur - 64) : 64;
+    evd_log(EVD_LOG_WARN,
+            "descriptor limit %llu: serving at most %u connections",
+            (unsigned long long)rl.rlim_cur, fit);
+    cfg->max_conns = fit;
+  }
+}
+
+int evd_server_run(const evd_config_t *config) {
+  evd_config_t cfg = *config;
+  server_t s;
+  char name[320];
+  int fd = -1, err, rc = 1;
+
+  memset(&s, 0, sizeof s);
+  signal(SIGPIPE, SIG_IGN);
+  fit_descriptors(&cfg);
+  err = evd_listen_open(cfg.listen, &fd, name, sizeof name);
+  if (err == EVD_EINVAL) {
+    evd_log(EVD_LOG_ERROR, "--listen %s: %s", cfg.listen, name);
+    return 1;
+  }
+  if (err != 0) {
+    evd_log(EVD_LOG_ERROR, "cannot listen on %s: %s", cfg.listen,
+            strerror(errno));
+    return 1;
+  }
+  if (evd_api_new(&s.api, &cfg) != 0)
+    goto fail_api;
+  if (evd_http_start(&s.http, s.api, &cfg, fd) != 0)
+    goto fail_http;
+  fd = -1; /* libmicrohttpd's now */
+  if (uv_loop_init(&s.loop) != 0)
+    goto fail_loop;
+  uv_poll_init(&s.loop, &s.poll, evd_http_fd(s.http));
+  uv_timer_init(&s.loop, &s.mhd_timer);
+  uv_timer_init(&s.loop, &s.reap_timer);
+  uv_timer_init(&s.loop, &s.grace_timer);
+  uv_signal_init(&s.loop, &s.sigint);
+  uv_signal_init(&s.loop, &s.sigterm);
+  s.poll.data = s.mhd_timer.data = s.reap_timer.data = s.grace_timer.data =
+      s.sigint.data = s.sigterm.data = &s;
+  uv_poll_start(&s.poll, UV_READABLE, on_poll);
+  uv_signal_start(&s.sigint, on_signal, SIGINT);
+  uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+  if (cfg.idle_ttl > 0)
+    uv_timer_start(&s.reap_timer, on_reap_timer, REAP_EVERY_MS,
+                   REAP_EVERY_MS);
+  /* The grace timer must not keep the loop alive on its own account. */
+  uv_unref((uv_handle_t *)&s.grace_timer);
+
+  evd_log_always("listening on %s (evictd " EVD_VERSION ")", name);
+  drive(&s);
+  uv_run(&s.loop, UV_RUN_DEFAULT);
+  if (!s.finished) /* the loop ran dry without a stop: should not happen */
+    finish(&s);
+  uv_run(&s.loop, UV_RUN_DEFAULT); /* run the close callbacks */
+  rc = uv_loop_close(&s.loop) == 0 ? 0 : 1;
+  evd_log(EVD_LOG_INFO, "stopped with %u sessions",
+          evd_table_count(evd_api_table(s.api)));
+  evd_api_free(s.api);
+  evd_listen_cleanup(cfg.listen);
+  return rc;
+
+fail_loop:
+  evd_http_stop(s.http);
+fail_http:
+  evd_api_free(s.api);
+fail_api:
+  if (fd >= 0)
+    close(fd);
+  evd_listen_cleanup(cfg.listen);
+  evd_log(EVD_LOG_ERROR, "cannot start: out of memory or libmicrohttpd "
+                         "refused the configuration");
+  return 1;
+}

@@ -1,0 +1,231 @@
+/* evictd's entry point: flags and environment variables into a config,
+ * checked as a whole, then the server runs until it is told to stop. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "evictd/api.h"
+#include "evictd/log.h"
+#include "evictd/loop.h"
+
+enum kind { K_STR, K_U32, K_SIZE, K_FLAG, K_LEVEL, K_FORMAT, K_ACTION };
+
+/* One row per option: the flag, its environment variable, how to read it
+ * and where it goes. `max` bounds numbers. */
+typedef struct {
+  const char *flag, *env, *arg, *help;
+  enum kind kind;
+  size_t offset; /* into evd_config_t */
+  unsigned long long min, max;
+} option_t;
+
+#define CFG(field) offsetof(evd_config_t, field)
+
+static int log_format = EVD_LOG_TEXT;
+
+static const option_t options[] = {
+    {"listen", "EVICTD_LISTEN", "ADDR",
+     "host:port, [v6]:port (port 0 = any free port) or unix:/path",
+     K_STR, CFG(listen), 0, 0},
+    {"budget", "EVICTD_BUDGET", "N", "default budget of new sessions",
+     K_U32, CFG(budget), 1, 4294967294u},
+    {"sinks", "EVICTD_SINKS", "N",
+     "default attention sinks of new sessions (4 = streaming-llm)",
+     K_U32, CFG(sinks), 0, 4294967293u},
+    {"max-budget", "EVICTD_MAX_BUDGET", "N", "largest budget a session may use",
+     K_U32, CFG(max_budget), 1, 4294967294u},
+    {"max-sessions", "EVICTD_MAX_SESSIONS", "N", "live sessions at most",
+     K_U32, CFG(max_sessions), 1, 4294967295u},
+    {"max-body", "EVICTD_MAX_BODY", "BYTES", "largest request body",
+     K_SIZE, CFG(max_body), 16, 1u << 30},
+    {"max-positions", "EVICTD_MAX_POSITIONS", "N",
+     "positions per step request or batch item", K_U32, CFG(max_positions), 1,
+     4294967295u},
+    {"max-batch", "EVICTD_MAX_BATCH", "N", "items per batch request", K_U32,
+     CFG(max_batch), 1, 4294967295u},
+    {"max-conns", "EVICTD_MAX_CONNS", "N", "concurrent connections", K_U32,
+     CFG(max_conns), 1, 1000000},
+    {"conn-timeout", "EVICTD_CONN_TIMEOUT", "SECONDS",
+     "close a connection idle this long", K_U32, CFG(conn_timeout), 1, 86400},
+    {"idle-ttl", "EVICTD_IDLE_TTL", "SECONDS",
+     "reap sessions unused this long (0 = never)", K_U32, CFG(idle_ttl), 0,
+     31536000},
+    {"no-autocreate", "EVICTD_NO_AUTOCREATE", NULL,
+     "a step to an unknown session is 404 instead of creating it", K_FLAG,
+     CFG(autocreate), 0, 0},
+    {"log-level", "EVICTD_LOG_LEVEL", "LEVEL", "error, warn, info or debug",
+     K_LEVEL, CFG(log_level), 0, 0},
+    {"log-format", "EVICTD_LOG_FORMAT", "FORMAT", "text or json", K_FORMAT, 0,
+     0, 0},
+    {"version", NULL, NULL, "print the version and exit", K_ACTION, 0, 0, 0},
+    {"help", NULL, NULL, "print this help and exit", K_ACTION, 0, 0, 0},
+};
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+static void usage(FILE *f) {
+  evd_config_t d;
+  size_t i;
+
+  evd_config_defaults(&d);
+  fprintf(f,
+          "Usage: evictd [OPTION]...\n"
+          "KV-cache eviction bookkeeping for LLM inference servers: one\n"
+          "sliding window per session, over HTTP/JSON.\n\n");
+  for (i = 0; i < NOPTIONS; i++) {
+    const option_t *o = &options[i];
+    char left[64], def[64] = "";
+    snprintf(left, sizeof left, "--%s%s%s", o->flag, o->arg ? " " : "",
+             o->arg ? o->arg : "");
+    if (o->kind == K_STR)
+      snprintf(def, sizeof def, " (default %s)", d.listen);
+    else if (o->kind == K_U32)
+      snprintf(def, sizeof def, " (default %u)",
+               *(uint32_t *)((char *)&d + o->offset));
+    else if (o->kind == K_SIZE)
+      snprintf(def, sizeof def, " (default %zu)", d.max_body);
+    else if (o->kind == K_LEVEL)
+      snprintf(def, sizeof def, " (default info)");
+    else if (o->kind == K_FORMAT)
+      snprintf(def, sizeof def, " (default text)");
+    fprintf(f, "  %-26s %s%s\n", left, o->help, def);
+    if (o->env != NULL)
+      fprintf(f, "  %-26s   env %s\n", "", o->env);
+  }
+  fprintf(f, "\nFlags win over environment variables. SIGINT or SIGTERM "
+             "stops the daemon\ngracefully. API: see proto/openapi.yaml.\n");
+}
+
+/* Reads `value` into the config as option o says. Returns 0, or prints why
+ * not (naming `source`, the flag or the variable) and returns -1. */
+static int apply(const option_t *o, const char *source, const char *value,
+                 evd_config_t *cfg) {
+  unsigned long long n;
+  char *end;
+
+  switch (o->kind) {
+  case K_STR:
+    if (value[0] == '\0')
+      break;
+    *(const char **)((char *)cfg + o->offset) = value;
+    return 0;
+  case K_U32:
+  case K_SIZE:
+    errno = 0;
+    n = strtoull(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 ||
+        n < o->min || n > o->max) {
+      fprintf(stderr, "evictd: %s: expected an integer from %llu to %llu, "
+                      "got '%s'\n", source, o->min, o->max, value);
+      return -1;
+    }
+    if (o->kind == K_U32)
+      *(uint32_t *)((char *)cfg + o->offset) = (uint32_t)n;
+    else
+      *(size_t *)((char *)cfg + o->offset) = (size_t)n;
+    return 0;
+  case K_FLAG: /* --no-autocreate: value is "1" for the flag itself */
+    if (strcmp(value, "1") == 0 || strcasecmp(value, "true") == 0 ||
+        strcasecmp(value, "yes") == 0 || strcasecmp(value, "on") == 0) {
+      cfg->autocreate = 0;
+      return 0;
+    }
+    if (strcmp(value, "0") == 0 || strcasecmp(value, "false") == 0 ||
+        strcasecmp(value, "no") == 0 || strcasecmp(value, "off") == 0 ||
+        value[0] == '\0') {
+      cfg->autocreate = 1;
+      return 0;
+    }
+    fprintf(stderr, "evictd: %s: expected 1/true/yes/on or 0/false/no/off, "
+                    "got '%s'\n", source, value);
+    return -1;
+  case K_LEVEL:
+    if (evd_log_level_parse(value) < 0)
+      break;
+    cfg->log_level = evd_log_level_parse(value);
+    return 0;
+  case K_FORMAT:
+    if (strcmp(value, "text") == 0)
+      log_format = EVD_LOG_TEXT;
+    else if (strcmp(value, "json") == 0)
+      log_format = EVD_LOG_JSON;
+    else
+      break;
+    return 0;
+  case K_ACTION:
+    break;
+  }
+  fprintf(stderr, "evictd: %s: invalid value '%s' (see --help)\n", source,
+          value);
+  return -1;
+}
+
+/* Cross-option rules that no single option can check. */
+static int check(const evd_config_t *cfg) {
+  if (cfg->budget > cfg->max_budget) {
+    fprintf(stderr, "evictd: --budget %u is above --max-budget %u\n",
+            cfg->budget, cfg->max_budget);
+    return -1;
+  }
+  if (cfg->sinks >= cfg->budget) {
+    fprintf(stderr, "evictd: --sinks %u must be below --budget %u\n",
+            cfg->sinks, cfg->budget);
+    return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  struct option longopts[NOPTIONS + 1];
+  evd_config_t cfg;
+  size_t i;
+  int c, idx;
+
+  evd_config_defaults(&cfg);
+  for (i = 0; i < NOPTIONS; i++) {
+    const char *v = options[i].env ? getenv(options[i].env) : NULL;
+    if (v != NULL && apply(&options[i], options[i].env, v, &cfg) != 0)
+      return 2;
+  }
+  for (i = 0; i < NOPTIONS; i++) {
+    longopts[i].name = options[i].flag;
+    longopts[i].has_arg = options[i].arg ? required_argument : no_argument;
+    longopts[i].flag = NULL;
+    longopts[i].val = 0;
+  }
+  memset(&longopts[NOPTIONS], 0, sizeof longopts[NOPTIONS]);
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":", longopts, &idx)) != -1) {
+    char source[64];
+    const option_t *o;
+    if (c == '?' || c == ':') {
+      fprintf(stderr, "evictd: %s '%s' (see --help)\n",
+              c == ':' ? "missing value for" : "unknown option",
+              argv[optind - 1]);
+      return 2;
+    }
+    o = &options[idx];
+    if (strcmp(o->flag, "help") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    if (strcmp(o->flag, "version") == 0) {
+      printf("evictd %s\n", EVD_VERSION);
+      return 0;
+    }
+    snprintf(source, sizeof source, "--%s", o->flag);
+    if (apply(o, source, o->arg ? optarg : "1", &cfg) != 0)
+      return 2;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "evictd: unexpected argument '%s' (see --help)\n",
+            argv[optind]);
+    return 2;
+  }
+  if (check(&cfg) != 0)
+    return 2;
+  evd_log_setup(cfg.log_level, log_format);
+  return evd_server_run(&cfg);
+}

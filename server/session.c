@@ -1,0 +1,370 @@
+/* The session table: chained hashing with a keyed hash (SipHash-1-3) and
+ * incremental rehashing, so that no single request pays for resizing a table
+ * of millions; an intrusive last-use list, so that idle sessions are reaped
+ * oldest first at a cost proportional to the sessions reaped; and the replay
+ * record of each session's last step request. */
+#include "evictd/session.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+enum { RP_NONE, RP_ONE, RP_ONE_VICTIM, RP_EXT };
+
+/* Buckets never shrink below this, and a table starts at it. */
+#define MIN_BUCKETS 1024u
+/* Buckets moved per table operation while a rehash is under way. */
+#define REHASH_STEP 4u
+
+struct evd_table_s {
+  evd_session_t **bucket[2]; /* [1] is the new table during a rehash */
+  size_t mask[2];            /* buckets - 1 */
+  size_t rehash_at;          /* next bucket of [0] to move, when rehashing */
+  int rehashing;
+  uint32_t count, max;
+  uint64_t key[2];
+  evd_session_t *oldest, *youngest;
+};
+
+/* ---- SipHash-1-3 (Aumasson and Bernstein), keyed per process ------------ */
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                               \
+  do {                                                                         \
+    v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                  \
+    v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                     \
+    v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                     \
+    v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                  \
+  } while (0)
+
+static uint64_t siphash13(const uint64_t key[2], const char *p, size_t len) {
+  uint64_t v0 = key[0] ^ 0x736f6d6570736575ull;
+  uint64_t v1 = key[1] ^ 0x646f72616e646f6dull;
+  uint64_t v2 = key[0] ^ 0x6c7967656e657261ull;
+  uint64_t v3 = key[1] ^ 0x7465646279746573ull;
+  uint64_t m, last = (uint64_t)len << 56;
+  size_t i, tail = len & 7;
+
+  for (i = 0; i + 8 <= len; i += 8) {
+    m = 0;
+    for (int k = 7; k >= 0; k--) /* little-endian load on any host */
+      m = (m << 8) | (unsigned char)p[i + (size_t)k];
+    v3 ^= m;
+    SIPROUND;
+    v0 ^= m;
+  }
+  for (size_t k = 0; k < tail; k++)
+    last |= (uint64_t)(unsigned char)p[i + k] << (8 * k);
+  v3 ^= last;
+  SIPROUND;
+  v0 ^= last;
+  v2 ^= 0xff;
+  SIPROUND;
+  SIPROUND;
+  SIPROUND;
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static uint32_t hash_id(const evd_table_t *t, const char *id, size_t len) {
+  uint64_t h = siphash13(t->key, id, len);
+  return (uint32_t)(h ^ (h >> 32));
+}
+
+/* ---- ids and blocks ----------------------------------------------------- */
+
+int evd_session_id_valid(const char *id, size_t len) {
+  size_t i;
+
+  if (len < 1 || len > EVD_SESSION_ID_MAX)
+    return 0;
+  for (i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)id[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '~' ||
+          c == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+static size_t window_offset(size_t idlen) {
+  size_t off = offsetof(evd_session_t, id) + idlen;
+  return (off + 3) & ~(size_t)3; /* the window holds uint32_t only */
+}
+
+size_t evd_session_footprint(size_t idlen, uint32_t budget) {
+  return window_offset(idlen) + evd_window_footprint(budget);
+}
+
+static void replay_clear(evd_session_t *s) {
+  if (s->rp_kind == RP_EXT)
+    free(s->rp.ext);
+  s->rp_kind = RP_NONE;
+}
+
+static void session_free(evd_session_t *s) {
+  replay_clear(s);
+  free(s);
+}
+
+/* ---- the hash table ----------------------------------------------------- */
+
+int evd_table_new(evd_table_t **out, uint32_t max_sessions) {
+  evd_table_t *t = calloc(1, sizeof *t);
+
+  if (t == NULL)
+    return EVD_ENOMEM;
+  t->bucket[0] = calloc(MIN_BUCKETS, sizeof(evd_session_t *));
+  if (t->bucket[0] == NULL) {
+    free(t);
+    return EVD_ENOMEM;
+  }
+  t->mask[0] = MIN_BUCKETS - 1;
+  t->max = max_sessions;
+  if (getrandom(t->key, sizeof t->key, 0) != (ssize_t)sizeof t->key) {
+    /* No entropy source: a clock-derived key is weaker but still keyed. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    t->key[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull;
+    t->key[1] = (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)t;
+  }
+  *out = t;
+  return 0;
+}
+
+void evd_table_free(evd_table_t *t) {
+  evd_session_t *s, *next;
+
+  if (t == NULL)
+    return;
+  for (s = t->oldest; s != NULL; s = next) {
+    next = s->lnext;
+    session_free(s);
+  }
+  free(t->bucket[0]);
+  free(t->bucket[1]);
+  free(t);
+}
+
+uint32_t evd_table_count(const evd_table_t *t) {
+  return t->count;
+}
+
+/* Moves up to REHASH_STEP buckets of the old table to the new one, and
+ * retires the old table when it is empty. */
+static void rehash_step(evd_table_t *t) {
+  unsigned moved = 0;
+
+  while (moved < REHASH_STEP && t->rehash_at <= t->mask[0]) {
+    evd_session_t *s = t->bucket[0][t->rehash_at], *next;
+    for (; s != NULL; s = next) {
+      size_t i = s->hash & t->mask[1];
+      next = s->hnext;
+      s->hnext = t->bucket[1][i];
+      t->bucket[1][i] = s;
+    }
+    t->bucket[0][t->rehash_at++] = NULL;
+    moved++;
+  }
+  if (t->rehash_at > t->mask[0]) {
+    free(t->bucket[0]);
+    t->bucket[0] = t->bucket[1];
+    t->mask[0] = t->mask[1];
+    t->bucket[1] = NULL;
+    t->rehashing = 0;
+  }
+}
+
+/* Starts moving to a table of `buckets` (a power of two). On allocation
+ * failure the table simply stays as it is: chains get longer, nothing
+ * breaks. */
+static void rehash_start(evd_table_t *t, size_t buckets) {
+  evd_session_t **b = calloc(buckets, sizeof *b);
+
+  if (b == NULL)
+    return;
+  t->bucket[1] = b;
+  t->mask[1] = buckets - 1;
+  t->rehash_at = 0;
+  t->rehashing = 1;
+}
+
+/* Grows at load factor 1 and shrinks below 1/8, so that memory follows the
+ * live session count both ways. */
+static void maybe_resize(evd_table_t *t) {
+  size_t buckets = t->mask[0] + 1;
+
+  if (t->rehashing) {
+    rehash_step(t);
+    return;
+  }
+  if (t->count > buckets)
+    rehash_start(t, buckets * 2);
+  else if (buckets > MIN_BUCKETS && t->count < buckets / 8)
+    rehash_start(t, buckets / 4 < MIN_BUCKETS ? MIN_BUCKETS : buckets / 4);
+}
+
+static evd_session_t **chain_of(evd_table_t *t, uint32_t hash) {
+  /* Buckets of [0] below rehash_at have moved to [1]. */
+  size_t i = hash & t->mask[0];
+  if (t->rehashing && i < t->rehash_at)
+    return &t->bucket[1][hash & t->mask[1]];
+  return &t->bucket[0][i];
+}
+
+evd_session_t *evd_table_find(evd_table_t *t, const char *id, size_t len) {
+  uint32_t h = hash_id(t, id, len);
+  evd_session_t *s;
+
+  if (t->rehashing)
+    rehash_step(t);
+  for (s = *chain_of(t, h); s != NULL; s = s->hnext)
+    if (s->hash == h && s->idlen == len && memcmp(s->id, id, len) == 0)
+      return s;
+  return NULL;
+}
+
+static void lru_unlink(evd_table_t *t, evd_session_t *s) {
+  if (s->lprev != NULL)
+    s->lprev->lnext = s->lnext;
+  else
+    t->oldest = s->lnext;
+  if (s->lnext != NULL)
+    s->lnext->lprev = s->lprev;
+  else
+    t->youngest = s->lprev;
+}
+
+static void lru_append(evd_table_t *t, evd_session_t *s) {
+  s->lnext = NULL;
+  s->lprev = t->youngest;
+  if (t->youngest != NULL)
+    t->youngest->lnext = s;
+  else
+    t->oldest = s;
+  t->youngest = s;
+}
+
+int evd_table_add(evd_table_t *t, const char *id, size_t len, uint32_t budget,
+                  uint32_t sinks, uint32_t now, evd_session_t **out) {
+  evd_session_t *s, **chain;
+  size_t off = window_offset(len);
+
+  assert(evd_session_id_valid(id, len));
+  if (budget == 0 || budget > EVD_WINDOW_MAX_BUDGET || sinks >= budget)
+    return EVD_EINVAL;
+  if (t->count >= t->max)
+    return EVD_ELIMIT;
+  s = malloc(off + evd_window_footprint(budget));
+  if (s == NULL)
+    return EVD_ENOMEM;
+  s->hash = hash_id(t, id, len);
+  s->used = now;
+  s->rp_kind = RP_NONE;
+  s->rp_size = 0;
+  s->idlen = (uint8_t)len;
+  s->window_off = (uint16_t)off;
+  memcpy(s->id, id, len);
+  evd_window_init(evd_session_window(s), budget, sinks, NULL);
+  chain = chain_of(t, s->hash);
+  s->hnext = *chain;
+  *chain = s;
+  lru_append(t, s);
+  t->count++;
+  maybe_resize(t);
+  *out = s;
+  return 0;
+}
+
+void evd_table_remove(evd_table_t *t, evd_session_t *s) {
+  evd_session_t **pp = chain_of(t, s->hash);
+
+  while (*pp != s) {
+    assert(*pp != NULL);
+    pp = &(*pp)->hnext;
+  }
+  *pp = s->hnext;
+  lru_unlink(t, s);
+  t->count--;
+  session_free(s);
+  maybe_resize(t);
+}
+
+void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now) {
+  s->used = now;
+  if (t->youngest == s)
+    return;
+  lru_unlink(t, s);
+  lru_append(t, s);
+}
+
+evd_session_t *evd_table_oldest(const evd_table_t *t) {
+  return t->oldest;
+}
+
+evd_session_t *evd_table_younger(const evd_session_t *s) {
+  return s->lnext;
+}
+
+/* ---- replay records ----------------------------------------------------- */
+
+/* The heap form: npos, nvictims, size, then positions, victims, slots. */
+int evd_session_replay_set(evd_session_t *s, const uint32_t *positions,
+                           uint32_t npos, const uint32_t *victims,
+                           uint32_t nvictims, const uint32_t *slots,
+                           uint32_t size) {
+  uint32_t *ext;
+
+  replay_clear(s);
+  s->rp_size = size;
+  if (npos == 1 && nvictims <= 1 &&
+      positions[0] == evd_session_window(s)->newest) {
+    s->rp.one.slot = slots[0];
+    s->rp.one.victim = nvictims ? victims[0] : 0;
+    s->rp_kind = nvictims ? RP_ONE_VICTIM : RP_ONE;
+    return 0;
+  }
+  ext = malloc((3 + 2 * (size_t)npos + nvictims) * sizeof *ext);
+  if (ext == NULL)
+    return EVD_ENOMEM;
+  ext[0] = npos;
+  ext[1] = nvictims;
+  ext[2] = size;
+  memcpy(ext + 3, positions, npos * sizeof *ext);
+  memcpy(ext + 3 + npos, victims, nvictims * sizeof *ext);
+  memcpy(ext + 3 + npos + nvictims, slots, npos * sizeof *ext);
+  s->rp.ext = ext;
+  s->rp_kind = RP_EXT;
+  return 0;
+}
+
+int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out) {
+  const evd_window_t *w = evd_session_window(s);
+
+  switch (s->rp_kind) {
+  case RP_ONE:
+  case RP_ONE_VICTIM:
+    /* One position: it is still the newest, since any later step would
+     * have replaced this record. */
+    out->npos = 1;
+    out->positions = &w->newest;
+    out->nvictims = s->rp_kind == RP_ONE_VICTIM;
+    out->victims = &s->rp.one.victim;
+    out->slots = &s->rp.one.slot;
+    out->size = s->rp_size;
+    out->newest = w->newest;
+    return 1;
+  case RP_EXT:
+    out->npos = s->rp.ext[0];
+    out->nvictims = s->rp.ext[1];
+    out->size = s->rp.ext[2];
+    out->positions = s->rp.ext + 3;
+    out->victims = out->positions + out->npos;
+    out->slots = out->victims + out->nvictims;
+    out->newest = out->positions[out->npos - 1];
+    return 1;
+  }
+  return 0;
+}
