@@ -34,6 +34,14 @@ BUILD_ALL  := $(B)/evictd $(B)/evictd-core.a $(B)/bench_window
 
 .PHONY: all deps deps-test check test-unit test-vectors test-more asan bench \
         run clean
+.DEFAULT_GOAL := all
+
+# Fragments: each may append to TEST_PROGS / BUILD_ALL and add targets, and
+# hook extra checks into test-more (a double-colon rule). Included before
+# the rules below, which list those variables as prerequisites.
+test-more::
+	@true
+-include $(sort $(wildcard tests/*/*.mk deploy/*.mk))
 
 all: deps build-all
 
@@ -97,8 +105,3 @@ run: deps
 clean:
 	rm -rf build
 
-# Fragments: each may append to TEST_PROGS / BUILD_ALL and add targets, and
-# hook extra checks into test-more (a double-colon rule).
-test-more::
-	@true
--include $(sort $(wildcard tests/*/*.mk deploy/*.mk))
