@@ -10,6 +10,7 @@
 #include "evictd/api.h"
 #include "evictd/log.h"
 #include "evictd/loop.h"
+#include "evictd/probe.h"
 
 enum kind { K_STR, K_U32, K_SIZE, K_FLAG, K_LEVEL, K_FORMAT, K_ACTION };
 
@@ -60,6 +61,9 @@ static const option_t options[] = {
      K_LEVEL, CFG(log_level), 0, 0},
     {"log-format", "EVICTD_LOG_FORMAT", "FORMAT", "text or json", K_FORMAT, 0,
      0, 0},
+    {"probe", NULL, "URL",
+     "check a running daemon: exit 0 when GET URL (http://host:port/healthz"
+     " or unix:/path) answers 200 within 5 s, else 1", K_ACTION, 0, 0, 0},
     {"version", NULL, NULL, "print the version and exit", K_ACTION, 0, 0, 0},
     {"help", NULL, NULL, "print this help and exit", K_ACTION, 0, 0, 0},
 };
@@ -211,6 +215,8 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
+    if (strcmp(o->flag, "probe") == 0)
+      return evd_probe(optarg, 5000);
     if (strcmp(o->flag, "version") == 0) {
       printf("evictd %s\n", EVD_VERSION);
       return 0;
