@@ -14,6 +14,7 @@ for group in "$@"; do
     fuzz)  want+=(clang libclang-rt-14-dev) ;;
     image) want+=(podman runc debootstrap) ;;
     lint)  want+=(yamllint systemd) ;;
+    metrics) want+=(prometheus curl) ;;
     *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
   esac
 done

@@ -11,6 +11,7 @@
 
 #include "evictd/apierr.h"
 #include "evictd/log.h"
+#include "evictd/metrics.h"
 
 struct evd_api_s {
   evd_config_t cfg;
@@ -21,6 +22,7 @@ struct evd_api_s {
   uint32_t *pos, *slots, *victims;
   size_t pos_cap, victims_cap;
   char msg[256]; /* an error message with figures in it */
+  evd_metrics_t metrics;
 };
 
 void evd_config_defaults(evd_config_t *c) {
@@ -85,6 +87,10 @@ evd_table_t *evd_api_table(evd_api_t *api) {
   return api->table;
 }
 
+evd_metrics_t *evd_api_metrics(evd_api_t *api) {
+  return &api->metrics;
+}
+
 void evd_api_set_clock(evd_api_t *api, uint64_t now_ms) {
   /* Ticks wrap after 13 years; ages are computed by unsigned difference. */
   api->now_tick = (uint32_t)(now_ms / 100);
@@ -104,6 +110,7 @@ uint32_t evd_api_reap(evd_api_t *api) {
     evd_table_remove(api->table, s);
     n++;
   }
+  api->metrics.reaped += n;
   return n;
 }
 
@@ -434,6 +441,7 @@ static int run_step(evd_api_t *api, const step_req_t *r, int in_batch,
       return write_error(out, EVD_AE_SESSION_LIMIT, NULL, in_batch, NULL);
     if (err != 0)
       return write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch, NULL);
+    api->metrics.created++;
     evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)r->idlen, r->id);
   }
   w = evd_session_window(s);
@@ -442,6 +450,7 @@ static int run_step(evd_api_t *api, const step_req_t *r, int in_batch,
     if (evd_session_replay_get(s, &rp) && rp.npos == r->n &&
         memcmp(rp.positions, api->pos, r->n * sizeof(uint32_t)) == 0) {
       evd_table_touch(api->table, s, api->now_tick);
+      api->metrics.replays++;
       write_step_result(out, rp.victims, rp.nvictims, rp.slots, rp.npos,
                         rp.size, rp.newest, 1);
       return 200;
@@ -456,6 +465,8 @@ static int run_step(evd_api_t *api, const step_req_t *r, int in_batch,
     nv += (uint32_t)err;
   }
   evd_table_touch(api->table, s, api->now_tick);
+  api->metrics.steps += r->n;
+  api->metrics.victims += nv;
   /* Without memory for the record a retry is refused as stale, which is
    * safe: it never hands out a wrong answer. */
   (void)evd_session_replay_set(s, api->pos, r->n, api->victims, nv,
@@ -470,6 +481,7 @@ static int run_step(evd_api_t *api, const step_req_t *r, int in_batch,
 typedef struct {
   evd_api_t *api;
   const evd_request_t *req;
+  evd_reply_t *reply;
   const char *id; /* for the /session/{id} routes */
   size_t idlen;
   evd_buf_t *out;
@@ -483,6 +495,12 @@ static int fail(ctx_t *c, evd_apierr_t e, const char *message) {
 
 static int h_healthz(ctx_t *c) {
   evd_buf_str(c->out, "{\"status\":\"ok\"}");
+  return 200;
+}
+
+static int h_metrics(ctx_t *c) {
+  c->reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
+  evd_metrics_write(&c->api->metrics, evd_table_count(c->api->table), c->out);
   return 200;
 }
 
@@ -610,6 +628,7 @@ static int h_put(ctx_t *c) {
     return fail(c, EVD_AE_SESSION_LIMIT, NULL);
   if (err != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+  api->metrics.created++;
   evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)c->idlen, c->id);
   write_view(c->out, s);
   return 201;
@@ -631,6 +650,7 @@ static int h_delete(ctx_t *c) {
   if (s == NULL)
     return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   evd_table_remove(c->api->table, s);
+  c->api->metrics.deleted++;
   evd_log(EVD_LOG_DEBUG, "deleted session %.*s", (int)c->idlen, c->id);
   return 204;
 }
@@ -684,6 +704,7 @@ static int h_evict(ctx_t *c) {
   err = evd_window_evict(w, (uint32_t)x, api->victims, evd_window_size(w), &n);
   assert(err == 0);
   evd_table_touch(api->table, s, api->now_tick);
+  api->metrics.victims += n;
   evd_buf_reserve(c->out, 32 + 11 * (size_t)n);
   evd_buf_str(c->out, "{\"victims\":");
   evd_buf_u32_array(c->out, api->victims, n);
@@ -704,6 +725,8 @@ static const struct {
   handler_t get, put, post, del;
 } routes[EVD_R_COUNT] = {
     [EVD_R_HEALTHZ] = {EVD_M_GET | EVD_M_HEAD, "GET, HEAD", h_healthz, NULL,
+                       NULL, NULL},
+    [EVD_R_METRICS] = {EVD_M_GET | EVD_M_HEAD, "GET, HEAD", h_metrics, NULL,
                        NULL, NULL},
     [EVD_R_BATCH] = {EVD_M_POST, "POST", NULL, NULL, h_batch, NULL},
     [EVD_R_SESSION] = {EVD_M_GET | EVD_M_HEAD | EVD_M_PUT | EVD_M_DELETE,
@@ -728,6 +751,8 @@ static evd_route_t route_of(const char *p, size_t n, const char **id,
     return EVD_R_HEALTHZ;
   if (path_is(p, n, "/step"))
     return EVD_R_BATCH;
+  if (path_is(p, n, "/metrics"))
+    return EVD_R_METRICS;
   if (n < plen || memcmp(p, prefix, plen) != 0)
     return EVD_R_NONE;
   *id = p + plen;
@@ -746,12 +771,13 @@ static evd_route_t route_of(const char *p, size_t n, const char **id,
 
 void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
                     evd_reply_t *reply) {
-  ctx_t c = {.api = api, .req = req, .out = out};
+  ctx_t c = {.api = api, .req = req, .out = out, .reply = reply};
   handler_t h = NULL;
   evd_route_t r;
 
   evd_buf_reset(out, 1u << 16);
   reply->allow = NULL;
+  reply->content_type = NULL;
   r = route_of(req->path, req->path_len, &c.id, &c.idlen);
   reply->route = r;
   if (r == EVD_R_NONE || routes[r].methods == 0) {
@@ -780,6 +806,7 @@ done:
   if (out->oom) {
     /* The answer did not fit in memory; say so in a body that does. */
     evd_buf_reset(out, 0);
+    reply->content_type = NULL;
     reply->status = fail(&c, EVD_AE_OUT_OF_MEMORY, NULL);
   }
 }

@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "evictd/apierr.h"
 #include "evictd/log.h"
+#include "evictd/metrics.h"
 
 /* Buffers above this are freed after each request, so that one large
  * request does not pin memory to an idle connection. */
@@ -23,11 +25,13 @@ typedef struct conn_s {
   evd_buf_t body;  /* the request body so far */
   evd_buf_t out;   /* the response body, alive until it is sent */
   int too_large;   /* the body passed --max-body: answer 413 */
+  struct timespec start; /* when the request's headers were in */
 } conn_t;
 
 struct evd_http_s {
   struct MHD_Daemon *d;
   evd_api_t *api;
+  evd_metrics_t *metrics;
   size_t max_body;
   unsigned busy;
   int quiesced;
@@ -56,11 +60,13 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s) {
 static void on_connection(void *cls, struct MHD_Connection *mc,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
+  evd_http_t *h = cls;
   conn_t *c = *socket_context;
 
-  (void)cls;
   (void)mc;
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    h->metrics->connections++;
+    h->metrics->connections_total++;
     /* On allocation failure the access handler refuses the request. */
     c = calloc(1, sizeof *c);
     if (c != NULL) {
@@ -68,7 +74,10 @@ static void on_connection(void *cls, struct MHD_Connection *mc,
       evd_buf_init(&c->out);
     }
     *socket_context = c;
-  } else if (c != NULL) {
+    return;
+  }
+  h->metrics->connections--;
+  if (c != NULL) {
     evd_buf_free(&c->body);
     evd_buf_free(&c->out);
     free(c);
@@ -93,19 +102,27 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 }
 
 /* Queues c->out as the response: the buffer is the connection's and stays
- * untouched until the request completes, so libmicrohttpd need not copy. */
-static enum MHD_Result respond(struct MHD_Connection *mc, conn_t *c,
-                               const evd_reply_t *reply) {
+ * untouched until the request completes, so libmicrohttpd need not copy.
+ * Also the one place where requests are counted and timed. */
+static enum MHD_Result respond(evd_http_t *h, struct MHD_Connection *mc,
+                               conn_t *c, const evd_reply_t *reply) {
   struct MHD_Response *r;
   enum MHD_Result ret;
+  struct timespec now;
 
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  evd_metrics_request(h->metrics, reply->route, reply->status,
+                      (double)(now.tv_sec - c->start.tv_sec) +
+                          (double)(now.tv_nsec - c->start.tv_nsec) * 1e-9);
   r = MHD_create_response_from_buffer(c->out.len, c->out.data,
                                       MHD_RESPMEM_PERSISTENT);
   if (r == NULL)
     return MHD_NO;
   if (reply->status != 204 &&
       MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                              "application/json") != MHD_YES)
+                              reply->content_type != NULL
+                                  ? reply->content_type
+                                  : "application/json") != MHD_YES)
     goto fail;
   if (reply->allow != NULL &&
       MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, reply->allow) !=
@@ -120,13 +137,13 @@ fail:
 }
 
 /* Answers with an error of the transport itself (413 and the like). */
-static enum MHD_Result respond_error(struct MHD_Connection *mc, conn_t *c,
-                                     evd_apierr_t e) {
-  evd_reply_t reply = {.status = evd_apierr_status(e)};
+static enum MHD_Result respond_error(evd_http_t *h, struct MHD_Connection *mc,
+                                     conn_t *c, evd_apierr_t e) {
+  evd_reply_t reply = {.status = evd_apierr_status(e), .route = EVD_R_NONE};
 
   evd_buf_reset(&c->out, KEEP_BUF);
   evd_apierr_body(&c->out, e, NULL);
-  return respond(mc, c, &reply);
+  return respond(h, mc, c, &reply);
 }
 
 /* Content-Length above the limit: refuse before reading the body. */
@@ -161,8 +178,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
       return MHD_NO; /* out of memory when the connection opened */
     *req_cls = c;
     h->busy++;
+    clock_gettime(CLOCK_MONOTONIC, &c->start);
     if (declared_too_large(mc, h->max_body))
-      return respond_error(mc, c, EVD_AE_BODY_TOO_LARGE);
+      return respond_error(h, mc, c, EVD_AE_BODY_TOO_LARGE);
     return MHD_YES;
   }
   if (*upload_size > 0) { /* a piece of the body */
@@ -177,16 +195,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
     return MHD_YES;
   }
   if (c->too_large)
-    return respond_error(mc, c, EVD_AE_BODY_TOO_LARGE);
+    return respond_error(h, mc, c, EVD_AE_BODY_TOO_LARGE);
   if (c->body.oom)
-    return respond_error(mc, c, EVD_AE_OUT_OF_MEMORY);
+    return respond_error(h, mc, c, EVD_AE_OUT_OF_MEMORY);
   req.method = evd_method_parse(method);
   req.path = url;
   req.path_len = strlen(url);
   req.body = c->body.data;
   req.body_len = c->body.len;
   evd_api_handle(h->api, &req, &c->out, &reply);
-  return respond(mc, c, &reply);
+  return respond(h, mc, c, &reply);
 }
 
 int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
@@ -197,6 +215,7 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
   if (h == NULL)
     return EVD_ENOMEM;
   h->api = api;
+  h->metrics = evd_api_metrics(api);
   h->max_body = cfg->max_body;
   h->d = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, h,

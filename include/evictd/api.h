@@ -70,6 +70,7 @@ typedef struct evd_reply_s {
   int status;
   evd_route_t route;
   const char *allow;    /* value of an Allow header (static), or NULL */
+  const char *content_type; /* static; NULL means application/json */
 } evd_reply_t;
 
 typedef struct evd_api_s evd_api_t;
@@ -96,5 +97,8 @@ uint32_t evd_api_reap(evd_api_t *api);
 
 /* The session table, for statistics and tests. */
 evd_table_t *evd_api_table(evd_api_t *api);
+
+/* The counters behind GET /metrics, which the transport updates too. */
+struct evd_metrics_s *evd_api_metrics(evd_api_t *api);
 
 #endif

@@ -1,0 +1,46 @@
+/* Counters and histograms for GET /metrics (Prometheus text format 0.0.4).
+ * Updating one is an add to a plain field: the daemon has one thread. */
+#ifndef EVICTD_METRICS_H
+#define EVICTD_METRICS_H
+
+#include <stdint.h>
+
+#include "evictd/api.h"
+#include "evictd/buf.h"
+
+/* Statuses the daemon answers with, as histogram/counter columns. */
+#define EVD_METRICS_NSTATUS 13
+/* Latency histogram buckets (upper bounds in seconds), +Inf implied. */
+#define EVD_METRICS_NBUCKETS 14
+
+typedef struct evd_histogram_s {
+  uint64_t bucket[EVD_METRICS_NBUCKETS + 1]; /* last one is +Inf */
+  uint64_t count;
+  double sum;
+} evd_histogram_t;
+
+typedef struct evd_metrics_s {
+  uint64_t requests[EVD_R_COUNT][EVD_METRICS_NSTATUS];
+  evd_histogram_t latency[EVD_R_COUNT];
+  uint64_t steps;            /* positions stepped */
+  uint64_t victims;          /* positions evicted, by steps and evicts */
+  uint64_t replays;          /* step retries answered from the record */
+  uint64_t created, deleted, reaped;
+  uint64_t connections;      /* open now */
+  uint64_t connections_total;
+  evd_histogram_t fsync;     /* journal fsync latency */
+  int journal;               /* persistence on: export the fsync figures */
+} evd_metrics_t;
+
+/* Counts one answered request with its handling time. */
+void evd_metrics_request(evd_metrics_t *m, evd_route_t route, int status,
+                         double seconds);
+
+/* Adds one observation to a histogram. */
+void evd_metrics_observe(evd_histogram_t *h, double seconds);
+
+/* Appends the exposition text, with `sessions` live sessions. */
+void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,
+                       evd_buf_t *out);
+
+#endif

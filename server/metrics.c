@@ -1,0 +1,159 @@
+/* Prometheus exposition of the daemon's counters. */
+#include "evictd/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const int statuses[EVD_METRICS_NSTATUS] = {
+    200, 201, 204, 400, 401, 404, 405, 409, 413, 431, 500, 503, 0};
+static const double bounds[EVD_METRICS_NBUCKETS] = {
+    0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+    0.001,    0.0025,  0.005,    0.01,    0.025,  0.1,     1.0};
+static const char *const route_names[EVD_R_COUNT] = {
+    [EVD_R_NONE] = "none",       [EVD_R_HEALTHZ] = "healthz",
+    [EVD_R_METRICS] = "metrics", [EVD_R_BATCH] = "batch",
+    [EVD_R_SESSION] = "session", [EVD_R_STEP] = "step",
+    [EVD_R_EVICT] = "evict"};
+
+void evd_metrics_observe(evd_histogram_t *h, double seconds) {
+  int i = 0;
+
+  while (i < EVD_METRICS_NBUCKETS && seconds > bounds[i])
+    i++;
+  h->bucket[i]++;
+  h->count++;
+  h->sum += seconds;
+}
+
+void evd_metrics_request(evd_metrics_t *m, evd_route_t route, int status,
+                         double seconds) {
+  int i = 0;
+
+  /* The last column ("other") takes any status not listed. */
+  while (i < EVD_METRICS_NSTATUS - 1 && statuses[i] != status)
+    i++;
+  m->requests[route][i]++;
+  evd_metrics_observe(&m->latency[route], seconds);
+}
+
+static void line(evd_buf_t *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void line(evd_buf_t *out, const char *fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  int n;
+
+  va_start(ap, fmt);
+  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    evd_buf_add(out, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void counter(evd_buf_t *out, const char *name, const char *help,
+                    uint64_t v) {
+  line(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
+       name, (unsigned long long)v);
+}
+
+static void gauge(evd_buf_t *out, const char *name, const char *help,
+                  double v) {
+  line(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name,
+       name, v);
+}
+
+/* The series of one histogram; `labels` is empty or `key="v",`. */
+static void histogram(evd_buf_t *out, const char *name, const char *labels,
+                      const evd_histogram_t *h) {
+  uint64_t cum = 0;
+  int i;
+
+  for (i = 0; i < EVD_METRICS_NBUCKETS; i++) {
+    cum += h->bucket[i];
+    line(out, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, bounds[i],
+         (unsigned long long)cum);
+  }
+  cum += h->bucket[EVD_METRICS_NBUCKETS];
+  line(out, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels,
+       (unsigned long long)cum);
+  if (labels[0] != '\0') {
+    char l[64];
+    snprintf(l, sizeof l, "%s", labels);
+    l[strlen(l) - 1] = '\0'; /* drop the trailing comma */
+    line(out, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name, l, h->sum, name,
+         l, (unsigned long long)h->count);
+  } else {
+    line(out, "%s_sum %.9f\n%s_count %llu\n", name, h->sum, name,
+         (unsigned long long)h->count);
+  }
+}
+
+static double resident_bytes(void) {
+  unsigned long size, resident;
+  FILE *f = fopen("/proc/self/statm", "r");
+  int ok;
+
+  if (f == NULL)
+    return 0;
+  ok = fscanf(f, "%lu %lu", &size, &resident) == 2;
+  fclose(f);
+  return ok ? (double)resident * (double)sysconf(_SC_PAGESIZE) : 0;
+}
+
+void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,
+                       evd_buf_t *out) {
+  int r, i;
+
+  line(out, "# HELP evictd_build_info Version of the running daemon.\n"
+            "# TYPE evictd_build_info gauge\n"
+            "evictd_build_info{version=\"%s\"} 1\n", EVD_VERSION);
+  line(out, "# HELP evictd_requests_total HTTP requests answered, by route "
+            "and status.\n# TYPE evictd_requests_total counter\n");
+  for (r = 0; r < EVD_R_COUNT; r++)
+    for (i = 0; i < EVD_METRICS_NSTATUS; i++) {
+      if (m->requests[r][i] == 0)
+        continue;
+      if (statuses[i] != 0)
+        line(out, "evictd_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+             route_names[r], statuses[i],
+             (unsigned long long)m->requests[r][i]);
+      else
+        line(out, "evictd_requests_total{route=\"%s\",code=\"other\"} %llu\n",
+             route_names[r], (unsigned long long)m->requests[r][i]);
+    }
+  line(out, "# HELP evictd_request_duration_seconds Time from a request's "
+            "headers to its queued response, by route.\n"
+            "# TYPE evictd_request_duration_seconds histogram\n");
+  for (r = 0; r < EVD_R_COUNT; r++) {
+    char labels[48];
+    if (m->latency[r].count == 0)
+      continue;
+    snprintf(labels, sizeof labels, "route=\"%s\",", route_names[r]);
+    histogram(out, "evictd_request_duration_seconds", labels, &m->latency[r]);
+  }
+  gauge(out, "evictd_sessions", "Live sessions.", sessions);
+  counter(out, "evictd_sessions_created_total", "Sessions created.",
+          m->created);
+  counter(out, "evictd_sessions_deleted_total", "Sessions deleted by "
+          "request.", m->deleted);
+  counter(out, "evictd_sessions_reaped_total", "Sessions reaped after "
+          "--idle-ttl.", m->reaped);
+  counter(out, "evictd_steps_total", "Positions stepped.", m->steps);
+  counter(out, "evictd_victims_total", "Positions evicted.", m->victims);
+  counter(out, "evictd_replays_total", "Step retries answered again from "
+          "the session's last response.", m->replays);
+  gauge(out, "evictd_connections", "Open HTTP connections.",
+        (double)m->connections);
+  counter(out, "evictd_connections_total", "HTTP connections accepted.",
+          m->connections_total);
+  gauge(out, "process_resident_memory_bytes", "Resident memory size in "
+        "bytes.", resident_bytes());
+  if (m->journal) {
+    line(out, "# HELP evictd_journal_fsync_seconds Time one journal fsync "
+              "took.\n# TYPE evictd_journal_fsync_seconds histogram\n");
+    histogram(out, "evictd_journal_fsync_seconds", "", &m->fsync);
+  }
+}
