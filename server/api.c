@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "evictd/apierr.h"
 #include "evictd/log.h"
@@ -38,8 +39,7 @@ void evd_config_defaults(evd_config_t *c) {
   c->max_body = 1048576;
   c->idle_ttl = 0;
   c->max_conns = 4096;
-  c->conn_timeout = 60;
-  c->req_timeout = 30;
+  c->conn_timeout = 30;
   c->autocreate = 1;
   c->log_level = EVD_LOG_INFO;
 }
@@ -735,6 +735,27 @@ static const struct {
     [EVD_R_EVICT] = {EVD_M_POST, "POST", NULL, NULL, h_evict, NULL},
 };
 
+/* Compares the bearer credentials in an Authorization header with the
+ * token in time that depends only on the token's length, so that timing
+ * tells an attacker nothing about how much of a guess was right. */
+static int authorized(const char *header, const char *token) {
+  size_t glen, tlen = strlen(token), i;
+  unsigned char diff;
+
+  if (header == NULL || strncasecmp(header, "Bearer ", 7) != 0)
+    return 0;
+  header += 7;
+  while (*header == ' ')
+    header++;
+  glen = strlen(header);
+  while (glen > 0 && header[glen - 1] == ' ')
+    glen--;
+  diff = glen != tlen;
+  for (i = 0; i < tlen; i++)
+    diff |= (unsigned char)(token[i] ^ (i < glen ? header[i] : 0));
+  return diff == 0;
+}
+
 static int path_is(const char *p, size_t n, const char *lit) {
   size_t len = strlen(lit);
   return n == len && memcmp(p, lit, len) == 0;
@@ -778,8 +799,17 @@ void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
   evd_buf_reset(out, 1u << 16);
   reply->allow = NULL;
   reply->content_type = NULL;
+  reply->www_authenticate = NULL;
   r = route_of(req->path, req->path_len, &c.id, &c.idlen);
   reply->route = r;
+  /* Everything but the health check needs the token, when there is one;
+   * unknown paths too, so that they reveal nothing. */
+  if (api->cfg.token != NULL && r != EVD_R_HEALTHZ &&
+      !authorized(req->authorization, api->cfg.token)) {
+    reply->www_authenticate = "Bearer realm=\"evictd\"";
+    reply->status = fail(&c, EVD_AE_UNAUTHORIZED, NULL);
+    goto done;
+  }
   if (r == EVD_R_NONE || routes[r].methods == 0) {
     reply->status = fail(&c, EVD_AE_NOT_FOUND, NULL);
     goto done;

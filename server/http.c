@@ -128,6 +128,10 @@ static enum MHD_Result respond(evd_http_t *h, struct MHD_Connection *mc,
       MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, reply->allow) !=
           MHD_YES)
     goto fail;
+  if (reply->www_authenticate != NULL &&
+      MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                              reply->www_authenticate) != MHD_YES)
+    goto fail;
   ret = MHD_queue_response(mc, (unsigned)reply->status, r);
   MHD_destroy_response(r);
   return ret;
@@ -203,6 +207,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
   req.path_len = strlen(url);
   req.body = c->body.data;
   req.body_len = c->body.len;
+  req.authorization = MHD_lookup_connection_value(
+      mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
   evd_api_handle(h->api, &req, &c->out, &reply);
   return respond(h, mc, c, &reply);
 }

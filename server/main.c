@@ -12,7 +12,9 @@
 #include "evictd/loop.h"
 #include "evictd/probe.h"
 
-enum kind { K_STR, K_U32, K_SIZE, K_FLAG, K_LEVEL, K_FORMAT, K_ACTION };
+enum kind {
+  K_STR, K_U32, K_SIZE, K_FLAG, K_LEVEL, K_FORMAT, K_TOKEN, K_ACTION
+};
 
 /* One row per option: the flag, its environment variable, how to read it
  * and where it goes. `max` bounds numbers. */
@@ -50,7 +52,11 @@ static const option_t options[] = {
     {"max-conns", "EVICTD_MAX_CONNS", "N", "concurrent connections", K_U32,
      CFG(max_conns), 1, 1000000},
     {"conn-timeout", "EVICTD_CONN_TIMEOUT", "SECONDS",
-     "close a connection idle this long", K_U32, CFG(conn_timeout), 1, 86400},
+     "close a connection that has not completed a request for this long "
+     "(idle or trickling)", K_U32, CFG(conn_timeout), 1, 86400},
+    {"token-file", "EVICTD_TOKEN_FILE", "FILE",
+     "require 'Authorization: Bearer <token>' (the file's first line) on "
+     "every endpoint but /healthz", K_TOKEN, CFG(token), 0, 0},
     {"idle-ttl", "EVICTD_IDLE_TTL", "SECONDS",
      "reap sessions unused this long (0 = never)", K_U32, CFG(idle_ttl), 0,
      31536000},
@@ -100,6 +106,42 @@ static void usage(FILE *f) {
   }
   fprintf(f, "\nFlags win over environment variables. SIGINT or SIGTERM "
              "stops the daemon\ngracefully. API: see proto/openapi.yaml.\n");
+}
+
+/* Reads the bearer token: the first line of the file, without surrounding
+ * blanks. Returns a heap copy (kept for the life of the process) or NULL,
+ * having said why. The token itself is never printed. */
+static char *read_token(const char *source, const char *path) {
+  char line[4096], *start, *end;
+  FILE *f = fopen(path, "r");
+  size_t n;
+
+  if (f == NULL) {
+    fprintf(stderr, "evictd: %s: cannot read %s: %s\n", source, path,
+            strerror(errno));
+    return NULL;
+  }
+  n = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  line[n] = '\0';
+  line[strcspn(line, "\r\n")] = '\0';
+  for (start = line; *start == ' ' || *start == '\t'; start++)
+    ;
+  end = start + strlen(start);
+  while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+    *--end = '\0';
+  if (end - start < 16) {
+    fprintf(stderr, "evictd: %s: the token in %s must be at least 16 "
+                    "characters on its first line\n", source, path);
+    return NULL;
+  }
+  for (char *p = start; p < end; p++)
+    if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) {
+      fprintf(stderr, "evictd: %s: the token in %s must be printable ASCII "
+                      "without blanks\n", source, path);
+      return NULL;
+    }
+  return strdup(start);
 }
 
 /* Reads `value` into the config as option o says. Returns 0, or prints why
@@ -158,6 +200,11 @@ static int apply(const option_t *o, const char *source, const char *value,
     else
       break;
     return 0;
+  case K_TOKEN:
+    if (value[0] == '\0')
+      break;
+    cfg->token = read_token(source, value);
+    return cfg->token != NULL ? 0 : -1;
   case K_ACTION:
     break;
   }

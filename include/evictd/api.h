@@ -23,8 +23,8 @@ typedef struct evd_config_s {
   size_t max_body;        /* request body bytes */
   uint32_t idle_ttl;      /* seconds before an unused session is reaped */
   uint32_t max_conns;     /* concurrent connections */
-  uint32_t conn_timeout;  /* seconds a connection may stay idle */
-  uint32_t req_timeout;   /* seconds a request may take to arrive */
+  uint32_t conn_timeout;  /* seconds a connection gets per request */
+  const char *token;      /* bearer token required, or NULL */
   int autocreate;         /* step creates unknown sessions */
   int log_level;          /* EVD_LOG_* */
 } evd_config_t;
@@ -63,6 +63,7 @@ typedef struct evd_request_s {
   size_t path_len;
   const char *body;     /* may be NULL when body_len is 0 */
   size_t body_len;
+  const char *authorization; /* the Authorization header, or NULL */
 } evd_request_t;
 
 /* What to answer besides the body. */
@@ -71,6 +72,7 @@ typedef struct evd_reply_s {
   evd_route_t route;
   const char *allow;    /* value of an Allow header (static), or NULL */
   const char *content_type; /* static; NULL means application/json */
+  const char *www_authenticate; /* static challenge with a 401, or NULL */
 } evd_reply_t;
 
 typedef struct evd_api_s evd_api_t;
