@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,10 @@
 #define KEEP_BUF (64u * 1024u)
 
 typedef struct conn_s {
+  struct conn_s *prev, *next; /* the deadline list, soonest first */
+  uint64_t deadline; /* cut the connection off when the clock passes it */
+  int fd;
+  int listed;      /* on the deadline list */
   evd_buf_t body;  /* the request body so far */
   evd_buf_t out;   /* the response body, alive until it is sent */
   int too_large;   /* the body passed --max-body: answer 413 */
@@ -35,7 +40,40 @@ struct evd_http_s {
   size_t max_body;
   unsigned busy;
   int quiesced;
+  uint64_t now_ms, timeout_ms;
+  /* Every connection, in deadline order: each gets the same timeout from
+   * a clock that never goes back, so appending keeps the order. */
+  conn_t *soonest, *latest;
 };
+
+static void deadline_unlink(evd_http_t *h, conn_t *c) {
+  if (!c->listed)
+    return;
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    h->soonest = c->next;
+  if (c->next != NULL)
+    c->next->prev = c->prev;
+  else
+    h->latest = c->prev;
+  c->prev = c->next = NULL;
+  c->listed = 0;
+}
+
+/* (Re)starts the connection's allowance for one request. */
+static void deadline_renew(evd_http_t *h, conn_t *c) {
+  deadline_unlink(h, c);
+  c->deadline = h->now_ms + h->timeout_ms;
+  c->prev = h->latest;
+  c->next = NULL;
+  if (h->latest != NULL)
+    h->latest->next = c;
+  else
+    h->soonest = c;
+  h->latest = c;
+  c->listed = 1;
+}
 
 static void log_mhd(void *cls, const char *fmt, va_list ap) {
   char line[512];
@@ -63,8 +101,9 @@ static void on_connection(void *cls, struct MHD_Connection *mc,
   evd_http_t *h = cls;
   conn_t *c = *socket_context;
 
-  (void)mc;
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
     h->metrics->connections++;
     h->metrics->connections_total++;
     /* On allocation failure the access handler refuses the request. */
@@ -72,12 +111,15 @@ static void on_connection(void *cls, struct MHD_Connection *mc,
     if (c != NULL) {
       evd_buf_init(&c->body);
       evd_buf_init(&c->out);
+      c->fd = ci != NULL ? ci->connect_fd : -1;
+      deadline_renew(h, c);
     }
     *socket_context = c;
     return;
   }
   h->metrics->connections--;
   if (c != NULL) {
+    deadline_unlink(h, c);
     evd_buf_free(&c->body);
     evd_buf_free(&c->out);
     free(c);
@@ -95,6 +137,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
   if (c == NULL)
     return;
   h->busy--;
+  if (c->listed)
+    deadline_renew(h, c);
   evd_buf_reset(&c->body, KEEP_BUF);
   evd_buf_reset(&c->out, KEEP_BUF);
   c->too_large = 0;
@@ -222,6 +266,7 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
     return EVD_ENOMEM;
   h->api = api;
   h->metrics = evd_api_metrics(api);
+  h->timeout_ms = (uint64_t)cfg->conn_timeout * 1000;
   h->max_body = cfg->max_body;
   h->d = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, h,
@@ -248,8 +293,26 @@ int evd_http_fd(const evd_http_t *h) {
   return i != NULL ? i->epoll_fd : -1;
 }
 
-void evd_http_run(evd_http_t *h) {
+void evd_http_run(evd_http_t *h, uint64_t now_ms) {
+  h->now_ms = now_ms;
   MHD_run(h->d);
+}
+
+unsigned evd_http_sweep(evd_http_t *h, uint64_t now_ms) {
+  unsigned n = 0;
+  conn_t *c;
+
+  h->now_ms = now_ms;
+  while ((c = h->soonest) != NULL && c->deadline <= now_ms) {
+    /* Shutting the socket down makes libmicrohttpd see the end of the
+     * stream on its next read and close the connection its usual way. */
+    deadline_unlink(h, c);
+    if (c->fd >= 0)
+      shutdown(c->fd, SHUT_RDWR);
+    n++;
+  }
+  h->metrics->connections_cut += n;
+  return n;
 }
 
 int evd_http_timeout(evd_http_t *h, uint64_t *ms) {

@@ -20,11 +20,13 @@
  * waits for requests in flight. */
 #define REAP_EVERY_MS 500
 #define GRACE_MS 10000
+/* How often connections past --conn-timeout are looked for. */
+#define SWEEP_EVERY_MS 250
 
 typedef struct {
   uv_loop_t loop;
   uv_poll_t poll;
-  uv_timer_t mhd_timer, reap_timer, grace_timer;
+  uv_timer_t mhd_timer, reap_timer, grace_timer, sweep_timer;
   uv_signal_t sigint, sigterm;
   evd_api_t *api;
   evd_http_t *http;
@@ -42,7 +44,7 @@ static void drive(server_t *s) {
   if (s->finished)
     return;
   evd_api_set_clock(s->api, uv_now(&s->loop));
-  evd_http_run(s->http);
+  evd_http_run(s->http, uv_now(&s->loop));
   if (s->stopping && evd_http_busy(s->http) == 0) {
     finish(s);
     return;
@@ -71,6 +73,16 @@ static void on_reap_timer(uv_timer_t *t) {
   n = evd_api_reap(s->api);
   if (n > 0)
     evd_log(EVD_LOG_INFO, "reaped %u idle sessions", n);
+}
+
+static void on_sweep_timer(uv_timer_t *t) {
+  server_t *s = t->data;
+  unsigned n = evd_http_sweep(s->http, uv_now(&s->loop));
+
+  if (n > 0) {
+    evd_log(EVD_LOG_DEBUG, "cut off %u connections past --conn-timeout", n);
+    drive(s); /* let libmicrohttpd close them now */
+  }
 }
 
 static void on_grace_timer(uv_timer_t *t) {
@@ -109,6 +121,7 @@ static void finish(server_t *s) {
   uv_close((uv_handle_t *)&s->mhd_timer, NULL);
   uv_close((uv_handle_t *)&s->reap_timer, NULL);
   uv_close((uv_handle_t *)&s->grace_timer, NULL);
+  uv_close((uv_handle_t *)&s->sweep_timer, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
 }
@@ -165,13 +178,16 @@ int evd_server_run(const evd_config_t *config) {
   uv_timer_init(&s.loop, &s.mhd_timer);
   uv_timer_init(&s.loop, &s.reap_timer);
   uv_timer_init(&s.loop, &s.grace_timer);
+  uv_timer_init(&s.loop, &s.sweep_timer);
   uv_signal_init(&s.loop, &s.sigint);
   uv_signal_init(&s.loop, &s.sigterm);
   s.poll.data = s.mhd_timer.data = s.reap_timer.data = s.grace_timer.data =
-      s.sigint.data = s.sigterm.data = &s;
+      s.sweep_timer.data = s.sigint.data = s.sigterm.data = &s;
   uv_poll_start(&s.poll, UV_READABLE, on_poll);
   uv_signal_start(&s.sigint, on_signal, SIGINT);
   uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+  uv_timer_start(&s.sweep_timer, on_sweep_timer, SWEEP_EVERY_MS,
+                 SWEEP_EVERY_MS);
   if (cfg.idle_ttl > 0)
     uv_timer_start(&s.reap_timer, on_reap_timer, REAP_EVERY_MS,
                    REAP_EVERY_MS);

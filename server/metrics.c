@@ -149,6 +149,8 @@ void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,
         (double)m->connections);
   counter(out, "evictd_connections_total", "HTTP connections accepted.",
           m->connections_total);
+  counter(out, "evictd_connections_cut_total", "Connections closed for not "
+          "completing a request within --conn-timeout.", m->connections_cut);
   gauge(out, "process_resident_memory_bytes", "Resident memory size in "
         "bytes.", resident_bytes());
   if (m->journal) {

@@ -18,8 +18,15 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
 /* The descriptor to poll for readability (libmicrohttpd's epoll fd). */
 int evd_http_fd(const evd_http_t *h);
 
-/* Processes whatever is ready: accepts, reads, answers, writes. */
-void evd_http_run(evd_http_t *h);
+/* Processes whatever is ready: accepts, reads, answers, writes. `now_ms`
+ * is the loop's monotonic clock. */
+void evd_http_run(evd_http_t *h, uint64_t now_ms);
+
+/* Cuts off connections that have not completed a request within
+ * --conn-timeout of opening or of their previous response: idle ones and
+ * ones that trickle a request in byte by byte alike. Cost proportional to
+ * the connections cut. Returns how many. */
+unsigned evd_http_sweep(evd_http_t *h, uint64_t now_ms);
 
 /* When libmicrohttpd must run again even without socket activity: returns
  * 1 and the delay in *ms, or 0 when only activity matters. Must be asked

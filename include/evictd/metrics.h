@@ -28,6 +28,7 @@ typedef struct evd_metrics_s {
   uint64_t created, deleted, reaped;
   uint64_t connections;      /* open now */
   uint64_t connections_total;
+  uint64_t connections_cut;  /* by --conn-timeout */
   evd_histogram_t fsync;     /* journal fsync latency */
   int journal;               /* persistence on: export the fsync figures */
 } evd_metrics_t;
