@@ -1,0 +1,961 @@
+"""Tests of the Python client against the real daemon (EVICTD_BIN, else
+../../../build/evictd from this file), started on ephemeral ports and unix
+sockets and stopped again by the fixtures. Standard library only. From the
+repository, `make B=build/x test-python`; from this directory,
+`EVICTD_BIN=/abs/path/evictd python3 -m unittest -v test_evictd_client`.
+"""
+
+import glob
+import http.client
+import http.server
+import io
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+from typing import Any, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import evictd_client as ec  # noqa: E402
+from evictd_client import (  # noqa: E402
+    EvictdClient, EvictdError, StepBatch, StepResult, group_steps)
+import example_frontend  # noqa: E402
+
+REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+VECTORS = sorted(glob.glob(os.path.join(REPO, "proto", "vectors", "*.json")))
+LISTENING = re.compile(r"listening on (\S+)")
+
+
+def daemon_bin() -> str:
+    return os.environ.get("EVICTD_BIN") or os.path.join(REPO, "build",
+                                                        "evictd")
+
+
+class Daemon:
+    """One evictd process: started with the given flags, its address read
+    from its log, stopped with SIGTERM (SIGKILL if it hangs)."""
+
+    def __init__(self, tmpdir: str, *args: str,
+                 listen: str = "127.0.0.1:0") -> None:
+        binary = daemon_bin()
+        if not os.access(binary, os.X_OK):
+            raise RuntimeError("no daemon at %s (set EVICTD_BIN or build it)"
+                               % binary)
+        self.log_path = tempfile.mktemp(prefix="evictd-", suffix=".log",
+                                        dir=tmpdir)
+        # The daemon must see only our flags, not the caller's EVICTD_*.
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("EVICTD_")}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [binary, "--listen", listen] + list(args), env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=log)
+        try:
+            self.addr = self._wait_listening()
+        except BaseException:
+            self.stop()
+            raise
+        self.url = (self.addr if self.addr.startswith("unix:")
+                    else "http://" + self.addr)
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def _wait_listening(self) -> str:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            m = LISTENING.search(self.log())
+            if m:
+                return m.group(1)
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise RuntimeError("evictd did not start (exit %s); log:\n%s"
+                           % (self.proc.poll(), self.log()))
+
+    def stop(self) -> Optional[int]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def start_daemon(*args: str, listen: str = "127.0.0.1:0") -> Daemon:
+    """Starts a daemon that is stopped when the module's tests end."""
+    d = Daemon(TMP.name, *args, listen=listen)
+    unittest.addModuleCleanup(d.stop)
+    return d
+
+
+TMP: Any = None
+MAIN: Any = None  # a daemon on its defaults, shared by most tests
+
+
+def setUpModule() -> None:
+    global TMP, MAIN
+    TMP = tempfile.TemporaryDirectory(prefix="evictd-pyclient-")
+    unittest.addModuleCleanup(TMP.cleanup)
+    MAIN = start_daemon()
+
+
+class Case(unittest.TestCase):
+    """A test with a client of the main daemon and unique session ids."""
+
+    def setUp(self) -> None:
+        self.client = EvictdClient(MAIN.url, timeout=10)
+        self.addCleanup(self.client.close)
+
+    def sid(self, name: str = "s") -> str:
+        return "%s.%s" % (self._testMethodName[:100], name)
+
+    def assertApiError(self, cls: type, status: int, fn: Any, *args: Any,
+                       **kw: Any) -> EvictdError:
+        with self.assertRaises(cls) as cm:
+            fn(*args, **kw)
+        e = cm.exception
+        self.assertIs(type(e), cls)
+        self.assertEqual(e.status, status)
+        self.assertEqual(e.code, cls.code)
+        self.assertTrue(e.message)
+        return e
+
+
+# ---- every method -----------------------------------------------------------
+
+
+class MethodsTest(Case):
+
+    def test_health(self) -> None:
+        self.assertEqual(self.client.health(), {"status": "ok"})
+
+    def test_create_new_identical_and_defaults(self) -> None:
+        v = self.client.create(self.sid("a"), budget=8, sinks=2)
+        self.assertEqual(v, ec.SessionView(self.sid("a"), 8, 2, 1, 0, [0],
+                                           [0], created=True))
+        again = self.client.create(self.sid("a"), budget=8, sinks=2)
+        self.assertFalse(again.created)
+        self.assertEqual((again.budget, again.sinks), (8, 2))
+        d = self.client.create(self.sid("d"))
+        self.assertEqual((d.budget, d.sinks, d.kept, d.slots),
+                         (512, 0, [0], [0]))
+
+    def test_step_one_position_and_many(self) -> None:
+        s = self.sid()
+        self.client.create(s, budget=3)
+        r = self.client.step(s, 1)
+        self.assertEqual(r, StepResult([], [1], 2, 1, False, [1]))
+        r = self.client.step(s, [2, 3, 4])
+        self.assertEqual((r.victims, r.slots, r.size, r.newest, r.replayed),
+                         ([0, 1], [2, 3, 0], 3, 4, False))
+        self.assertEqual(r.placements, [(2, 2), (3, 3), (4, 0)])
+        r = self.client.step(s, positions=(7,), attention={"scores": [0.5]})
+        self.assertEqual((r.victims, r.slots, r.newest), ([2], [1], 7))
+
+    def test_step_autocreates_with_budget_and_sinks(self) -> None:
+        s = self.sid()
+        r = self.client.step(s, [1, 2, 3], budget=2, sinks=1)
+        self.assertEqual((r.victims, r.size, r.newest), ([1, 2], 2, 3))
+        v = self.client.get(s)
+        self.assertEqual((v.budget, v.sinks, v.kept), (2, 1, [0, 3]))
+
+    def test_step_needs_exactly_one_of_pos_and_positions(self) -> None:
+        with self.assertRaises(ValueError):
+            self.client.step(self.sid(), 1, positions=[2])
+        with self.assertRaises(ValueError):
+            self.client.step(self.sid())
+
+    def test_evict_to_own_budget_and_smaller(self) -> None:
+        s = self.sid()
+        self.client.create(s, budget=4, sinks=1)
+        self.client.step(s, [1, 2, 3])
+        self.assertEqual(self.client.evict(s), ec.EvictResult([], 4))
+        self.assertEqual(self.client.evict(s, 2), ec.EvictResult([1, 2], 2))
+        self.assertEqual(self.client.get(s).kept, [0, 3])
+
+    def test_get_shows_kept_positions_and_slots(self) -> None:
+        s = self.sid()
+        self.client.create(s, budget=2)
+        self.client.step(s, [5, 9])
+        v = self.client.get(s)
+        self.assertEqual((v.id, v.size, v.newest, v.kept, v.slots,
+                          v.created), (s, 2, 9, [5, 9], [1, 2], False))
+
+    def test_delete_then_missing(self) -> None:
+        s = self.sid()
+        self.client.create(s)
+        self.assertTrue(self.client.delete(s))
+        self.assertApiError(ec.UnknownSession, 404, self.client.get, s)
+        self.assertApiError(ec.UnknownSession, 404, self.client.delete, s)
+        self.assertFalse(self.client.delete(s, missing_ok=True))
+
+    def test_exact_retry_of_last_step_is_replayed(self) -> None:
+        s = self.sid()
+        self.client.create(s, budget=2)
+        first = self.client.step(s, [1, 2, 3])
+        again = self.client.step(s, [1, 2, 3])
+        self.assertFalse(first.replayed)
+        self.assertTrue(again.replayed)
+        self.assertEqual((again.victims, again.slots, again.size,
+                          again.newest),
+                         (first.victims, first.slots, first.size,
+                          first.newest))
+        # Even after an evict, the answer is the original one.
+        self.client.evict(s, 1)
+        late = self.client.step(s, [1, 2, 3])
+        self.assertTrue(late.replayed)
+        self.assertEqual(late.size, first.size)
+        self.assertEqual(self.client.get(s).kept, [3])
+        # Anything else at or below the newest position is stale.
+        e = self.assertApiError(ec.StalePosition, 409, self.client.step, s,
+                                [2, 3])
+        self.assertEqual(e.newest, 3)
+
+    def test_keep_alive_uses_one_connection(self) -> None:
+        for i in range(1, 50):
+            self.client.step(self.sid(), i)
+        self.assertEqual(self.client.connections_opened, 1)
+        self.assertEqual(self.client.retries, 0)
+
+    def test_close_then_reuse_and_context_manager(self) -> None:
+        with EvictdClient(MAIN.url) as c:
+            c.health()
+            c.close()
+            c.health()
+            self.assertEqual(c.connections_opened, 2)
+
+    def test_address_forms(self) -> None:
+        bare = MAIN.addr  # host:port without a scheme
+        with EvictdClient(bare) as c:
+            self.assertEqual(c.health(), {"status": "ok"})
+        for bad in ("https://127.0.0.1:1", "ftp://x", "unix:"):
+            with self.assertRaises(ValueError):
+                EvictdClient(bad)
+
+    def test_session_ids_are_escaped_not_rerouted(self) -> None:
+        for bad in ("a/b", "", "a b", "é", "x" * 129, "a%2Fb"):
+            self.assertApiError(ec.InvalidSessionId, 400, self.client.get,
+                                bad)
+        with self.assertRaises(TypeError):
+            self.client.get(7)  # type: ignore[arg-type]
+        ok = "A-z0.9_~" + "x" * 120
+        self.assertEqual(self.client.create(ok).id, ok)
+        self.client.delete(ok)
+
+    def test_metrics_text(self) -> None:
+        self.client.step(self.sid(), 1)
+        text = self.client.metrics()
+        self.assertRegex(text, r"(?m)^# TYPE \S+ (counter|gauge|histogram)")
+
+    def test_raw_request(self) -> None:
+        self.assertEqual(self.client.request("GET", "/healthz"),
+                         (200, {"status": "ok"}))
+        self.client.create(self.sid())
+        self.assertEqual(self.client.request(
+            "DELETE", "/session/" + self.sid()), (204, None))
+
+
+# ---- every mapped error -----------------------------------------------------
+
+
+class ErrorsTest(Case):
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.limits = start_daemon("--max-positions", "4", "--max-batch", "3",
+                                  "--max-sessions", "2", "--max-body", "1024",
+                                  "--no-autocreate")
+
+    def test_invalid_json(self) -> None:
+        s = self.sid()
+        for body in (b"{", b"[1]", b'{"pos":1,"pos":2}', b"null"):
+            self.assertApiError(ec.InvalidJSON, 400, self.client.request,
+                                "POST", "/session/%s/step" % s, body)
+        deep: Any = 1
+        for _ in range(40):
+            deep = [deep]
+        e = self.assertApiError(ec.InvalidJSON, 400, self.client.step, s, 1,
+                                attention=deep)
+        self.assertIn("deep", e.message)
+        self.assertApiError(ec.UnknownSession, 404, self.client.get, s)
+
+    def test_invalid_field(self) -> None:
+        s = self.sid()
+        self.assertApiError(ec.InvalidField, 400, self.client.create, s,
+                            budget="512")
+        self.assertApiError(ec.InvalidField, 400, self.client.create, s,
+                            budget=512.5)
+        self.assertApiError(ec.InvalidField, 400, self.client.request, "PUT",
+                            "/session/" + s, {"budjet": 4})
+        self.assertApiError(ec.InvalidField, 400, self.client.step, s, 1,
+                            sinks="0")
+        self.assertApiError(ec.InvalidField, 400, self.client.request, "POST",
+                            "/step", {"items": []})
+
+    def test_invalid_session_id(self) -> None:
+        self.assertApiError(ec.InvalidSessionId, 400, self.client.create,
+                            "no spaces")
+        self.assertApiError(ec.InvalidSessionId, 400, self.client.step,
+                            "x" * 129, 1)
+
+    def test_invalid_budget(self) -> None:
+        s = self.sid()
+        self.assertApiError(ec.InvalidBudget, 400, self.client.create, s,
+                            budget=0)
+        self.assertApiError(ec.InvalidBudget, 400, self.client.create, s,
+                            budget=1048577)
+        self.client.create(s, budget=4, sinks=2)
+        self.assertApiError(ec.InvalidBudget, 400, self.client.evict, s, 0)
+        self.assertApiError(ec.InvalidBudget, 400, self.client.evict, s, 2)
+
+    def test_invalid_sinks(self) -> None:
+        self.assertApiError(ec.InvalidSinks, 400, self.client.create,
+                            self.sid(), budget=4, sinks=4)
+        self.assertApiError(ec.InvalidSinks, 400, self.client.create,
+                            self.sid(), budget=4, sinks=-1)
+        self.assertApiError(ec.InvalidSinks, 400, self.client.step,
+                            self.sid(), 1, budget=2, sinks=3)
+
+    def test_invalid_position(self) -> None:
+        s = self.sid()
+        for bad in (-1, 2 ** 32, 1.5, "1", True):
+            self.assertApiError(ec.InvalidPosition, 400, self.client.step, s,
+                                bad)
+        for bad in ([], [3, 3], [4, 2], [1, None]):
+            self.assertApiError(ec.InvalidPosition, 400, self.client.step, s,
+                                positions=bad)
+        self.assertApiError(ec.UnknownSession, 404, self.client.get, s)
+
+    def test_too_many_positions(self) -> None:
+        c = EvictdClient(self.limits.url)
+        self.addCleanup(c.close)
+        c.create(self.sid())
+        self.addCleanup(c.delete, self.sid(), True)
+        self.assertApiError(ec.TooManyPositions, 400, c.step, self.sid(),
+                            [1, 2, 3, 4, 5])
+        self.assertEqual(c.step(self.sid(), [1, 2, 3, 4]).newest, 4)
+
+    def test_too_many_steps(self) -> None:
+        c = EvictdClient(self.limits.url)
+        self.addCleanup(c.close)
+        self.assertApiError(ec.TooManySteps, 400, c.batch,
+                            [{"session": "x%d" % i, "pos": 1}
+                             for i in range(4)])
+
+    def test_unknown_session(self) -> None:
+        s = self.sid()
+        self.assertApiError(ec.UnknownSession, 404, self.client.get, s)
+        self.assertApiError(ec.UnknownSession, 404, self.client.delete, s)
+        self.assertApiError(ec.UnknownSession, 404, self.client.evict, s)
+        c = EvictdClient(self.limits.url)  # --no-autocreate
+        self.addCleanup(c.close)
+        self.assertApiError(ec.UnknownSession, 404, c.step, s, 1)
+
+    def test_not_found(self) -> None:
+        self.assertApiError(ec.NotFound, 404, self.client.request, "GET",
+                            "/nowhere")
+        self.assertApiError(ec.NotFound, 404, self.client.request, "POST",
+                            "/session/a/stepx", {"pos": 1})
+
+    def test_method_not_allowed_carries_allow(self) -> None:
+        e = self.assertApiError(ec.MethodNotAllowed, 405, self.client.request,
+                                "POST", "/healthz", {})
+        self.assertEqual(e.allow, "GET, HEAD")
+        e = self.assertApiError(ec.MethodNotAllowed, 405, self.client.request,
+                                "GET", "/session/a/step")
+        self.assertEqual(e.allow, "POST")
+
+    def test_session_exists(self) -> None:
+        s = self.sid()
+        self.client.create(s, budget=8)
+        self.assertApiError(ec.SessionExists, 409, self.client.create, s,
+                            budget=9)
+        self.assertApiError(ec.SessionExists, 409, self.client.create, s,
+                            budget=8, sinks=1)
+
+    def test_stale_position_carries_newest(self) -> None:
+        s = self.sid()
+        self.client.step(s, [1, 2, 3])
+        self.client.step(s, 4)
+        # [4] again would be a retry of the last step, answered as such.
+        for p in (3, 0, [4, 5], [2, 9]):
+            e = self.assertApiError(ec.StalePosition, 409, self.client.step,
+                                    s, p)
+            self.assertEqual(e.newest, 4)
+        e = self.assertApiError(ec.StalePosition, 409, self.client.step,
+                                self.sid("new"), 0)
+        self.assertEqual(e.newest, 0)
+
+    def test_body_too_large(self) -> None:
+        c = EvictdClient(self.limits.url)
+        self.addCleanup(c.close)
+        c.create(self.sid())
+        self.addCleanup(c.delete, self.sid(), True)
+        self.assertApiError(ec.BodyTooLarge, 413, c.step, self.sid(), 1,
+                            attention="x" * 2000)
+        self.assertEqual(c.get(self.sid()).newest, 0)
+        # Larger than the socket buffers: the daemon answers before reading
+        # it all and the client must still report 413, not a broken pipe.
+        self.assertApiError(ec.BodyTooLarge, 413, self.client.step,
+                            self.sid(), 1, attention="y" * (16 << 20))
+        self.assertEqual(self.client.health(), {"status": "ok"})
+
+    def test_session_limit(self) -> None:
+        c = EvictdClient(self.limits.url)
+        self.addCleanup(c.close)
+        for n in ("1", "2"):
+            c.create(self.sid(n))
+            self.addCleanup(c.delete, self.sid(n), True)
+        self.assertApiError(ec.SessionLimit, 503, c.create, self.sid("3"))
+
+    def test_unauthorized(self) -> None:
+        path = os.path.join(TMP.name, "daemon-token")
+        with open(path, "w") as f:
+            f.write("0123456789abcdef-token\n")
+        d = start_daemon("--token-file", path)
+        for kw in ({}, {"token": "0123456789abcdef-wrong"}):
+            with EvictdClient(d.url, **kw) as c:
+                self.assertEqual(c.health(), {"status": "ok"})
+                e = self.assertApiError(ec.Unauthorized, 401, c.get, "a")
+                self.assertEqual(e.www_authenticate, 'Bearer realm="evictd"')
+                self.assertApiError(ec.Unauthorized, 401, c.step, "a", 1)
+                self.assertApiError(ec.Unauthorized, 401, c.request, "GET",
+                                    "/nowhere")
+        with EvictdClient(d.url, token_file=path) as c:
+            self.assertEqual(c.step("a", 1).newest, 1)
+            self.assertIn("evictd", c.metrics())
+
+    def test_codes_the_daemon_cannot_produce_here_map_too(self) -> None:
+        # The 503s and internal need an allocation failure, a shutdown or a
+        # bug.
+        for code, cls in ec._ERRORS.items():
+            e = ec.error_from_body(418, {"error": {"code": code,
+                                                   "message": "m."}})
+            self.assertIs(type(e), cls)
+            self.assertEqual((e.status, e.code, e.message), (418, code, "m."))
+        for code, cls, status in (("unauthorized", ec.Unauthorized, 401),
+                                  ("out_of_memory", ec.OutOfMemory, 503),
+                                  ("shutting_down", ec.ShuttingDown, 503),
+                                  ("internal", ec.InternalError, 500)):
+            e = ec.error_from_body(status, {"error": {"code": code,
+                                                      "message": "x"}})
+            self.assertIsInstance(e, EvictdError)
+            self.assertIs(type(e), cls)
+        odd = ec.error_from_body(400, {"error": {"code": "brand_new",
+                                                 "message": "later"}})
+        self.assertIs(type(odd), EvictdError)
+        self.assertEqual((odd.code, odd.status), ("brand_new", 400))
+        self.assertIsInstance(ec.error_from_body(502, "<html>"),
+                              ec.ProtocolError)
+        item = ec.error_from_body(None, {"error": {
+            "code": "stale_position", "message": "m", "newest": 9,
+            "status": 409}})
+        self.assertEqual((item.status, item.newest), (409, 9))
+
+    def test_a_rejected_step_changes_nothing(self) -> None:
+        s = self.sid()
+        self.client.create(s, budget=2)
+        self.client.step(s, [1, 2])
+        before = self.client.get(s)
+        for bad in ([3, 3], [1], [5, 2**32]):
+            with self.assertRaises(EvictdError):
+                self.client.step(s, bad)
+        self.assertEqual(self.client.get(s), before)
+
+
+# ---- batch ------------------------------------------------------------------
+
+
+class BatchTest(Case):
+
+    def test_results_mix_successes_and_errors(self) -> None:
+        a, b, c = self.sid("a"), self.sid("b"), self.sid("c")
+        self.client.create(a, budget=2)
+        self.client.step(a, 1)
+        out = self.client.batch([
+            {"session": a, "pos": 2},                       # ok
+            {"session": b, "positions": [1, 2], "budget": 3},  # creates
+            {"session": a, "pos": 2},                       # retry: replayed
+            {"session": a, "pos": 1},                       # stale
+            {"session": "bad id", "pos": 1},
+            {"session": c, "positions": []},
+            {"session": c, "pos": 1, "colour": "red"},
+            {"session": a, "positions": [3, 4]},            # ok, evicts
+            {"pos": 1},
+            {"session": c, "pos": 1, "budget": 0},
+        ])
+        self.assertEqual(len(out), 10)
+        self.assertEqual(out[0], StepResult([0], [2], 2, 2, False, [2]))
+        self.assertEqual(out[1], StepResult([], [1, 2], 3, 2, False, [1, 2]))
+        self.assertEqual(out[2], StepResult([0], [2], 2, 2, True, [2]))
+        kinds = [(type(r), r.status) for r in out[3:7]]
+        self.assertEqual(kinds, [(ec.StalePosition, 409),
+                                 (ec.InvalidSessionId, 400),
+                                 (ec.InvalidPosition, 400),
+                                 (ec.InvalidField, 400)])
+        self.assertEqual(out[3].newest, 2)
+        self.assertEqual(out[7], StepResult([1, 2], [0, 1], 2, 4, False,
+                                            [3, 4]))
+        self.assertIsInstance(out[8], ec.InvalidField)
+        self.assertIsInstance(out[9], ec.InvalidBudget)
+        self.assertEqual(self.client.get(a).kept, [3, 4])
+        self.assertEqual(self.client.get(b).budget, 3)
+        self.assertApiError(ec.UnknownSession, 404, self.client.get, c)
+
+    def test_empty_batch(self) -> None:
+        self.assertEqual(self.client.batch([]), [])
+
+    def test_step_batch_groups_items_per_session(self) -> None:
+        a, b = self.sid("a"), self.sid("b")
+        batch = StepBatch()
+        batch.add(a, [1, 2], budget=2).add(b, 1).add(a, 3, budget=2)
+        batch.add(b, positions=[2], attention=[0.1])
+        self.assertEqual(len(batch), 2)
+        self.assertEqual(batch.items(), [
+            {"session": a, "positions": [1, 2, 3], "budget": 2},
+            {"session": b, "positions": [1, 2], "attention": [0.1]}])
+        results = batch.results_by_session(self.client.batch(batch))
+        self.assertEqual(results[a].victims, [0, 1])
+        self.assertEqual(results[a].placements, [(1, 1), (2, 2), (3, 0)])
+        self.assertEqual(results[b].newest, 2)
+        with self.assertRaises(ValueError):
+            batch.add(a, 9, budget=3)
+        with self.assertRaises(ValueError):
+            batch.add(b, 9, attention=1)
+        batch.clear()
+        self.assertEqual(batch.items(), [])
+
+    def test_group_steps(self) -> None:
+        pairs = [("x", 1), ("y", 5), ("x", 2), ("z", 1), ("y", 6)]
+        self.assertEqual(group_steps(pairs), [
+            {"session": "x", "positions": [1, 2]},
+            {"session": "y", "positions": [5, 6]},
+            {"session": "z", "positions": [1]}])
+        self.assertEqual(ec.step_item("q", 3, budget=4),
+                         {"session": "q", "pos": 3, "budget": 4})
+
+
+# ---- connections: reconnects, retries, unix sockets, timeouts ---------------
+
+
+class DroppingProxy:
+    """An HTTP proxy in front of a daemon that can drop answers: the daemon
+    handles the request, then the proxy closes the client's connection
+    without answering (a connection lost after the request was applied).
+    It also records the headers of each request."""
+
+    def __init__(self, upstream: str) -> None:
+        u = urllib.parse.urlsplit(upstream)
+        proxy = self
+        self.drop = 0
+        self.headers: List[Dict[str, str]] = []
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def forward(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                with proxy.lock:
+                    proxy.headers.append(dict(self.headers))
+                up = http.client.HTTPConnection(u.hostname, u.port,
+                                                timeout=10)
+                try:
+                    up.request(self.command, self.path, body,
+                               {k: v for k, v in self.headers.items()
+                                if k.lower() not in ("host", "connection")})
+                    resp = up.getresponse()
+                    data = resp.read()
+                finally:
+                    up.close()
+                with proxy.lock:
+                    drop = proxy.drop > 0
+                    proxy.drop -= drop
+                if drop:
+                    self.close_connection = True
+                    return
+                self.send_response(resp.status, resp.reason)
+                for k, v in resp.getheaders():
+                    if k.lower() in ("content-type", "allow"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                      Handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       args=(0.05,),
+                                       daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+class RetryThroughProxyTest(Case):
+    """Answers lost after the daemon applied the request."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.proxy = DroppingProxy(MAIN.url)
+        self.addCleanup(self.proxy.stop)
+        self.pc = EvictdClient(self.proxy.url, token="s3cret")
+        self.addCleanup(self.pc.close)
+        self.pc.health()  # the next request reuses this connection
+
+    def test_lost_step_answer_is_replayed_on_retry(self) -> None:
+        s = self.sid()
+        self.client.create(s, budget=3)
+        self.client.step(s, [1, 2, 3])
+        self.proxy.drop = 1
+        r = self.pc.step(s, [4, 5])
+        self.assertEqual(r, StepResult([1, 2], [0, 1], 3, 5, True, [4, 5]))
+        self.assertEqual(self.pc.retries, 1)
+        self.assertEqual(self.client.get(s).kept, [3, 4, 5])
+
+    def test_lost_batch_answer_is_replayed_when_sessions_are_distinct(
+            self) -> None:
+        a, b = self.sid("a"), self.sid("b")
+        self.proxy.drop = 1
+        out = self.pc.batch([{"session": a, "positions": [1, 2]},
+                             {"session": b, "pos": 1},
+                             {"session": "bad id", "pos": 1}])
+        self.assertEqual([getattr(r, "replayed", None) for r in out],
+                         [True, True, None])
+        self.assertIsInstance(out[2], ec.InvalidSessionId)
+        self.assertEqual(self.client.get(a).kept, [0, 1, 2])
+
+    def test_batch_naming_a_session_twice_is_not_retried(self) -> None:
+        a = self.sid("a")
+        self.proxy.drop = 1
+        with self.assertRaises(ec.ConnectionFailed):
+            self.pc.batch([{"session": a, "pos": 1},
+                           {"session": a, "pos": 2}])
+        self.assertEqual(self.pc.retries, 0)
+        self.assertEqual(self.client.get(a).kept, [0, 1, 2])
+
+    def test_lost_evict_answer_is_not_retried(self) -> None:
+        s = self.sid()
+        self.client.step(s, [1, 2, 3])
+        self.proxy.drop = 1
+        with self.assertRaises(ec.ConnectionFailed) as cm:
+            self.pc.evict(s, 1)
+        self.assertNotIsInstance(cm.exception, ec.RequestTimeout)
+        self.assertEqual(self.pc.retries, 0)
+        self.assertEqual(self.client.get(s).kept, [3])  # it did happen
+
+    def test_lost_create_and_delete_answers(self) -> None:
+        s = self.sid()
+        self.proxy.drop = 1
+        v = self.pc.create(s, budget=4)
+        self.assertEqual((v.created, v.budget), (False, 4))  # the retry's view
+        self.proxy.drop = 1
+        self.assertFalse(self.pc.delete(s, missing_ok=True))
+        self.assertEqual(self.pc.retries, 2)
+        self.assertApiError(ec.UnknownSession, 404, self.client.get, s)
+
+    def test_bearer_token_is_sent(self) -> None:
+        self.assertEqual(self.proxy.headers[-1].get("Authorization"),
+                         "Bearer s3cret")
+        path = os.path.join(TMP.name, "token")
+        with open(path, "w") as f:
+            f.write("from-file\n")
+        with EvictdClient(self.proxy.url, token_file=path) as c:
+            c.health()
+        self.assertEqual(self.proxy.headers[-1].get("Authorization"),
+                         "Bearer from-file")
+        with EvictdClient(self.proxy.url) as c:
+            c.health()
+        self.assertNotIn("Authorization", self.proxy.headers[-1])
+
+
+class IdleReconnectTest(Case):
+    """The daemon closes connections idle for a second (--conn-timeout 1)."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.daemon = start_daemon("--conn-timeout", "1")
+
+    def test_next_call_after_idle_close_succeeds(self) -> None:
+        c = EvictdClient(self.daemon.url)
+        self.addCleanup(c.close)
+        c.create(self.sid(), budget=4)
+        time.sleep(2)
+        self.assertEqual(c.step(self.sid(), 1).newest, 1)
+        self.assertEqual(c.connections_opened, 2)
+        time.sleep(2)
+        self.assertEqual(c.evict(self.sid(), 1).victims, [0])
+
+    def test_retry_when_the_dead_socket_is_only_found_by_writing(
+            self) -> None:
+        # Without the idle probe the request goes out on the closed socket
+        # and the client must notice and resend it on a new one.
+        c = EvictdClient(self.daemon.url)
+        self.addCleanup(c.close)
+        c._probe_idle = False
+        c.health()
+        time.sleep(2)
+        r = c.step(self.sid(), [1, 2])
+        self.assertEqual((r.newest, r.replayed), (2, False))
+        self.assertEqual((c.retries, c.connections_opened), (1, 2))
+        self.assertEqual(c.get(self.sid()).kept, [0, 1, 2])
+
+
+class UnixSocketTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.path = os.path.join(TMP.name, "evictd.sock")
+        cls.daemon = start_daemon("--budget", "4", listen="unix:" + cls.path)
+
+    def test_api_over_a_unix_socket(self) -> None:
+        self.assertEqual(self.daemon.url, "unix:" + self.path)
+        with EvictdClient(self.daemon.url) as c:
+            self.assertEqual(c.health(), {"status": "ok"})
+            self.assertTrue(c.create("u", sinks=1).created)
+            self.assertEqual(c.step("u", [1, 2, 3, 4]).victims, [1])
+            self.assertIsInstance(c.batch([{"session": "u", "pos": 4},
+                                           {"session": "u", "pos": 5}])[1],
+                                  StepResult)
+            self.assertEqual(c.evict("u", 2).victims, [3, 4])
+            self.assertEqual(c.get("u").kept, [0, 5])
+            with self.assertRaises(ec.StalePosition):
+                c.step("u", 3)
+            self.assertTrue(c.delete("u"))
+            self.assertEqual(c.connections_opened, 1)
+
+    def test_missing_socket_is_a_connection_failure(self) -> None:
+        with EvictdClient("unix:" + self.path + ".missing") as c:
+            with self.assertRaises(ec.ConnectionFailed):
+                c.health()
+
+
+class IPv6Test(unittest.TestCase):
+
+    def test_api_over_ipv6_loopback(self) -> None:
+        try:
+            d = start_daemon(listen="[::1]:0")
+        except RuntimeError as e:
+            self.skipTest("no IPv6 loopback here: %s" % e)
+        self.assertTrue(d.url.startswith("http://[::1]:"), d.url)
+        with EvictdClient(d.url) as c:
+            self.assertEqual(c.step("v6", [1, 2]).newest, 2)
+            self.assertEqual(c.get("v6").kept, [0, 1, 2])
+
+
+class TransportFailureTest(unittest.TestCase):
+
+    def test_timeout(self) -> None:
+        silent = socket.socket()  # accepts connections, never answers
+        self.addCleanup(silent.close)
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        c = EvictdClient("http://127.0.0.1:%d" % silent.getsockname()[1],
+                         timeout=0.3)
+        self.addCleanup(c.close)
+        with self.assertRaises(ec.RequestTimeout) as cm:
+            c.step("s", 1)
+        self.assertEqual(cm.exception.code, "timeout")
+        self.assertIsInstance(cm.exception, ec.ConnectionFailed)
+        self.assertEqual(c.retries, 0)
+
+    def test_connection_refused(self) -> None:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        with EvictdClient("http://127.0.0.1:%d" % port) as c:
+            with self.assertRaises(ec.ConnectionFailed) as cm:
+                c.health()
+        self.assertIsNone(cm.exception.status)
+
+    def test_answers_that_are_not_the_api(self) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                status, body = ((200, b"plain text") if self.path == "/healthz"
+                                else (502, b"<html>bad gateway</html>"))
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        srv.daemon_threads = True
+        t = threading.Thread(target=srv.serve_forever, args=(0.05,),
+                             daemon=True)
+        t.start()
+        self.addCleanup(t.join)
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        with EvictdClient("http://127.0.0.1:%d" % srv.server_address[1]) as c:
+            with self.assertRaises(ec.ProtocolError) as cm:
+                c.health()
+            self.assertEqual(cm.exception.status, 200)
+            with self.assertRaises(ec.ProtocolError) as cm:
+                c.get("x")
+            self.assertEqual(cm.exception.status, 502)
+            self.assertIn("bad gateway", cm.exception.message)
+
+
+# ---- the vectors ------------------------------------------------------------
+
+
+class VectorsTest(Case):
+    """Every proto/vectors/*.json replayed through the client, once with
+    single step requests and once with each step as a batch item."""
+
+    def replay(self, path: str, use_batch: bool) -> None:
+        with open(path) as f:
+            vec = json.load(f)
+        s = "vec-%s-%s" % (vec["name"], "batch" if use_batch else "step")
+        self.client.delete(s, missing_ok=True)
+        self.client.create(s, budget=vec["budget"], sinks=vec["sinks"])
+        for i, op in enumerate(vec["ops"]):
+            where = "%s op %d %r" % (vec["name"], i, op)
+            try:
+                if "step" in op:
+                    if use_batch:
+                        r = self.client.batch([{"session": s,
+                                                "positions": op["step"]}])[0]
+                        if isinstance(r, EvictdError):
+                            raise r
+                    else:
+                        r = self.client.step(s, positions=op["step"])
+                    got = {"victims": r.victims, "slots": r.slots,
+                           "size": r.size, "newest": r.newest}
+                    self.assertFalse(r.replayed, where)
+                elif "evict" in op:
+                    e = self.client.evict(s, op["evict"])
+                    got = {"victims": e.victims, "size": e.size}
+                else:
+                    v = self.client.get(s)
+                    self.assertEqual({"kept": v.kept, "slots": v.slots},
+                                     op["check"], where)
+                    self.assertEqual(v.size, len(v.kept), where)
+                    continue
+            except EvictdError as err:
+                got = {"error": err.code}
+            want = {k: v for k, v in op.items() if k not in ("step", "evict")}
+            self.assertEqual(got, want, where)
+        self.client.delete(s)
+
+    def test_vectors(self) -> None:
+        self.assertGreaterEqual(len(VECTORS), 5)
+        for path in VECTORS:
+            for use_batch in (False, True):
+                with self.subTest(vector=os.path.basename(path),
+                                  batch=use_batch):
+                    self.replay(path, use_batch)
+
+
+# ---- the example frontend ---------------------------------------------------
+
+
+class ExampleFrontendTest(unittest.TestCase):
+    SCRIPT = os.path.join(HERE, "example_frontend.py")
+
+    def run_frontend(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, self.SCRIPT] + list(args),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=300)
+
+    def test_runs_clean_end_to_end(self) -> None:
+        extras = ([], ["--sinks", "4"], ["--budget", "1", "--sinks", "0"])
+        for i, extra in enumerate(extras):
+            with self.subTest(extra=extra):
+                p = self.run_frontend("--url", MAIN.url, "--sequences", "3",
+                                      "--steps", "150", "--budget", "16",
+                                      "--prefix", "fe%d-" % i, *extra)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertTrue(p.stdout.startswith("ok: 3 sequences"),
+                                p.stdout)
+                with EvictdClient(MAIN.url) as c:  # it deleted its sessions
+                    with self.assertRaises(ec.UnknownSession):
+                        c.get("fe%d-0" % i)
+
+    def test_unreachable_daemon_exits_nonzero(self) -> None:
+        p = self.run_frontend("--url", "unix:" + os.path.join(TMP.name, "no"),
+                              "--steps", "1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("connection_failed", p.stderr)
+
+    def test_buffer_checks_catch_bad_answers(self) -> None:
+        fe = example_frontend
+        buf = fe.KVBuffer(0, 2)
+        buf.write(0, 0)
+        buf.apply(StepResult([], [1], 2, 1, False, [1]))
+        buf.apply(StepResult([0], [2], 2, 2, False, [2]))
+        bad = [
+            StepResult([], [0], 3, 3, False, [3]),      # over budget
+            StepResult([1], [2], 2, 3, False, [3]),     # slot of a live one
+            StepResult([1], [3], 2, 3, False, [3]),     # outside the buffer
+            StepResult([0], [0], 2, 3, False, [3]),     # victim not held
+            StepResult([2, 1], [1], 2, 3, False, [3]),  # victims unordered
+            StepResult([1], [1], 2, 4, False, [3]),     # wrong newest
+            StepResult([1], [1, 0], 2, 3, False, [3]),  # slots != positions
+            StepResult([], [0], 2, 3, False, [3]),      # size disagrees
+        ]
+        ok = fe.KVBuffer(0, 2)
+        ok.slots, ok.where = list(buf.slots), dict(buf.where)
+        ok.apply(StepResult([1], [1], 2, 3, False, [3]))  # the good answer
+        for r in bad:
+            copy = fe.KVBuffer(0, 2)
+            copy.slots, copy.where = list(buf.slots), dict(buf.where)
+            with self.subTest(result=r), self.assertRaises(fe.Violation):
+                copy.apply(r)
+        buf.slots[buf.where[2]] = (2, -1)  # overwritten token
+        with self.assertRaises(fe.Violation):
+            buf.check_tokens()
+        self.assertEqual(fe.expected_window(9, 4, 1), [0, 7, 8, 9])
+        self.assertEqual(fe.expected_window(2, 4, 1), [0, 1, 2])
+
+    def test_run_in_process_with_a_lying_daemon_view(self) -> None:
+        # A daemon whose GET disagrees with its step answers is caught.
+        class Liar(EvictdClient):
+            def get(self, session: str) -> ec.SessionView:
+                v = super().get(session)
+                v.slots = list(reversed(v.slots))
+                return v
+
+        with Liar(MAIN.url) as c:
+            self.addCleanup(c.close)  # after the deletes below
+            for i in range(2):
+                self.addCleanup(c.delete, "liar-%d" % i, True)
+            with self.assertRaises(example_frontend.Violation):
+                example_frontend.run(c, 2, 20, 4, 0, 3, "liar-", 1,
+                                     out=io.StringIO())
+
+
+if __name__ == "__main__":
+    unittest.main()
