@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `make image-test`: builds the container image from the top-level Dockerfile
+# with podman (see ../shared/container/README.md), runs it, replays a test
+# vector over HTTP, checks the built-in health probe, the image metadata and
+# size, and that SIGTERM stops it cleanly. Run as root from the repository;
+# the container is removed on every exit path.
+# Environment: IMAGE (tag, default evictd:test), VECTORS (files to replay,
+# default proto/vectors/gaps.json), IMAGE_MAX_MB (size limit, default 90).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+image=${IMAGE:-evictd:test}
+vectors=${VECTORS:-proto/vectors/gaps.json}
+max_mb=${IMAGE_MAX_MB:-90}
+base=../shared/container/base-image.sh
+pod() { podman --runtime runc "$@"; }
+fail() { echo "image-test: FAIL $*" >&2; exit 1; }
+
+deploy/deps.sh image test
+if ! podman image exists docker.io/library/debian:bookworm-slim ||
+   ! podman image exists docker.io/library/debian:bookworm; then
+  [ -x "$base" ] || fail "no base images and no $base (../shared beside the repository)"
+  "$base"
+fi
+
+tmp=$(mktemp -d /tmp/evictd-image-test.XXXXXX)
+cid=
+cleanup() {
+  if [ -n "$cid" ]; then
+    pod stop -t 5 "$cid" >/dev/null 2>&1 || true
+    pod rm -f "$cid" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "image-test: building $image"
+# Docker format keeps HEALTHCHECK (OCI drops it); the image id, not the tag,
+# is what runs below, so a concurrent build of the same tag cannot swap it.
+podman build --isolation=chroot --format docker -t "$image" --iidfile "$tmp/iid" . \
+  >"$tmp/build.log" 2>&1 || { tail -n 30 "$tmp/build.log"; fail "podman build"; }
+iid=$(cat "$tmp/iid")
+
+# Metadata first: it needs no running container.
+inspect() { podman image inspect --format "$1" "$iid"; }
+want_hc='["CMD","evictd","--probe","http://127.0.0.1:8090/healthz"]'
+[ "$(inspect '{{json .Config.Healthcheck.Test}}')" = "$want_hc" ] ||
+  fail "HEALTHCHECK is $(inspect '{{json .Config.Healthcheck}}'), want test $want_hc"
+[ "$(inspect '{{json .Config.Entrypoint}}')" = '["evictd"]' ] || fail "ENTRYPOINT"
+[ "$(inspect '{{json .Config.Cmd}}')" = '["--listen","0.0.0.0:8090"]' ] || fail "CMD"
+inspect '{{json .Config.ExposedPorts}}' | grep -q '"8090/tcp"' || fail "EXPOSE 8090"
+user=$(inspect '{{.Config.User}}')
+case "$user" in ''|0|0:*|root|root:*) fail "image runs as root (USER '$user')" ;; esac
+size=$(inspect '{{.Size}}')
+size_mb=$(awk -v b="$size" 'BEGIN { printf "%.1f", b / 1000000 }')
+
+# A free loopback port is the daemon's own pick: port 0, read back from its
+# log. Automatic health checks need systemd timers, absent here; the check
+# itself is run by hand below.
+cid=$(pod run -d --network=host --ulimit nofile=1024:1024 --ulimit nproc=1000:1000 \
+        --health-interval=disable "$iid" --listen 127.0.0.1:0 2>"$tmp/run.err") ||
+  { cat "$tmp/run.err"; fail "podman run"; }
+addr=
+for _ in $(seq 100); do
+  addr=$(pod logs "$cid" 2>&1 | sed -n 's/.*listening on \([^ ]*\).*/\1/p' | head -n 1)
+  [ -n "$addr" ] && break
+  [ "$(pod inspect --format '{{.State.Running}}' "$cid")" = true ] || break
+  sleep 0.1
+done
+[ -n "$addr" ] || { pod logs "$cid" 2>&1 | tail -n 20; fail "daemon did not start"; }
+echo "image-test: container ${cid:0:12} listening on $addr"
+
+deploy/replay-vector.py "http://$addr" $vectors || fail "vector replay"
+
+pod exec "$cid" evictd --probe "http://$addr/healthz" ||
+  fail "evictd --probe inside the container"
+# The probe must be able to fail, or the HEALTHCHECK proves nothing: a path
+# that answers 404 must count as unhealthy.
+if pod exec "$cid" evictd --probe "http://$addr/no-such-path" 2>/dev/null; then
+  fail "evictd --probe succeeded on a 404"
+fi
+[ "$(pod exec "$cid" id -u)" != 0 ] || fail "process runs as root"
+
+pod stop -t 10 "$cid" >/dev/null 2>"$tmp/stop.err" || { cat "$tmp/stop.err"; fail "podman stop"; }
+code=$(pod inspect --format '{{.State.ExitCode}}' "$cid")
+[ "$code" = 0 ] || { pod logs "$cid" 2>&1 | tail -n 20; fail "exit status $code after SIGTERM"; }
+
+echo "image-test: image $image is $size_mb MB (limit $max_mb MB)"
+awk -v s="$size_mb" -v m="$max_mb" 'BEGIN { exit !(s <= m) }' ||
+  fail "image is $size_mb MB, above $max_mb MB"
+echo "image-test: ok (healthcheck present, probe ok, vector replayed, clean stop)"
