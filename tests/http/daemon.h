@@ -1,0 +1,54 @@
+/* Starting and stopping the real daemon (the binary named by EVICTD_BIN)
+ * for the HTTP tests. Each daemon's stderr goes to its own temporary file,
+ * which is where its address is read from and what a failing test prints.
+ * Every daemon started is also recorded so that a test that fails halfway
+ * still leaves no process behind (see ht_daemon_start). */
+#ifndef EVICTD_TESTS_HTTP_DAEMON_H
+#define EVICTD_TESTS_HTTP_DAEMON_H
+
+#include <sys/types.h>
+
+typedef struct {
+  pid_t pid;      /* 0 once reaped */
+  char addr[256]; /* the bound address from the "listening on" line */
+  char log[64];   /* the file holding the daemon's stderr */
+  int exit_code;  /* once reaped: the exit code, or -1 when killed */
+  int signal;     /* once reaped: the signal that killed it, or 0 */
+} ht_daemon_t;
+
+/* The daemon binary: $EVICTD_BIN, else build/evictd. */
+const char *ht_daemon_bin(void);
+
+/* Starts the daemon with `args` (NULL-terminated, may be NULL) and waits for
+ * its "listening on ADDR" line, storing ADDR in d->addr. "--listen
+ * 127.0.0.1:0" goes first unless `args` holds a --listen flag or `env` sets
+ * EVICTD_LISTEN. The environment is ours without any EVICTD_* variable,
+ * plus `env` ("NAME=value" strings, NULL-terminated, may be NULL).
+ * The child gets SIGKILL if this process dies, and an exit handler kills
+ * what is still running, so a failed assertion leaves no stray daemon.
+ * Returns 0, or -1 when the daemon exited or never named its address within
+ * 20 s (it is then killed and reaped; d->log still names its log). */
+int ht_daemon_start(ht_daemon_t *d, const char *const *args,
+                    const char *const *env);
+
+/* Sends `sig` (0 = none) and waits up to 20 s for the daemon to exit, then
+ * SIGKILLs it. Returns its exit code, or -1 when it died of a signal or had
+ * to be killed. The log file stays: remove it with unlink(d->log). */
+int ht_daemon_stop(ht_daemon_t *d, int sig);
+
+/* The whole log so far, NUL-terminated; the caller frees it. Never NULL. */
+char *ht_daemon_log(const ht_daemon_t *d);
+
+/* Waits until the log holds `needle` or timeout_ms pass. Returns 1 when it
+ * appeared, 0 otherwise. */
+int ht_daemon_log_wait(const ht_daemon_t *d, const char *needle,
+                       int timeout_ms);
+
+/* Runs the daemon to completion with `args` and `env` as above (nothing is
+ * prepended), capturing stdout and stderr together into a malloc'd string
+ * stored in *output. Returns the exit code, or -1 when it died of a signal
+ * or ran over 20 s. */
+int ht_daemon_run(const char *const *args, const char *const *env,
+                  char **output);
+
+#endif

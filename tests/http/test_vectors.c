@@ -1,0 +1,287 @@
+/* Every vector in proto/vectors replayed through the daemon: once through
+ * the per-session endpoints (step, evict, GET), and once with all vectors
+ * interleaved through the batch endpoint, one batch per op index. The
+ * answers must equal the vectors' exactly; refused ops by error code. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define MAX_VECTORS 64
+
+static char *names[MAX_VECTORS];
+static int nnames;
+
+/* One vector as the replay needs it. */
+typedef struct {
+  json_t *root; /* the whole file */
+  const char *name;
+  json_t *ops;
+  json_int_t budget, sinks, newest;
+  char id[160];
+} vec_t;
+
+static int is_json(const struct dirent *e) {
+  size_t n = strlen(e->d_name);
+  return n > 5 && strcmp(e->d_name + n - 5, ".json") == 0;
+}
+
+/* Lists the vector files once, when the suite is built: the loop test
+ * needs their number. */
+static void list_vectors(void) {
+  struct dirent **list;
+  int n, i;
+
+  n = scandir(ht_vectors_dir(), &list, is_json, alphasort);
+  for (i = 0; i < n; i++) {
+    if (nnames < MAX_VECTORS)
+      names[nnames++] = strdup(list[i]->d_name);
+    free(list[i]);
+  }
+  if (n >= 0)
+    free(list);
+}
+
+static void free_names(void) {
+  while (nnames > 0)
+    free(names[--nnames]);
+}
+
+static void vec_load(vec_t *v, const char *file, const char *id_prefix) {
+  char path[512];
+  json_error_t err;
+
+  snprintf(path, sizeof path, "%s/%s", ht_vectors_dir(), file);
+  memset(v, 0, sizeof *v);
+  v->root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+  ck_assert_msg(v->root != NULL, "%s: %s", path, err.text);
+  v->name = json_string_value(json_object_get(v->root, "name"));
+  v->ops = json_object_get(v->root, "ops");
+  ck_assert_msg(v->name != NULL && json_is_array(v->ops), "%s: no name/ops",
+                path);
+  v->budget = json_integer_value(json_object_get(v->root, "budget"));
+  v->sinks = json_integer_value(json_object_get(v->root, "sinks"));
+  snprintf(v->id, sizeof v->id, "%s%s", id_prefix, v->name);
+}
+
+/* PUT the vector's session: it starts holding position 0 in slot 0. */
+static void vec_create(ht_t *t, vec_t *v) {
+  char path[200], body[100], want[400];
+
+  snprintf(path, sizeof path, "/session/%s", v->id);
+  snprintf(body, sizeof body,
+           "{\"budget\":%" JSON_INTEGER_FORMAT ",\"sinks\":%" JSON_INTEGER_FORMAT
+           "}",
+           v->budget, v->sinks);
+  snprintf(want, sizeof want,
+           "{\"id\":\"%s\",\"budget\":%" JSON_INTEGER_FORMAT
+           ",\"sinks\":%" JSON_INTEGER_FORMAT
+           ",\"size\":1,\"newest\":0,\"kept\":[0],\"slots\":[0]}",
+           v->id, v->budget, v->sinks);
+  ht_expect(t, "PUT", path, body, 201, want);
+}
+
+/* The step op's request object: "pos" for one position on even op indexes
+ * (both forms must behave alike), "positions" otherwise. New reference. */
+static json_t *step_object(json_t *op, size_t k) {
+  json_t *list = json_object_get(op, "step"), *o = json_object();
+
+  if (json_array_size(list) == 1 && k % 2 == 0)
+    json_object_set(o, "pos", json_array_get(list, 0));
+  else
+    json_object_set(o, "positions", list);
+  return o;
+}
+
+/* Checks one answer to a step or evict op: the error the op expects, or
+ * exactly the fields it lists. Tracks the session's newest position. */
+static void check_answer(vec_t *v, size_t k, json_t *op, json_t *got,
+                         int status, int in_batch) {
+  json_t *err = json_object_get(op, "error"), *want;
+  const char *key;
+  json_t *val;
+
+  if (err != NULL) {
+    const char *code = json_string_value(err);
+    int st = ht_status_of(code);
+    ck_assert_msg(status == st, "%s op %zu: status %d, expected %d (%s): %s",
+                  v->name, k, status, st, code, ht_dump(got, 0));
+    ht_check_error(got, st, code, in_batch);
+    if (strcmp(code, "stale_position") == 0) {
+      json_int_t n = json_integer_value(
+          json_object_get(json_object_get(got, "error"), "newest"));
+      ck_assert_msg(n == v->newest,
+                    "%s op %zu: stale with newest %" JSON_INTEGER_FORMAT
+                    ", expected %" JSON_INTEGER_FORMAT,
+                    v->name, k, n, v->newest);
+    }
+    return;
+  }
+  want = json_object();
+  json_object_foreach(op, key, val) {
+    if (strcmp(key, "step") != 0 && strcmp(key, "evict") != 0)
+      json_object_set(want, key, val);
+  }
+  ck_assert_msg(status == 200 && json_equal(got, want),
+                "%s op %zu: expected 200 %s, got %d %s", v->name, k,
+                ht_dump(want, 0), status, ht_dump(got, 1));
+  if (json_object_get(op, "newest") != NULL)
+    v->newest = json_integer_value(json_object_get(op, "newest"));
+  json_decref(want);
+}
+
+/* Sends one request with a JSON body and returns the parsed answer. */
+static json_t *send_json(ht_t *t, const char *method, const char *path,
+                         json_t *body, int *status) {
+  char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+  hc_response_t r;
+  json_t *j;
+
+  ck_assert_msg(hc_request(&t->c, method, path, text, &r) == 0,
+                "%s %s: no answer", method, path);
+  free(text);
+  *status = r.status;
+  j = json_loadb(r.body, r.body_len, 0, NULL);
+  ck_assert_msg(j != NULL, "%s %s: not JSON: %s", method, path, r.body);
+  hc_response_free(&r);
+  return j;
+}
+
+/* Replays an evict or check op through its own endpoint. */
+static void replay_single(ht_t *t, vec_t *v, size_t k, json_t *op) {
+  char path[200];
+  json_t *got, *check = json_object_get(op, "check");
+  int status;
+
+  if (json_object_get(op, "evict") != NULL) {
+    json_t *body = json_pack("{sO}", "budget", json_object_get(op, "evict"));
+    snprintf(path, sizeof path, "/session/%s/evict", v->id);
+    got = send_json(t, "POST", path, body, &status);
+    json_decref(body);
+    check_answer(v, k, op, got, status, 0);
+  } else if (check != NULL) {
+    json_t *want = json_pack(
+        "{ss sI sI sI sI sO sO}", "id", v->id, "budget", v->budget, "sinks",
+        v->sinks, "size", (json_int_t)json_array_size(json_object_get(check, "kept")),
+        "newest", v->newest, "kept", json_object_get(check, "kept"), "slots",
+        json_object_get(check, "slots"));
+    snprintf(path, sizeof path, "/session/%s", v->id);
+    got = send_json(t, "GET", path, NULL, &status);
+    ck_assert_msg(status == 200 && json_equal(got, want),
+                  "%s op %zu: view %s, expected %s", v->name, k,
+                  ht_dump(got, 0), ht_dump(want, 1));
+    json_decref(want);
+  } else {
+    json_t *body = step_object(op, k);
+    ck_assert_msg(json_object_get(op, "step") != NULL, "%s op %zu: unknown op",
+                  v->name, k);
+    snprintf(path, sizeof path, "/session/%s/step", v->id);
+    got = send_json(t, "POST", path, body, &status);
+    json_decref(body);
+    check_answer(v, k, op, got, status, 0);
+  }
+  json_decref(got);
+}
+
+START_TEST(vector_replays_through_session_endpoints) {
+  ht_t t;
+  vec_t v;
+  size_t k;
+  json_t *op;
+
+  ck_assert_msg(_i < nnames, "no vector %d in %s", _i, ht_vectors_dir());
+  vec_load(&v, names[_i], "");
+  ht_up(&t, NULL, NULL);
+  vec_create(&t, &v);
+  json_array_foreach(v.ops, k, op) replay_single(&t, &v, k, op);
+  ht_down(&t);
+  json_decref(v.root);
+}
+END_TEST
+
+START_TEST(vectors_replay_interleaved_through_batches) {
+  vec_t v[MAX_VECTORS];
+  size_t k, most = 0, batches = 0;
+  int i, status;
+  ht_t t;
+
+  ck_assert_msg(nnames > 0, "no vectors in %s", ht_vectors_dir());
+  ht_up(&t, NULL, NULL);
+  for (i = 0; i < nnames; i++) {
+    vec_load(&v[i], names[i], "b-");
+    vec_create(&t, &v[i]);
+    if (json_array_size(v[i].ops) > most)
+      most = json_array_size(v[i].ops);
+  }
+  for (k = 0; k < most; k++) {
+    json_t *steps = json_array(), *body, *got;
+    int owner[MAX_VECTORS], n = 0;
+    for (i = 0; i < nnames; i++) {
+      json_t *op = json_array_get(v[i].ops, k), *item;
+      if (op == NULL || json_object_get(op, "step") == NULL)
+        continue;
+      item = step_object(op, k + (size_t)i);
+      json_object_set_new(item, "session", json_string(v[i].id));
+      /* Fields a batch item may carry without changing the outcome. */
+      if (i % 2 == 1) {
+        json_object_set_new(item, "budget", json_integer(v[i].budget));
+        json_object_set_new(item, "sinks", json_integer(v[i].sinks));
+      }
+      if (i % 3 == 0)
+        json_object_set_new(item, "attention", json_pack("[ff]", 0.5, 0.25));
+      json_array_append_new(steps, item);
+      owner[n++] = i;
+    }
+    if (n > 0) {
+      body = json_pack("{so}", "steps", steps);
+      got = send_json(&t, "POST", "/step", body, &status);
+      json_decref(body);
+      ck_assert_msg(status == 200 && json_object_size(got) == 1 &&
+                        json_array_size(json_object_get(got, "results")) ==
+                            (size_t)n,
+                    "batch %zu: %d results expected, got %d %s", k, n, status,
+                    ht_dump(got, 0));
+      for (i = 0; i < n; i++) {
+        vec_t *w = &v[owner[i]];
+        json_t *res = json_array_get(json_object_get(got, "results"), i);
+        json_t *op = json_array_get(w->ops, k);
+        int st = json_object_get(res, "error") != NULL
+                     ? (int)json_integer_value(json_object_get(
+                           json_object_get(res, "error"), "status"))
+                     : 200;
+        check_answer(w, k, op, res, st, 1);
+      }
+      json_decref(got);
+      batches++;
+    } else {
+      json_decref(steps);
+    }
+    for (i = 0; i < nnames; i++) {
+      json_t *op = json_array_get(v[i].ops, k);
+      if (op != NULL && json_object_get(op, "step") == NULL)
+        replay_single(&t, &v[i], k, op);
+    }
+  }
+  ck_assert_uint_gt(batches, 0);
+  ht_down(&t);
+  for (i = 0; i < nnames; i++)
+    json_decref(v[i].root);
+}
+END_TEST
+
+Suite *vectors_suite(void) {
+  Suite *s = suite_create("vectors");
+  TCase *tc = tcase_create("replay");
+
+  list_vectors();
+  atexit(free_names);
+  tcase_set_timeout(tc, 120);
+  /* One daemon per vector file; a missing directory fails loudly. */
+  tcase_add_loop_test(tc, vector_replays_through_session_endpoints, 0,
+                      nnames > 0 ? nnames : 1);
+  tcase_add_test(tc, vectors_replay_interleaved_through_batches);
+  suite_add_tcase(s, tc);
+  return s;
+}
