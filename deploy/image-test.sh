@@ -18,8 +18,9 @@ fail() { echo "image-test: FAIL $*" >&2; exit 1; }
 deploy/deps.sh image test
 if ! podman image exists docker.io/library/debian:bookworm-slim ||
    ! podman image exists docker.io/library/debian:bookworm; then
-  [ -x "$base" ] || fail "no base images and no $base (../shared beside the repository)"
-  "$base"
+  # bash, not the file's own mode: CI's copy of ../shared is read-only.
+  [ -f "$base" ] || fail "no base images and no $base (../shared beside the repository)"
+  bash "$base"
 fi
 
 tmp=$(mktemp -d /tmp/evictd-image-test.XXXXXX)
@@ -54,10 +55,12 @@ case "$user" in ''|0|0:*|root|root:*) fail "image runs as root (USER '$user')" ;
 size=$(inspect '{{.Size}}')
 size_mb=$(awk -v b="$size" 'BEGIN { printf "%.1f", b / 1000000 }')
 
-# A free loopback port is the daemon's own pick: port 0, read back from its
-# log. Automatic health checks need systemd timers, absent here; the check
-# itself is run by hand below.
+# Run it as deploy/kubernetes.yaml and compose.yaml do: read-only root, no
+# capabilities, no privilege gain. A free loopback port is the daemon's own
+# pick: port 0, read back from its log. Automatic health checks need systemd
+# timers, absent here; the check itself is run by hand below.
 cid=$(pod run -d --network=host --ulimit nofile=1024:1024 --ulimit nproc=1000:1000 \
+        --read-only --cap-drop=ALL --security-opt no-new-privileges \
         --health-interval=disable "$iid" --listen 127.0.0.1:0 2>"$tmp/run.err") ||
   { cat "$tmp/run.err"; fail "podman run"; }
 addr=
@@ -80,6 +83,9 @@ if pod exec "$cid" evictd --probe "http://$addr/no-such-path" 2>/dev/null; then
   fail "evictd --probe succeeded on a 404"
 fi
 [ "$(pod exec "$cid" id -u)" != 0 ] || fail "process runs as root"
+# Only runtime libraries: no headers, no toolchain.
+dev=$(pod exec "$cid" dpkg-query -W -f '${Package}\n' | grep -E -- '-dev$|^(gcc|cpp|make|binutils)(-[0-9]+)?$' || true)
+[ -z "$dev" ] || fail "build packages in the runtime image: $(echo $dev)"
 
 pod stop -t 10 "$cid" >/dev/null 2>"$tmp/stop.err" || { cat "$tmp/stop.err"; fail "podman stop"; }
 code=$(pod inspect --format '{{.State.ExitCode}}' "$cid")
