@@ -1,0 +1,36 @@
+# The HTTP benchmarks of `make bench` (sections 1-3; section 4 is core.sh):
+# evictd beside nginx and Redis, each started and stopped by its script.
+# `make bench-http` runs all three; bench-single, bench-batch and
+# bench-memory run one. BENCH_SECONDS=2 BENCH_WARMUP=1 makes a quick run.
+# `make bench-profile` shows where the daemon's time goes under the same
+# loads (callgrind; PROFILE_TOOL=perf for cpu-clock samples with the kernel).
+
+BUILD_ALL += $(B)/bench_memory
+
+$(B)/bench_memory: tests/bench/bench_memory.c | $(B)/obj
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
+
+.PHONY: bench-http bench-single bench-batch bench-memory bench-profile \
+        bench-http-build
+
+# The packages first: the binaries cannot be built without them.
+bench-http-build:
+	@deploy/deps.sh build bench
+	@$(MAKE) --no-print-directory $(B)/evictd $(B)/bench_memory
+
+bench-http: bench-http-build
+	tests/bench/single.sh $(B)/evictd
+	tests/bench/batch.sh $(B)/evictd
+	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory
+
+bench-single: bench-http-build
+	tests/bench/single.sh $(B)/evictd
+
+bench-batch: bench-http-build
+	tests/bench/batch.sh $(B)/evictd
+
+bench-memory: bench-http-build
+	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory
+
+bench-profile: bench-http-build
+	PROFILE_OUT=$(B)/profile tests/bench/profile.sh $(B)/evictd
