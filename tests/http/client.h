@@ -33,9 +33,10 @@ typedef struct {
   int conn_close;  /* "Connection: close" was sent */
 } hc_response_t;
 
-/* Connects to "host:port", "[v6]:port" or "unix:/path" with a receive
- * timeout of `timeout_s` seconds (0 = none). Returns 0, or -1 with errno set
- * and *c untouched but safe to hc_close. */
+/* Connects to "host:port", "[v6]:port" or "unix:/path" (numeric hosts
+ * only) with send and receive timeouts of `timeout_s` seconds (0 = none).
+ * Returns 0, or -1 with errno set; either way *c is reset first, so
+ * hc_close is always safe. */
 int hc_connect(hc_conn_t *c, const char *addr, int timeout_s);
 
 /* Closes the socket and frees the read buffer. Safe on a failed connect. */

@@ -1,6 +1,8 @@
 /* Runs the daemon under test as a child process: environment, arguments,
  * a log file per daemon, the address from its start-up line, and reaping
- * with a deadline so that a hung daemon fails a test instead of hanging it. */
+ * with a deadline so that a hung daemon fails a test instead of hanging it.
+ * Log files are unlinked as soon as they are made and read through their
+ * descriptor, so that a test that dies halfway leaves no file behind. */
 #include "daemon.h"
 
 #include <errno.h>
@@ -22,25 +24,21 @@ extern char **environ;
 
 /* Every daemon not yet reaped, for the exit handler. Copies, not pointers:
  * a test's ht_daemon_t may live on a stack that is gone by then. */
-static struct {
-  pid_t pid;
-  char log[64];
-} live[MAX_LIVE];
+static pid_t live[MAX_LIVE];
 
 static void kill_leftovers(void) {
   int i;
 
   for (i = 0; i < MAX_LIVE; i++) {
-    if (live[i].pid > 0) {
-      kill(live[i].pid, SIGKILL);
-      waitpid(live[i].pid, NULL, 0);
-      unlink(live[i].log);
-      live[i].pid = 0;
+    if (live[i] > 0) {
+      kill(live[i], SIGKILL);
+      waitpid(live[i], NULL, 0);
+      live[i] = 0;
     }
   }
 }
 
-static void remember(pid_t pid, const char *log) {
+static void remember(pid_t pid) {
   static int registered;
   int i;
 
@@ -49,9 +47,8 @@ static void remember(pid_t pid, const char *log) {
     registered = 1;
   }
   for (i = 0; i < MAX_LIVE; i++) {
-    if (live[i].pid == 0) {
-      live[i].pid = pid;
-      snprintf(live[i].log, sizeof live[i].log, "%s", log);
+    if (live[i] == 0) {
+      live[i] = pid;
       return;
     }
   }
@@ -61,8 +58,8 @@ static void forget(pid_t pid) {
   int i;
 
   for (i = 0; i < MAX_LIVE; i++)
-    if (live[i].pid == pid)
-      live[i].pid = 0;
+    if (live[i] == pid)
+      live[i] = 0;
 }
 
 static void sleep_ms(long ms) {
@@ -135,35 +132,37 @@ static pid_t spawn(const char *const *args, const char *const *env,
   return pid;
 }
 
-static int make_log(char *path, size_t len) {
-  int fd;
+/* A new, already unlinked temporary file. Returns its descriptor or -1. */
+static int make_log(void) {
+  char path[] = "/tmp/evictd-http-XXXXXX";
+  int fd = mkstemp(path);
 
-  snprintf(path, len, "/tmp/evictd-http-XXXXXX");
-  fd = mkstemp(path);
-  if (fd >= 0)
+  if (fd >= 0) {
+    unlink(path);
     fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
   return fd;
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
+/* Everything written to the file so far, NUL-terminated (never NULL). */
+static char *slurp(int fd) {
   char *s = NULL;
-  size_t len = 0, cap = 0, n;
+  size_t len = 0, cap = 0;
+  ssize_t n;
 
-  if (f != NULL) {
-    for (;;) {
-      if (cap - len < 4096) {
-        char *p = realloc(s, cap = cap ? cap * 2 : 8192);
-        if (p == NULL)
-          break;
-        s = p;
-      }
-      n = fread(s + len, 1, cap - len - 1, f);
-      if (n == 0)
+  for (;;) {
+    if (cap - len < 4096) {
+      char *p = realloc(s, cap = cap ? cap * 2 : 8192);
+      if (p == NULL)
         break;
-      len += n;
+      s = p;
     }
-    fclose(f);
+    n = fd >= 0 ? pread(fd, s + len, cap - len - 1, (off_t)len) : 0;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    len += (size_t)n;
   }
   if (s == NULL)
     return strdup("");
@@ -172,23 +171,13 @@ static char *slurp(const char *path) {
 }
 
 char *ht_daemon_log(const ht_daemon_t *d) {
-  return slurp(d->log);
+  return slurp(d->log_fd);
 }
 
-int ht_daemon_log_wait(const ht_daemon_t *d, const char *needle,
-                       int timeout_ms) {
-  int waited;
-
-  for (waited = 0;; waited += 5) {
-    char *s = slurp(d->log);
-    int found = strstr(s, needle) != NULL;
-    free(s);
-    if (found)
-      return 1;
-    if (waited >= timeout_ms)
-      return 0;
-    sleep_ms(5);
-  }
+void ht_daemon_free(ht_daemon_t *d) {
+  if (d->log_fd >= 0)
+    close(d->log_fd);
+  d->log_fd = -1;
 }
 
 /* Reaps the daemon within `ms`, storing its exit code. Returns 1 when it
@@ -231,24 +220,23 @@ int ht_daemon_start(ht_daemon_t *d, const char *const *args,
   int fd, null_fd, waited;
 
   memset(d, 0, sizeof *d);
-  fd = make_log(d->log, sizeof d->log);
+  d->log_fd = fd = make_log();
   null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (fd < 0 || null_fd < 0)
     goto fail_files;
   d->pid = spawn(args, env, !has_listen(args, env), null_fd, fd);
   close(null_fd);
-  close(fd);
   if (d->pid < 0) {
     d->pid = 0;
     return -1;
   }
-  remember(d->pid, d->log);
+  remember(d->pid);
   /* The address is taken only once whitespace follows it, so that a line
    * still being written is never read half. */
   if (regcomp(&re, "listening on ([^[:space:]]+)[[:space:]]", REG_EXTENDED))
     goto fail_started;
   for (waited = 0; waited < WAIT_MS; waited += 5) {
-    char *log = slurp(d->log);
+    char *log = slurp(d->log_fd);
     int found = regexec(&re, log, 2, m, 0) == 0;
     if (found)
       snprintf(d->addr, sizeof d->addr, "%.*s", (int)(m[1].rm_eo - m[1].rm_so),
@@ -270,8 +258,6 @@ fail_started:
   }
   return -1;
 fail_files:
-  if (fd >= 0)
-    close(fd);
   if (null_fd >= 0)
     close(null_fd);
   return -1;
@@ -297,22 +283,21 @@ int ht_daemon_run(const char *const *args, const char *const *env,
 
   memset(&d, 0, sizeof d);
   *output = NULL;
-  fd = make_log(d.log, sizeof d.log);
+  d.log_fd = fd = make_log();
   if (fd < 0)
     return -1;
   d.pid = spawn(args, env, 0, fd, fd);
-  close(fd);
   if (d.pid < 0) {
-    unlink(d.log);
+    close(fd);
     return -1;
   }
-  remember(d.pid, d.log);
+  remember(d.pid);
   if (!reap(&d, WAIT_MS)) {
     kill(d.pid, SIGKILL);
     reap(&d, WAIT_MS);
     d.exit_code = -1;
   }
-  *output = slurp(d.log);
-  unlink(d.log);
+  *output = slurp(fd);
+  close(fd);
   return d.exit_code;
 }

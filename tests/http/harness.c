@@ -53,7 +53,7 @@ void ht_up_at(const char *file, int line, ht_t *t, const char *const *env,
   t->c.fd = -1;
   if (ht_daemon_start(&t->d, args, env) != 0) {
     const char *tail = log_tail(&t->d);
-    unlink(t->d.log);
+    ht_daemon_free(&t->d);
     ck_abort_msg("%s:%d: %s did not start (exit %d, signal %d); log:\n%s",
                  file, line, ht_daemon_bin(), t->d.exit_code, t->d.signal,
                  tail);
@@ -69,12 +69,12 @@ void ht_expect_exit_at(const char *file, int line, ht_daemon_t *d, int sig,
 
   if (got != code) {
     const char *tail = log_tail(d);
-    unlink(d->log);
+    ht_daemon_free(d);
     ck_abort_msg("%s:%d: daemon exited with %d (signal %d), expected %d; "
                  "log:\n%s",
                  file, line, got, d->signal, code, tail);
   }
-  unlink(d->log);
+  ht_daemon_free(d);
 }
 
 void ht_down_at(const char *file, int line, ht_t *t) {

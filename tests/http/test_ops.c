@@ -135,6 +135,7 @@ START_TEST(token_file_requires_bearer_token) {
   snprintf(path, sizeof path, "/tmp/evictd-http-token-%ld", (long)getpid());
   write_file(path, "  " TOKEN "  \nsecond line is ignored\n");
   ht_up(&t, NULL, ARGS("--token-file", path));
+  unlink(path); /* read at start-up: no need to leave it behind */
   ht_expect(&t, "GET", "/healthz", NULL, 200, "{\"status\":\"ok\"}");
   for (i = 0; i < sizeof paths / sizeof paths[0]; i++) {
     expect_401(&t, "GET", paths[i], NULL);
@@ -161,12 +162,13 @@ START_TEST(token_file_requires_bearer_token) {
   ht_down(&t);
   /* The same from the environment. */
   snprintf(flag, sizeof flag, "EVICTD_TOKEN_FILE=%s", path);
+  write_file(path, TOKEN "\n");
   ht_up(&t, ARGS(flag), NULL);
+  unlink(path);
   expect_401(&t, "GET", "/session/a", NULL);
   t.headers = "Authorization: Bearer " TOKEN "\r\n";
   ht_error(&t, "GET", "/session/a", NULL, 404, "unknown_session");
   ht_down(&t);
-  unlink(path);
 }
 END_TEST
 
@@ -184,11 +186,11 @@ START_TEST(bad_token_files_exit_2) {
     write_file(path, contents[i]);
     rc = ht_daemon_run(ARGS("--listen", "127.0.0.1:0", "--token-file", path),
                        NULL, &out);
+    unlink(path);
     ck_assert_msg(rc == 2 && out[0] != '\0', "token file %zu: exit %d: %s",
                   i, rc, out);
     free(out);
   }
-  unlink(path);
   rc = ht_daemon_run(ARGS("--token-file", "/nonexistent/evictd-token"), NULL,
                      &out);
   ck_assert_msg(rc == 2, "missing token file: exit %d: %s", rc, out);

@@ -298,10 +298,9 @@ START_TEST(sigterm_finishes_request_in_flight) {
   ck_assert_int_eq(hc_write_all(&t.c, body, 5), 0);
   ht_sleep_ms(300); /* let the daemon read the headers */
   kill(t.d.pid, SIGTERM);
-  ck_assert_msg(ht_daemon_log_wait(&t.d, "no longer accepting", 10000),
-                "the daemon did not log the signal");
-  /* It no longer accepts connections... */
-  for (i = 0; i < 200 && !refused; i++) {
+  /* It soon stops accepting connections (which also shows that it has
+   * handled the signal)... */
+  for (i = 0; i < 1000 && !refused; i++) {
     if (hc_connect(&other, t.d.addr, 2) != 0)
       refused = errno == ECONNREFUSED;
     else
