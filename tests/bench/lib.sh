@@ -69,7 +69,10 @@ run_tracked() {
 
 # CPU time (user + system, clock ticks, all threads) a process has used.
 cpu_ticks() {
-  awk '{ print $14 + $15 }' "/proc/$1/stat"
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) ||
+    die "process $1, a server under test, is gone: it crashed or was killed"
+  awk '{ print $14 + $15 }' <<<"$stat"
 }
 hz=$(getconf CLK_TCK)
 
