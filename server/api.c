@@ -1,30 +1,16 @@
-/* The API: routes, request validation and the step, evict and view
- * operations on the session table. Responses are written straight into the
+/* The API: the route table, one handler per route, and the one entry point
+ * that dispatches a request. Responses are written straight into the
  * caller's buffer; nothing here knows about sockets. */
 #include "evictd/api.h"
 
 #include <assert.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "evictd/apierr.h"
+#include "api_int.h"
 #include "evictd/log.h"
-#include "evictd/metrics.h"
-
-struct evd_api_s {
-  evd_config_t cfg;
-  evd_table_t *table;
-  uint32_t now_tick; /* the loop's clock in 100 ms ticks */
-  /* Scratch arrays reused by every request: positions, their slots and the
-   * victims of a request. Grown on demand, never shrunk. */
-  uint32_t *pos, *slots, *victims;
-  size_t pos_cap, victims_cap;
-  char msg[256]; /* an error message with figures in it */
-  evd_metrics_t metrics;
-};
 
 void evd_config_defaults(evd_config_t *c) {
   memset(c, 0, sizeof *c);
@@ -41,6 +27,8 @@ void evd_config_defaults(evd_config_t *c) {
   c->max_conns = 4096;
   c->conn_timeout = 30;
   c->autocreate = 1;
+  c->fsync = EVD_FSYNC_EVERYSEC;
+  c->compact_after = (size_t)64 << 20;
   c->log_level = EVD_LOG_INFO;
 }
 
@@ -87,6 +75,10 @@ evd_table_t *evd_api_table(evd_api_t *api) {
   return api->table;
 }
 
+void evd_api_set_journal(evd_api_t *api, evd_journal_t *j) {
+  api->journal = j;
+}
+
 evd_metrics_t *evd_api_metrics(evd_api_t *api) {
   return &api->metrics;
 }
@@ -94,6 +86,15 @@ evd_metrics_t *evd_api_metrics(evd_api_t *api) {
 void evd_api_set_clock(evd_api_t *api, uint64_t now_ms) {
   /* Ticks wrap after 13 years; ages are computed by unsigned difference. */
   api->now_tick = (uint32_t)(now_ms / 100);
+}
+
+void evd_api_touch_all(evd_api_t *api) {
+  uint32_t n = evd_table_count(api->table);
+
+  /* Each touch moves the oldest to the young end: n of them keep the order
+   * and stamp everybody. */
+  while (n-- > 0)
+    evd_table_touch(api->table, evd_table_oldest(api->table), api->now_tick);
 }
 
 uint32_t evd_api_reap(evd_api_t *api) {
@@ -107,169 +108,14 @@ uint32_t evd_api_reap(evd_api_t *api) {
   while ((s = evd_table_oldest(api->table)) != NULL &&
          (uint32_t)(api->now_tick - s->used) > ttl) {
     evd_log(EVD_LOG_DEBUG, "reaped idle session %.*s", (int)s->idlen, s->id);
+    evd__journal(api, EVD_OP_REAP, s, 0, NULL, 0);
     evd_table_remove(api->table, s);
     n++;
   }
+  if (api->journal != NULL)
+    evd_journal_commit(api->journal);
   api->metrics.reaped += n;
   return n;
-}
-
-/* ---- scratch space ------------------------------------------------------ */
-
-static int grow(uint32_t **p, size_t *cap, size_t n) {
-  uint32_t *q;
-  size_t c = *cap ? *cap : 64;
-
-  if (n <= *cap)
-    return 0;
-  while (c < n)
-    c *= 2;
-  q = realloc(*p, c * sizeof *q);
-  if (q == NULL)
-    return EVD_ENOMEM;
-  *p = q;
-  *cap = c;
-  return 0;
-}
-
-/* Room for n positions, their slots and n victims. */
-static int reserve_positions(evd_api_t *api, size_t n) {
-  size_t cap = api->pos_cap;
-
-  if (grow(&api->pos, &cap, n) != 0)
-    return EVD_ENOMEM;
-  cap = api->pos_cap;
-  if (grow(&api->slots, &cap, n) != 0)
-    return EVD_ENOMEM;
-  api->pos_cap = cap;
-  return grow(&api->victims, &api->victims_cap, n);
-}
-
-/* ---- request bodies ----------------------------------------------------- */
-
-/* Deepest nesting of arrays and objects in a JSON text, counted before the
- * parser sees it so that hostile nesting costs nothing but this scan. */
-static uint32_t json_depth(const char *p, size_t n) {
-  uint32_t depth = 0, max = 0;
-  int in_str = 0;
-  size_t i;
-
-  for (i = 0; i < n; i++) {
-    char c = p[i];
-    if (in_str) {
-      if (c == '\\')
-        i++;
-      else if (c == '"')
-        in_str = 0;
-    } else if (c == '"') {
-      in_str = 1;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max)
-        max = depth;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      depth--;
-    }
-  }
-  return max;
-}
-
-/* Parses the body into a JSON object. An empty body is an empty object
- * when `optional`, else an error. Returns 0 or the error to answer; on
- * success *root is the object (NULL for an empty optional body). */
-static evd_apierr_t parse_body(evd_api_t *api, const evd_request_t *req,
-                               int optional, json_t **root,
-                               const char **message) {
-  json_error_t jerr;
-  json_t *j;
-
-  *root = NULL;
-  *message = NULL;
-  if (req->body_len == 0)
-    return optional ? EVD_AE_OK : EVD_AE_INVALID_JSON;
-  if (json_depth(req->body, req->body_len) > api->cfg.max_depth)
-    return EVD_AE_TOO_DEEP;
-  j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-  if (j == NULL) {
-    snprintf(api->msg, sizeof api->msg,
-             "The request body is not valid JSON (line %d, column %d: %s).",
-             jerr.line, jerr.column, jerr.text);
-    *message = api->msg;
-    return EVD_AE_INVALID_JSON;
-  }
-  if (!json_is_object(j)) {
-    json_decref(j);
-    return EVD_AE_INVALID_JSON;
-  }
-  *root = j;
-  return EVD_AE_OK;
-}
-
-/* Returns 1 when every key of obj is one of the NULL-terminated names;
- * otherwise writes a message naming the first other key and returns 0. */
-static int only_fields(evd_api_t *api, json_t *obj, const char *const *names) {
-  const char *key;
-  json_t *v;
-
-  if (obj == NULL)
-    return 1;
-  json_object_foreach(obj, key, v) {
-    const char *const *n;
-    for (n = names; *n != NULL; n++)
-      if (strcmp(key, *n) == 0)
-        break;
-    if (*n == NULL) {
-      /* The key may hold anything: keep it short and let the writer
-       * escape it. */
-      snprintf(api->msg, sizeof api->msg, "Unknown field \"%.40s\".", key);
-      return 0;
-    }
-  }
-  return 1;
-}
-
-/* A JSON integer within [min, max], stored in *out. */
-static int int_in(json_t *v, json_int_t min, json_int_t max, json_int_t *out) {
-  if (!json_is_integer(v))
-    return 0;
-  *out = json_integer_value(v);
-  return *out >= min && *out <= max;
-}
-
-/* ---- responses ---------------------------------------------------------- */
-
-/* Writes an error object: the whole body for a single request, or a batch
- * result that also carries its status. `newest` goes in for stale errors. */
-static int write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
-                       int in_batch, const uint32_t *newest) {
-  evd_buf_str(out, "{\"error\":{");
-  evd_apierr_fields(out, e, message);
-  if (newest != NULL) {
-    evd_buf_str(out, ",\"newest\":");
-    evd_buf_u32(out, *newest);
-  }
-  if (in_batch) {
-    evd_buf_str(out, ",\"status\":");
-    evd_buf_u32(out, (uint32_t)evd_apierr_status(e));
-  }
-  evd_buf_str(out, "}}");
-  return evd_apierr_status(e);
-}
-
-static void write_step_result(evd_buf_t *out, const uint32_t *victims,
-                              uint32_t nv, const uint32_t *slots, uint32_t n,
-                              uint32_t size, uint32_t newest, int replayed) {
-  evd_buf_reserve(out, 80 + 11 * ((size_t)nv + n));
-  evd_buf_add(out, "{\"victims\":", 11);
-  evd_buf_u32_array(out, victims, nv);
-  evd_buf_add(out, ",\"slots\":", 9);
-  evd_buf_u32_array(out, slots, n);
-  evd_buf_add(out, ",\"size\":", 8);
-  evd_buf_u32(out, size);
-  evd_buf_add(out, ",\"newest\":", 10);
-  evd_buf_u32(out, newest);
-  if (replayed)
-    evd_buf_add(out, ",\"replayed\":true", 16);
-  evd_buf_chr(out, '}');
 }
 
 static void write_view(evd_buf_t *out, const evd_session_t *s) {
@@ -303,178 +149,6 @@ static void write_view(evd_buf_t *out, const evd_session_t *s) {
   evd_buf_str(out, "]}");
 }
 
-/* ---- step --------------------------------------------------------------- */
-
-/* A validated step request (one batch item, or one /session/{id}/step). */
-typedef struct {
-  const char *id;
-  size_t idlen;
-  uint32_t n;            /* positions, in api->pos */
-  int has_budget, has_sinks;
-  uint32_t budget, sinks;
-} step_req_t;
-
-/* Validates a step object into *r and api->pos. Returns EVD_AE_OK, or the
- * error to answer with *message (NULL for the default one). In a batch item the id comes from
- * its "session" field, else from the path (already in r). */
-static evd_apierr_t parse_step(evd_api_t *api, json_t *obj, int in_batch,
-                               step_req_t *r, const char **message) {
-  static const char *const single[] = {"pos",    "positions", "attention",
-                                       "budget", "sinks",     NULL};
-  static const char *const item[] = {"session", "pos",    "positions",
-                                     "attention", "budget", "sinks", NULL};
-  json_t *pos, *list, *v;
-  json_int_t x, prev = -1;
-  size_t i, n;
-
-  *message = NULL;
-  if (!json_is_object(obj)) {
-    *message = "Each item of \"steps\" must be an object.";
-    return EVD_AE_INVALID_FIELD;
-  }
-  if (!only_fields(api, obj, in_batch ? item : single)) {
-    *message = api->msg;
-    return EVD_AE_INVALID_FIELD;
-  }
-  if (in_batch) {
-    v = json_object_get(obj, "session");
-    if (!json_is_string(v)) {
-      *message = "Each item of \"steps\" needs a \"session\" string.";
-      return EVD_AE_INVALID_FIELD;
-    }
-    r->id = json_string_value(v);
-    r->idlen = json_string_length(v);
-    if (!evd_session_id_valid(r->id, r->idlen))
-      return EVD_AE_INVALID_SESSION_ID;
-  }
-  pos = json_object_get(obj, "pos");
-  list = json_object_get(obj, "positions");
-  if ((pos == NULL) == (list == NULL)) {
-    *message = "Give exactly one of \"pos\" and \"positions\".";
-    return EVD_AE_INVALID_FIELD;
-  }
-  if (list != NULL && !json_is_array(list)) {
-    *message = "\"positions\" must be an array of integers.";
-    return EVD_AE_INVALID_FIELD;
-  }
-  n = list != NULL ? json_array_size(list) : 1;
-  if (n == 0) {
-    *message = "\"positions\" must hold at least one position.";
-    return EVD_AE_INVALID_POSITION;
-  }
-  if (n > api->cfg.max_positions) {
-    snprintf(api->msg, sizeof api->msg,
-             "A step request takes at most %u positions (--max-positions).",
-             api->cfg.max_positions);
-    *message = api->msg;
-    return EVD_AE_TOO_MANY_POSITIONS;
-  }
-  if (reserve_positions(api, n) != 0)
-    return EVD_AE_OUT_OF_MEMORY;
-  for (i = 0; i < n; i++) {
-    v = list != NULL ? json_array_get(list, i) : pos;
-    if (!int_in(v, 0, UINT32_MAX, &x))
-      return EVD_AE_INVALID_POSITION;
-    if (x <= prev) {
-      *message = "Positions within a request must strictly increase.";
-      return EVD_AE_INVALID_POSITION;
-    }
-    api->pos[i] = (uint32_t)x;
-    prev = x;
-  }
-  r->n = (uint32_t)n;
-  r->has_budget = (v = json_object_get(obj, "budget")) != NULL;
-  if (r->has_budget) {
-    if (!json_is_integer(v)) {
-      *message = "\"budget\" must be an integer.";
-      return EVD_AE_INVALID_FIELD;
-    }
-    if (!int_in(v, 1, api->cfg.max_budget, &x))
-      goto bad_budget;
-    r->budget = (uint32_t)x;
-  }
-  r->has_sinks = (v = json_object_get(obj, "sinks")) != NULL;
-  if (r->has_sinks) {
-    if (!json_is_integer(v)) {
-      *message = "\"sinks\" must be an integer.";
-      return EVD_AE_INVALID_FIELD;
-    }
-    if (!int_in(v, 0, UINT32_MAX, &x))
-      return EVD_AE_INVALID_SINKS;
-    r->sinks = (uint32_t)x;
-  }
-  if ((r->has_budget || r->has_sinks) &&
-      (r->has_sinks ? r->sinks : api->cfg.sinks) >=
-          (r->has_budget ? r->budget : api->cfg.budget))
-    return EVD_AE_INVALID_SINKS;
-  return EVD_AE_OK;
-bad_budget:
-  snprintf(api->msg, sizeof api->msg,
-           "\"budget\" must be an integer from 1 to %u (--max-budget).",
-           api->cfg.max_budget);
-  *message = api->msg;
-  return EVD_AE_INVALID_BUDGET;
-}
-
-/* Applies a validated step request and writes its result (or its error
- * object) to out. Returns the HTTP status of that result. */
-static int run_step(evd_api_t *api, const step_req_t *r, int in_batch,
-                    evd_buf_t *out) {
-  evd_session_t *s = evd_table_find(api->table, r->id, r->idlen);
-  evd_window_t *w;
-  evd_replay_t rp;
-  uint32_t i, nv = 0;
-  int err;
-
-  if (s == NULL) {
-    uint32_t zero = 0;
-    if (!api->cfg.autocreate)
-      return write_error(out, EVD_AE_UNKNOWN_SESSION, NULL, in_batch, NULL);
-    /* A new session holds position 0; refuse before creating anything. */
-    if (api->pos[0] == 0)
-      return write_error(out, EVD_AE_STALE_POSITION, NULL, in_batch, &zero);
-    err = evd_table_add(api->table, r->id, r->idlen,
-                        r->has_budget ? r->budget : api->cfg.budget,
-                        r->has_sinks ? r->sinks : api->cfg.sinks,
-                        api->now_tick, &s);
-    if (err == EVD_ELIMIT)
-      return write_error(out, EVD_AE_SESSION_LIMIT, NULL, in_batch, NULL);
-    if (err != 0)
-      return write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch, NULL);
-    api->metrics.created++;
-    evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)r->idlen, r->id);
-  }
-  w = evd_session_window(s);
-  if (api->pos[0] <= evd_window_newest(w)) {
-    /* A retry of the last applied request gets its answer again. */
-    if (evd_session_replay_get(s, &rp) && rp.npos == r->n &&
-        memcmp(rp.positions, api->pos, r->n * sizeof(uint32_t)) == 0) {
-      evd_table_touch(api->table, s, api->now_tick);
-      api->metrics.replays++;
-      write_step_result(out, rp.victims, rp.nvictims, rp.slots, rp.npos,
-                        rp.size, rp.newest, 1);
-      return 200;
-    }
-    return write_error(out, EVD_AE_STALE_POSITION, NULL, in_batch,
-                       &w->newest);
-  }
-  for (i = 0; i < r->n; i++) {
-    err = evd_window_advance(w, api->pos[i], &api->slots[i],
-                             &api->victims[nv]);
-    assert(err >= 0); /* validated: increasing, above newest, never full */
-    nv += (uint32_t)err;
-  }
-  evd_table_touch(api->table, s, api->now_tick);
-  api->metrics.steps += r->n;
-  api->metrics.victims += nv;
-  /* Without memory for the record a retry is refused as stale, which is
-   * safe: it never hands out a wrong answer. */
-  (void)evd_session_replay_set(s, api->pos, r->n, api->victims, nv,
-                               api->slots, evd_window_size(w));
-  write_step_result(out, api->victims, nv, api->slots, r->n,
-                    evd_window_size(w), evd_window_newest(w), 0);
-  return 200;
-}
 
 /* ---- handlers ----------------------------------------------------------- */
 
@@ -505,20 +179,20 @@ static int h_metrics(ctx_t *c) {
 }
 
 static int h_step(ctx_t *c) {
-  step_req_t r = {.id = c->id, .idlen = c->idlen};
+  evd__step_t r = {.id = c->id, .idlen = c->idlen};
   const char *message;
   json_t *root;
   evd_apierr_t err;
   int status;
 
-  err = parse_body(c->api, c->req, 0, &root, &message);
+  err = evd__parse_body(c->api, c->req, 0, &root, &message);
   if (err == 0)
-    err = parse_step(c->api, root, 0, &r, &message);
+    err = evd__step_parse(c->api, root, 0, &r, &message);
   if (err != 0) {
     json_decref(root);
     return fail(c, err, message);
   }
-  status = run_step(c->api, &r, 0, c->out);
+  status = evd__step_run(c->api, &r, 0, c->out);
   json_decref(root);
   return status;
 }
@@ -530,10 +204,10 @@ static int h_batch(ctx_t *c) {
   evd_apierr_t err;
   size_t i;
 
-  err = parse_body(c->api, c->req, 0, &root, &message);
+  err = evd__parse_body(c->api, c->req, 0, &root, &message);
   if (err != 0)
     return fail(c, err, message);
-  if (!only_fields(c->api, root, fields)) {
+  if (!evd__only_fields(c->api, root, fields)) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_FIELD, c->api->msg);
   }
@@ -553,14 +227,14 @@ static int h_batch(ctx_t *c) {
   evd_buf_reserve(c->out, 16 + 64 * json_array_size(steps));
   evd_buf_str(c->out, "{\"results\":[");
   json_array_foreach(steps, i, item) {
-    step_req_t r = {0};
+    evd__step_t r = {0};
     if (i > 0)
       evd_buf_chr(c->out, ',');
-    err = parse_step(c->api, item, 1, &r, &message);
+    err = evd__step_parse(c->api, item, 1, &r, &message);
     if (err != 0)
-      write_error(c->out, err, message, 1, NULL);
+      evd__write_error(c->out, err, message, 1, NULL);
     else
-      run_step(c->api, &r, 1, c->out);
+      evd__step_run(c->api, &r, 1, c->out);
   }
   evd_buf_str(c->out, "]}");
   json_decref(root);
@@ -578,10 +252,10 @@ static int h_put(ctx_t *c) {
   json_int_t x;
   int err;
 
-  perr = parse_body(api, c->req, 1, &root, &message);
+  perr = evd__parse_body(api, c->req, 1, &root, &message);
   if (perr != EVD_AE_OK)
     return fail(c, perr, message);
-  if (!only_fields(api, root, fields)) {
+  if (!evd__only_fields(api, root, fields)) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_FIELD, api->msg);
   }
@@ -590,7 +264,7 @@ static int h_put(ctx_t *c) {
       json_decref(root);
       return fail(c, EVD_AE_INVALID_FIELD, "\"budget\" must be an integer.");
     }
-    if (!int_in(v, 1, api->cfg.max_budget, &x)) {
+    if (!evd__int_in(v, 1, api->cfg.max_budget, &x)) {
       json_decref(root);
       snprintf(api->msg, sizeof api->msg,
                "\"budget\" must be an integer from 1 to %u (--max-budget).",
@@ -604,7 +278,7 @@ static int h_put(ctx_t *c) {
       json_decref(root);
       return fail(c, EVD_AE_INVALID_FIELD, "\"sinks\" must be an integer.");
     }
-    if (!int_in(v, 0, UINT32_MAX, &x)) {
+    if (!evd__int_in(v, 0, UINT32_MAX, &x)) {
       json_decref(root);
       return fail(c, EVD_AE_INVALID_SINKS, NULL);
     }
@@ -629,6 +303,7 @@ static int h_put(ctx_t *c) {
   if (err != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   api->metrics.created++;
+  evd__journal(api, EVD_OP_CREATE, s, budget, NULL, 0);
   evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)c->idlen, c->id);
   write_view(c->out, s);
   return 201;
@@ -649,6 +324,7 @@ static int h_delete(ctx_t *c) {
 
   if (s == NULL)
     return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
+  evd__journal(c->api, EVD_OP_DELETE, s, 0, NULL, 0);
   evd_table_remove(c->api->table, s);
   c->api->metrics.deleted++;
   evd_log(EVD_LOG_DEBUG, "deleted session %.*s", (int)c->idlen, c->id);
@@ -667,10 +343,10 @@ static int h_evict(ctx_t *c) {
   uint32_t n;
   int err, has_budget;
 
-  perr = parse_body(api, c->req, 1, &root, &message);
+  perr = evd__parse_body(api, c->req, 1, &root, &message);
   if (perr != EVD_AE_OK)
     return fail(c, perr, message);
-  if (!only_fields(api, root, fields)) {
+  if (!evd__only_fields(api, root, fields)) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_FIELD, api->msg);
   }
@@ -680,7 +356,7 @@ static int h_evict(ctx_t *c) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_FIELD, "\"budget\" must be an integer.");
   }
-  if (has_budget && !int_in(v, 1, EVD_WINDOW_MAX_BUDGET, &x)) {
+  if (has_budget && !evd__int_in(v, 1, EVD_WINDOW_MAX_BUDGET, &x)) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_BUDGET,
                 "An eviction budget must be an integer from 1 to "
@@ -699,12 +375,14 @@ static int h_evict(ctx_t *c) {
              "sinks.", w->sinks);
     return fail(c, EVD_AE_INVALID_BUDGET, api->msg);
   }
-  if (grow(&api->victims, &api->victims_cap, evd_window_size(w)) != 0)
+  if (evd__grow(&api->victims, &api->victims_cap, evd_window_size(w)) != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   err = evd_window_evict(w, (uint32_t)x, api->victims, evd_window_size(w), &n);
   assert(err == 0);
   evd_table_touch(api->table, s, api->now_tick);
   api->metrics.victims += n;
+  if (n > 0) /* an eviction that took nothing changed nothing */
+    evd__journal(api, EVD_OP_EVICT, s, (uint32_t)x, NULL, 0);
   evd_buf_reserve(c->out, 32 + 11 * (size_t)n);
   evd_buf_str(c->out, "{\"victims\":");
   evd_buf_u32_array(c->out, api->victims, n);
@@ -800,6 +478,7 @@ void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
   reply->allow = NULL;
   reply->content_type = NULL;
   reply->www_authenticate = NULL;
+  reply->wait_lsn = 0;
   r = route_of(req->path, req->path_len, &c.id, &c.idlen);
   reply->route = r;
   /* Everything but the health check needs the token, when there is one;
@@ -823,6 +502,12 @@ void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
     reply->status = fail(&c, EVD_AE_INVALID_SESSION_ID, NULL);
     goto done;
   }
+  /* After a journal failure, changes could no longer be made durable. */
+  if (api->journal != NULL && evd_journal_failed(api->journal) &&
+      (req->method & (EVD_M_PUT | EVD_M_POST | EVD_M_DELETE))) {
+    reply->status = fail(&c, EVD_AE_JOURNAL_FAILED, NULL);
+    goto done;
+  }
   switch (req->method) {
   case EVD_M_GET:
   case EVD_M_HEAD: h = routes[r].get; break;
@@ -832,6 +517,13 @@ void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
   }
   assert(h != NULL);
   reply->status = h(&c);
+  /* One record per request, whatever it changed; with --fsync always the
+   * answer waits until that record is on disk. */
+  if (api->journal != NULL) {
+    uint64_t lsn = evd_journal_commit(api->journal);
+    if (lsn != 0 && evd_journal_mode(api->journal) == EVD_FSYNC_ALWAYS)
+      reply->wait_lsn = lsn;
+  }
 done:
   if (out->oom) {
     /* The answer did not fit in memory; say so in a body that does. */

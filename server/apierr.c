@@ -56,6 +56,9 @@ static const struct {
                               "The daemon is out of memory."},
     [EVD_AE_SHUTTING_DOWN] = {503, "shutting_down",
                               "The daemon is shutting down."},
+    [EVD_AE_JOURNAL_FAILED] = {503, "journal_failed",
+                               "The journal cannot be written; changes are "
+                               "refused until the daemon is restarted."},
     [EVD_AE_INTERNAL] = {500, "internal", "An internal error occurred."},
 };
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "evictd/apierr.h"
+#include "evictd/journal.h"
 #include "evictd/log.h"
 #include "evictd/metrics.h"
 
@@ -30,6 +31,10 @@ typedef struct conn_s {
   evd_buf_t body;  /* the request body so far */
   evd_buf_t out;   /* the response body, alive until it is sent */
   int too_large;   /* the body passed --max-body: answer 413 */
+  int waiting;     /* suspended until its journal record is durable */
+  evd_reply_t reply;          /* the answer kept meanwhile */
+  struct MHD_Connection *mc;
+  struct conn_s *wnext;       /* the waiting list, in LSN order */
   struct timespec start; /* when the request's headers were in */
 } conn_t;
 
@@ -41,6 +46,8 @@ struct evd_http_s {
   unsigned busy;
   int quiesced;
   uint64_t now_ms, timeout_ms;
+  evd_journal_t *journal;
+  conn_t *wait_head, *wait_tail; /* answers held for durability */
   /* Every connection, in deadline order: each gets the same timeout from
    * a clock that never goes back, so appending keeps the order. */
   conn_t *soonest, *latest;
@@ -242,6 +249,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
     *upload_size = 0;
     return MHD_YES;
   }
+  if (c->waiting) { /* resumed: the record is durable, or never will be */
+    c->waiting = 0;
+    if (h->journal != NULL && evd_journal_failed(h->journal))
+      return respond_error(h, mc, c, EVD_AE_JOURNAL_FAILED);
+    return respond(h, mc, c, &c->reply);
+  }
   if (c->too_large)
     return respond_error(h, mc, c, EVD_AE_BODY_TOO_LARGE);
   if (c->body.oom)
@@ -254,7 +267,40 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
   req.authorization = MHD_lookup_connection_value(
       mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
   evd_api_handle(h->api, &req, &c->out, &reply);
+  if (reply.wait_lsn > 0 && h->journal != NULL &&
+      reply.wait_lsn > evd_journal_durable(h->journal)) {
+    /* --fsync always: park the answer until its record is on disk; many
+     * requests share one fsync meanwhile. */
+    c->waiting = 1;
+    c->reply = reply;
+    c->mc = mc;
+    c->wnext = NULL;
+    if (h->wait_tail != NULL)
+      h->wait_tail->wnext = c;
+    else
+      h->wait_head = c;
+    h->wait_tail = c;
+    MHD_suspend_connection(mc);
+    return MHD_YES;
+  }
   return respond(h, mc, c, &reply);
+}
+
+void evd_http_set_journal(evd_http_t *h, evd_journal_t *j) {
+  h->journal = j;
+}
+
+void evd_http_durable(evd_http_t *h, uint64_t lsn) {
+  int failed = h->journal != NULL && evd_journal_failed(h->journal);
+  conn_t *c;
+
+  /* Records become durable in LSN order, and the list is in LSN order. */
+  while ((c = h->wait_head) != NULL && (failed || c->reply.wait_lsn <= lsn)) {
+    h->wait_head = c->wnext;
+    if (h->wait_head == NULL)
+      h->wait_tail = NULL;
+    MHD_resume_connection(c->mc);
+  }
 }
 
 int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
@@ -346,8 +392,16 @@ unsigned evd_http_connections(const evd_http_t *h) {
 }
 
 void evd_http_stop(evd_http_t *h) {
+  conn_t *c;
+
   if (h == NULL)
     return;
+  /* libmicrohttpd must not be stopped with connections suspended. */
+  while ((c = h->wait_head) != NULL) {
+    h->wait_head = c->wnext;
+    MHD_resume_connection(c->mc);
+  }
+  h->wait_tail = NULL;
   MHD_stop_daemon(h->d);
   free(h);
 }

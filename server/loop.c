@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "evictd/http.h"
+#include "evictd/journal.h"
 #include "evictd/listen.h"
 #include "evictd/log.h"
 
@@ -27,9 +28,10 @@ typedef struct {
   uv_loop_t loop;
   uv_poll_t poll;
   uv_timer_t mhd_timer, reap_timer, grace_timer, sweep_timer;
-  uv_signal_t sigint, sigterm;
+  uv_signal_t sigint, sigterm, sigchld;
   evd_api_t *api;
   evd_http_t *http;
+  evd_journal_t *journal;
   int stopping, finished;
 } server_t;
 
@@ -108,11 +110,34 @@ static void on_signal(uv_signal_t *sig, int signum) {
   drive(s);
 }
 
-/* Stops everything; the loop then runs out of handles and returns. */
+static void on_durable(void *arg, uint64_t lsn) {
+  server_t *s = arg;
+
+  if (s->http == NULL)
+    return;
+  evd_http_durable(s->http, lsn);
+  /* Resuming does not wake libmicrohttpd in external polling mode (its
+   * inter-thread channel is off there): run it now. */
+  drive(s);
+}
+
+static void on_sigchld(uv_signal_t *sig, int signum) {
+  server_t *s = sig->data;
+
+  (void)signum;
+  if (s->journal != NULL)
+    evd_journal_reap_child(s->journal);
+}
+
+/* Stops everything; the loop then runs out of handles and returns (after a
+ * journal write in the thread pool, if one is under way). */
 static void finish(server_t *s) {
   if (s->finished)
     return;
   s->finished = 1;
+  if (s->journal != NULL)
+    evd_journal_stop(s->journal);
+  uv_close((uv_handle_t *)&s->sigchld, NULL);
   /* The poll handle watches MHD's epoll descriptor: close it first, then
    * let MHD close its connections and that descriptor. */
   uv_close((uv_handle_t *)&s->poll, NULL);
@@ -158,22 +183,38 @@ int evd_server_run(const evd_config_t *config) {
   signal(SIGPIPE, SIG_IGN);
   fit_descriptors(&cfg);
   err = evd_listen_open(cfg.listen, &fd, name, sizeof name);
-  if (err == EVD_EINVAL) {
+  if (err == EVD_EINVAL) { /* a malformed flag value, like any other */
     evd_log(EVD_LOG_ERROR, "--listen %s: %s", cfg.listen, name);
-    return 1;
+    return 2;
   }
   if (err != 0) {
     evd_log(EVD_LOG_ERROR, "cannot listen on %s: %s", cfg.listen,
             strerror(errno));
     return 1;
   }
+  if (uv_loop_init(&s.loop) != 0) {
+    close(fd);
+    evd_log(EVD_LOG_ERROR, "cannot start the event loop");
+    return 1;
+  }
   if (evd_api_new(&s.api, &cfg) != 0)
     goto fail_api;
+  evd_api_set_clock(s.api, uv_now(&s.loop));
+  if (cfg.state_dir != NULL) {
+    char why[512];
+    err = evd_journal_open(&s.journal, cfg.state_dir, (evd_fsync_t)cfg.fsync,
+                           cfg.compact_after, evd_api_table(s.api),
+                           evd_api_apply, s.api, why, sizeof why);
+    if (err != 0) {
+      evd_log(EVD_LOG_ERROR, "--state-dir %s: %s", cfg.state_dir, why);
+      goto fail_journal;
+    }
+    evd_api_set_journal(s.api, s.journal);
+    evd_api_touch_all(s.api);
+  }
   if (evd_http_start(&s.http, s.api, &cfg, fd) != 0)
     goto fail_http;
   fd = -1; /* libmicrohttpd's now */
-  if (uv_loop_init(&s.loop) != 0)
-    goto fail_loop;
   uv_poll_init(&s.loop, &s.poll, evd_http_fd(s.http));
   uv_timer_init(&s.loop, &s.mhd_timer);
   uv_timer_init(&s.loop, &s.reap_timer);
@@ -181,11 +222,19 @@ int evd_server_run(const evd_config_t *config) {
   uv_timer_init(&s.loop, &s.sweep_timer);
   uv_signal_init(&s.loop, &s.sigint);
   uv_signal_init(&s.loop, &s.sigterm);
+  uv_signal_init(&s.loop, &s.sigchld);
   s.poll.data = s.mhd_timer.data = s.reap_timer.data = s.grace_timer.data =
-      s.sweep_timer.data = s.sigint.data = s.sigterm.data = &s;
+      s.sweep_timer.data = s.sigint.data = s.sigterm.data = s.sigchld.data =
+          &s;
   uv_poll_start(&s.poll, UV_READABLE, on_poll);
   uv_signal_start(&s.sigint, on_signal, SIGINT);
   uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+  uv_signal_start(&s.sigchld, on_sigchld, SIGCHLD);
+  if (s.journal != NULL) {
+    evd_http_set_journal(s.http, s.journal);
+    evd_journal_start(s.journal, &s.loop, evd_api_metrics(s.api), on_durable,
+                      &s);
+  }
   uv_timer_start(&s.sweep_timer, on_sweep_timer, SWEEP_EVERY_MS,
                  SWEEP_EVERY_MS);
   if (cfg.idle_ttl > 0)
@@ -201,21 +250,27 @@ int evd_server_run(const evd_config_t *config) {
     finish(&s);
   uv_run(&s.loop, UV_RUN_DEFAULT); /* run the close callbacks */
   rc = uv_loop_close(&s.loop) == 0 ? 0 : 1;
+  /* The loop is idle now: the final snapshot may take its time. */
+  if (s.journal != NULL &&
+      evd_journal_close(s.journal, evd_api_table(s.api)) != 0)
+    rc = 1;
   evd_log(EVD_LOG_INFO, "stopped with %u sessions",
           evd_table_count(evd_api_table(s.api)));
   evd_api_free(s.api);
   evd_listen_cleanup(cfg.listen);
   return rc;
 
-fail_loop:
-  evd_http_stop(s.http);
 fail_http:
+  evd_log(EVD_LOG_ERROR, "cannot start: out of memory or libmicrohttpd "
+                         "refused the configuration");
+  if (s.journal != NULL)
+    evd_journal_close(s.journal, evd_api_table(s.api));
+fail_journal:
   evd_api_free(s.api);
 fail_api:
   if (fd >= 0)
     close(fd);
+  uv_loop_close(&s.loop);
   evd_listen_cleanup(cfg.listen);
-  evd_log(EVD_LOG_ERROR, "cannot start: out of memory or libmicrohttpd "
-                         "refused the configuration");
   return 1;
 }

@@ -8,12 +8,13 @@
 #include <strings.h>
 
 #include "evictd/api.h"
+#include "evictd/journal.h"
 #include "evictd/log.h"
 #include "evictd/loop.h"
 #include "evictd/probe.h"
 
 enum kind {
-  K_STR, K_U32, K_SIZE, K_FLAG, K_LEVEL, K_FORMAT, K_TOKEN, K_ACTION
+  K_STR, K_U32, K_SIZE, K_FLAG, K_LEVEL, K_FORMAT, K_TOKEN, K_FSYNC, K_ACTION
 };
 
 /* One row per option: the flag, its environment variable, how to read it
@@ -60,6 +61,15 @@ static const option_t options[] = {
     {"idle-ttl", "EVICTD_IDLE_TTL", "SECONDS",
      "reap sessions unused this long (0 = never)", K_U32, CFG(idle_ttl), 0,
      31536000},
+    {"state-dir", "EVICTD_STATE_DIR", "DIR",
+     "keep sessions across restarts: journal and snapshot in DIR (default: "
+     "none, sessions live in memory only)", K_STR, CFG(state_dir), 0, 0},
+    {"fsync", "EVICTD_FSYNC", "MODE",
+     "with --state-dir: always (answer after the change is on disk), "
+     "everysec or no", K_FSYNC, CFG(fsync), 0, 0},
+    {"compact-after", "EVICTD_COMPACT_AFTER", "BYTES",
+     "with --state-dir: snapshot when the journal grows past this",
+     K_SIZE, CFG(compact_after), 4096, 1ull << 40},
     {"no-autocreate", "EVICTD_NO_AUTOCREATE", NULL,
      "a step to an unknown session is 404 instead of creating it", K_FLAG,
      CFG(autocreate), 0, 0},
@@ -89,13 +99,16 @@ static void usage(FILE *f) {
     char left[64], def[64] = "";
     snprintf(left, sizeof left, "--%s%s%s", o->flag, o->arg ? " " : "",
              o->arg ? o->arg : "");
-    if (o->kind == K_STR)
+    if (o->kind == K_STR && o->offset == CFG(listen))
       snprintf(def, sizeof def, " (default %s)", d.listen);
+    else if (o->kind == K_FSYNC)
+      snprintf(def, sizeof def, " (default everysec)");
     else if (o->kind == K_U32)
       snprintf(def, sizeof def, " (default %u)",
                *(uint32_t *)((char *)&d + o->offset));
     else if (o->kind == K_SIZE)
-      snprintf(def, sizeof def, " (default %zu)", d.max_body);
+      snprintf(def, sizeof def, " (default %zu)",
+               *(size_t *)((char *)&d + o->offset));
     else if (o->kind == K_LEVEL)
       snprintf(def, sizeof def, " (default info)");
     else if (o->kind == K_FORMAT)
@@ -200,9 +213,20 @@ static int apply(const option_t *o, const char *source, const char *value,
     else
       break;
     return 0;
+  case K_FSYNC:
+    if (strcmp(value, "always") == 0)
+      cfg->fsync = EVD_FSYNC_ALWAYS;
+    else if (strcmp(value, "everysec") == 0)
+      cfg->fsync = EVD_FSYNC_EVERYSEC;
+    else if (strcmp(value, "no") == 0)
+      cfg->fsync = EVD_FSYNC_NO;
+    else
+      break;
+    return 0;
   case K_TOKEN:
     if (value[0] == '\0')
       break;
+    free((char *)cfg->token);
     cfg->token = read_token(source, value);
     return cfg->token != NULL ? 0 : -1;
   case K_ACTION:
@@ -280,5 +304,7 @@ int main(int argc, char **argv) {
   if (check(&cfg) != 0)
     return 2;
   evd_log_setup(cfg.log_level, log_format);
-  return evd_server_run(&cfg);
+  c = evd_server_run(&cfg);
+  free((char *)cfg.token);
+  return c;
 }

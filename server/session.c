@@ -148,6 +148,12 @@ void evd_table_free(evd_table_t *t) {
   free(t);
 }
 
+uint32_t evd_table_set_max(evd_table_t *t, uint32_t max) {
+  uint32_t old = t->max;
+  t->max = max;
+  return old;
+}
+
 uint32_t evd_table_count(const evd_table_t *t) {
   return t->count;
 }

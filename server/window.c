@@ -121,6 +121,36 @@ int evd_window_advance(evd_window_t *w, uint32_t pos, uint32_t *slot,
   return 0;
 }
 
+int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
+                       uint32_t tail, uint32_t newest) {
+  uint32_t i, prev = 0, count, room;
+
+  if (size < 1 || size > w->budget + 1 || head > w->budget ||
+      tail > w->budget)
+    return EVD_ECORRUPT;
+  if (size < w->sinks) { /* pins still filling: nothing in the ring yet */
+    if (head != w->sinks || tail != size)
+      return EVD_ECORRUPT;
+  } else {
+    count = size - w->sinks;
+    room = w->budget + 1 - head;
+    if (head < w->sinks ||
+        tail != (count < room ? head + count : w->sinks + (count - room)))
+      return EVD_ECORRUPT;
+  }
+  w->size = size;
+  w->head = head;
+  w->tail = tail;
+  w->newest = newest;
+  for (i = 0; i < size; i++) {
+    uint32_t p = evd_window_at(w, i, NULL);
+    if (i > 0 && p <= prev)
+      return EVD_ECORRUPT;
+    prev = p;
+  }
+  return prev == newest ? 0 : EVD_ECORRUPT;
+}
+
 uint32_t evd_window_size(const evd_window_t *w) {
   return w->size;
 }

@@ -22,6 +22,9 @@ typedef struct evd_config_s {
   uint32_t max_depth;     /* JSON nesting depth of a request body */
   size_t max_body;        /* request body bytes */
   uint32_t idle_ttl;      /* seconds before an unused session is reaped */
+  const char *state_dir;  /* persistence: journal and snapshot, or NULL */
+  int fsync;              /* evd_fsync_t */
+  size_t compact_after;   /* journal bytes that trigger a snapshot */
   uint32_t max_conns;     /* concurrent connections */
   uint32_t conn_timeout;  /* seconds a connection gets per request */
   const char *token;      /* bearer token required, or NULL */
@@ -73,6 +76,7 @@ typedef struct evd_reply_s {
   const char *allow;    /* value of an Allow header (static), or NULL */
   const char *content_type; /* static; NULL means application/json */
   const char *www_authenticate; /* static challenge with a 401, or NULL */
+  uint64_t wait_lsn; /* with --fsync always: answer once this is durable */
 } evd_reply_t;
 
 typedef struct evd_api_s evd_api_t;
@@ -93,12 +97,28 @@ void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
 /* Tells the API the loop's clock (milliseconds, monotonic). */
 void evd_api_set_clock(evd_api_t *api, uint64_t now_ms);
 
+/* Marks every session used now (after loading saved state, whose sessions
+ * start their idle time afresh). */
+void evd_api_touch_all(evd_api_t *api);
+
 /* Removes the sessions idle for longer than the configured TTL, oldest
  * first, and returns how many; the cost is proportional to that number. */
 uint32_t evd_api_reap(evd_api_t *api);
 
 /* The session table, for statistics and tests. */
 evd_table_t *evd_api_table(evd_api_t *api);
+
+struct evd_journal_s;
+struct evd_op_s;
+
+/* Journals every state change from now on (NULL: none). Borrowed. */
+void evd_api_set_journal(evd_api_t *api, struct evd_journal_s *j);
+
+/* Applies one op read back from the journal, exactly as the request that
+ * wrote it did. Returns 0, or EVD_ECORRUPT when the op cannot apply to the
+ * current state (the journal does not belong to it), or EVD_ENOMEM. Fits
+ * evd_apply_fn with the api as context. */
+int evd_api_apply(void *api, const struct evd_op_s *op);
 
 /* The counters behind GET /metrics, which the transport updates too. */
 struct evd_metrics_s *evd_api_metrics(evd_api_t *api);

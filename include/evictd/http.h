@@ -33,6 +33,16 @@ unsigned evd_http_sweep(evd_http_t *h, uint64_t now_ms);
  * after every evd_http_run, because sockets are watched edge-triggered. */
 int evd_http_timeout(evd_http_t *h, uint64_t *ms);
 
+struct evd_journal_s;
+
+/* With --fsync always, answers to changes wait for the journal: tell the
+ * transport which journal (borrowed). */
+void evd_http_set_journal(evd_http_t *h, struct evd_journal_s *j);
+
+/* The journal made everything up to `lsn` durable (or failed): answers
+ * waiting for it go out. */
+void evd_http_durable(evd_http_t *h, uint64_t lsn);
+
 /* Stops accepting connections and closes the listening socket; requests
  * already received are still answered. */
 void evd_http_quiesce(evd_http_t *h);

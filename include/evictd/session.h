@@ -64,6 +64,10 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions);
 /* Frees the table and every session in it. NULL is accepted. */
 void evd_table_free(evd_table_t *t);
 
+/* Changes the session limit (loading saved state ignores it) and returns
+ * the previous one. */
+uint32_t evd_table_set_max(evd_table_t *t, uint32_t max);
+
 /* Number of live sessions. */
 uint32_t evd_table_count(const evd_table_t *t);
 

@@ -87,6 +87,15 @@ int evd_window_evict(evd_window_t *w, uint32_t budget, uint32_t *victims,
 int evd_window_advance(evd_window_t *w, uint32_t pos, uint32_t *slot,
                        uint32_t *victim);
 
+/* Restores a saved state into a window made by evd_window_init with the
+ * same budget and sinks, whose pos[] the caller has already filled with the
+ * saved ring. Checks that the state is one the window could have reached
+ * (cursors in range and consistent with size, kept positions strictly
+ * increasing up to `newest`). Returns 0, or EVD_ECORRUPT with the window
+ * left in an unspecified state. */
+int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
+                       uint32_t tail, uint32_t newest);
+
 /* Number of positions held (pinned and unpinned). */
 uint32_t evd_window_size(const evd_window_t *w);
 

@@ -1,0 +1,98 @@
+/* Persistence under --state-dir: every state change is appended to a
+ * journal as one checksummed record per request, written and fsynced off
+ * the loop thread (group commit), and compacted into a snapshot by a forked
+ * child when the journal grows. Start-up loads snapshot + journal. */
+#ifndef EVICTD_JOURNAL_H
+#define EVICTD_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evictd/session.h"
+
+typedef enum { EVD_FSYNC_NO, EVD_FSYNC_EVERYSEC, EVD_FSYNC_ALWAYS } evd_fsync_t;
+
+/* One state change. Records hold one or more (a batch request's). */
+typedef enum evd_op_type_e {
+  EVD_OP_CREATE = 1, /* id, budget, sinks */
+  EVD_OP_STEP = 2,   /* id, positions[n] */
+  EVD_OP_EVICT = 3,  /* id, budget */
+  EVD_OP_DELETE = 4, /* id */
+  EVD_OP_REAP = 5    /* id, idle past --idle-ttl */
+} evd_op_type_t;
+
+typedef struct evd_op_s {
+  evd_op_type_t type;
+  const char *id;
+  size_t idlen;
+  uint32_t budget, sinks;
+  const uint32_t *positions;
+  uint32_t n;
+} evd_op_t;
+
+/* Applies one op read back from disk; returns 0 or a negative EVD_E*. */
+typedef int (*evd_apply_fn)(void *ctx, const evd_op_t *op);
+
+typedef struct evd_journal_s evd_journal_t;
+struct uv_loop_s;
+struct evd_metrics_s;
+
+/* Takes the directory (creating it if needed, locking it against a second
+ * daemon), loads the snapshot into `table` and replays the journal through
+ * `apply`, dropping a torn last record, and opens a new journal segment.
+ * On failure returns EVD_EIO (errno set), EVD_ECORRUPT, EVD_EEXIST (the
+ * directory is locked by another process) or EVD_ENOMEM, with a sentence
+ * in why[0..len). */
+int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
+                     uint64_t compact_after, evd_table_t *table,
+                     evd_apply_fn apply, void *ctx, char *why, size_t len);
+
+/* Attaches the journal to the loop (its thread pool writes and syncs) and
+ * names the function told when records become durable. */
+void evd_journal_start(evd_journal_t *j, struct uv_loop_s *loop,
+                       struct evd_metrics_s *metrics,
+                       void (*on_durable)(void *arg, uint64_t lsn),
+                       void *arg);
+
+/* Adds an op to the record being built (one record per request). */
+void evd_journal_add(evd_journal_t *j, const evd_op_t *op);
+
+/* Closes the record being built, if any, and queues it for writing.
+ * Returns its log sequence number, or 0 when nothing was added. */
+uint64_t evd_journal_commit(evd_journal_t *j);
+
+/* The last LSN known to be on stable storage. */
+uint64_t evd_journal_durable(const evd_journal_t *j);
+
+/* The fsync mode. */
+evd_fsync_t evd_journal_mode(const evd_journal_t *j);
+
+/* Nonzero once a write or sync has failed: the state in memory can no
+ * longer be made durable, and the daemon refuses changes. */
+int evd_journal_failed(const evd_journal_t *j);
+
+/* Nonzero while a flush is in the thread pool or a snapshot child runs. */
+int evd_journal_busy(const evd_journal_t *j);
+
+/* Detaches from the loop (no more jobs are started; one in the pool must
+ * have finished: run the loop until evd_journal_busy says so). */
+void evd_journal_stop(evd_journal_t *j);
+
+/* Final shutdown: writes whatever is pending, snapshots `table`, removes
+ * the journal segments the snapshot covers, unlocks and frees. Returns 0,
+ * or a negative EVD_E* (the journal then stays, so nothing is lost). */
+int evd_journal_close(evd_journal_t *j, evd_table_t *table);
+
+/* Called by the loop when a child process ended (SIGCHLD). */
+void evd_journal_reap_child(evd_journal_t *j);
+
+/* Snapshots (snapshot.c): write `table` as of `lsn` to dir/snapshot
+ * atomically (temporary file, fsync, rename, fsync of the directory), or
+ * load it. Load returns 0, EVD_ENOENT (no snapshot), or EVD_ECORRUPT /
+ * EVD_EIO with a sentence in why. */
+int evd_snapshot_write(int dirfd, const evd_table_t *table, uint64_t lsn,
+                       uint64_t *bytes);
+int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
+                      uint64_t *bytes, char *why, size_t len);
+
+#endif

@@ -1,0 +1,76 @@
+/* What the API's source files share and nobody else sees: the state
+ * behind evd_api_t and the helpers of request parsing and stepping. */
+#ifndef EVICTD_API_INT_H
+#define EVICTD_API_INT_H
+
+#include <jansson.h>
+
+#include "evictd/api.h"
+#include "evictd/apierr.h"
+#include "evictd/journal.h"
+#include "evictd/metrics.h"
+
+struct evd_api_s {
+  evd_config_t cfg;
+  evd_table_t *table;
+  evd_journal_t *journal; /* NULL without --state-dir */
+  uint32_t now_tick;      /* the loop's clock in 100 ms ticks */
+  /* Scratch arrays reused by every request: positions, their slots and the
+   * victims of a request. Grown on demand, never shrunk. */
+  uint32_t *pos, *slots, *victims;
+  size_t pos_cap, victims_cap;
+  char msg[256]; /* an error message with figures in it */
+  evd_metrics_t metrics;
+};
+
+/* A validated step request (one batch item, or one /session/{id}/step);
+ * its positions are in api->pos. */
+typedef struct evd__step_s {
+  const char *id;
+  size_t idlen;
+  uint32_t n;
+  int has_budget, has_sinks;
+  uint32_t budget, sinks;
+} evd__step_t;
+
+/* request.c: bodies and error objects. */
+
+/* Grows a uint32 array to hold n. Returns 0 or EVD_ENOMEM. */
+int evd__grow(uint32_t **p, size_t *cap, size_t n);
+
+/* Parses the body into a JSON object (*root; NULL for an empty body when
+ * `optional`). Returns EVD_AE_OK or the error, with *message set when it
+ * is not the default one. */
+evd_apierr_t evd__parse_body(evd_api_t *api, const evd_request_t *req,
+                             int optional, json_t **root,
+                             const char **message);
+
+/* 1 when every key of obj is one of the NULL-terminated names; else 0
+ * with a message naming the first other key in api->msg. */
+int evd__only_fields(evd_api_t *api, json_t *obj, const char *const *names);
+
+/* 1 when v is a JSON integer within [min, max] (stored in *out). */
+int evd__int_in(json_t *v, json_int_t min, json_int_t max, json_int_t *out);
+
+/* Writes an error object: the whole body of a single request, or a batch
+ * result carrying its status too; `newest` goes in for stale errors.
+ * Returns the status. */
+int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
+                     int in_batch, const uint32_t *newest);
+
+/* step.c: the step operation. */
+
+/* Validates a step object into *r and api->pos. */
+evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
+                             evd__step_t *r, const char **message);
+
+/* Applies a validated step request, journals it, and writes its result or
+ * error object. Returns the HTTP status of that result. */
+int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
+                  evd_buf_t *out);
+
+/* Adds an op to the request's journal record, if there is a journal. */
+void evd__journal(evd_api_t *api, evd_op_type_t type, const evd_session_t *s,
+                  uint32_t budget, const uint32_t *positions, uint32_t n);
+
+#endif

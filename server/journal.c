@@ -1,0 +1,831 @@
+/* The journal: one record per state-changing request, appended to numbered
+ * segment files in the state directory, written and synced in libuv's
+ * thread pool so that the loop never waits for the disk. Records queue up
+ * while a write is in flight and go out together in the next one (group
+ * commit). A forked child writes a snapshot when the journal has grown; the
+ * segments it covers are then deleted.
+ *
+ * Segment file: "EVDJRNL1", then records:
+ *   u32 len, u64 lsn, payload[len], u32 crc32c(lsn bytes + payload)
+ * payload: ops, each u8 type, u8 idlen, id, then per type
+ *   CREATE u32 budget, u32 sinks | STEP u32 n, u32 pos[n] | EVICT u32 budget
+ * LSNs run 1, 2, 3, ... across segments without gaps. */
+#include "evictd/journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "evictd/buf.h"
+#include "evictd/crc.h"
+#include "evictd/log.h"
+#include "evictd/metrics.h"
+
+#define SEG_MAGIC "EVDJRNL1"
+#define SEG_HDR 8
+#define REC_HDR 12 /* u32 len + u64 lsn */
+#define REC_MAX (1u << 30)
+#define SYNC_EVERY_MS 1000
+#define COMPACT_RETRY_MS 30000
+
+struct evd_journal_s {
+  int dirfd, lockfd;
+  evd_fsync_t mode;
+  uint64_t compact_after;
+  evd_table_t *table;
+
+  int fd;        /* the segment being appended to */
+  uint32_t seg;  /* its number */
+  uint64_t next_lsn, written_lsn, durable_lsn;
+  uint64_t journal_bytes;  /* in segments not covered by a snapshot */
+  uint64_t snapshot_bytes; /* size of the last snapshot */
+  int failed;
+
+  evd_buf_t pending; /* records not handed to a write yet */
+  uint64_t pending_last;
+  size_t rec_start;  /* the record being built starts here */
+  int rec_open;
+
+  uv_loop_t *loop;
+  uv_work_t work;
+  uv_timer_t sync_timer;
+  int started, stopping, job_running;
+  evd_buf_t inflight; /* what the job in the pool writes */
+  uint64_t inflight_last, last_sync_ms;
+  int job_fd, job_sync, job_err, close_fd;
+  double job_secs;
+
+  pid_t child; /* the snapshot writer, when one runs */
+  uint64_t child_lsn, next_compact_ms;
+  uint32_t child_seg;
+
+  evd_metrics_t *metrics;
+  void (*on_durable)(void *arg, uint64_t lsn);
+  void *arg;
+};
+
+/* ---- encoding ----------------------------------------------------------- */
+
+static void put32(evd_buf_t *b, uint32_t v) {
+  unsigned char p[4] = {(unsigned char)v, (unsigned char)(v >> 8),
+                        (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+  evd_buf_add(b, p, 4);
+}
+
+static void set32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p) {
+  return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+void evd_journal_add(evd_journal_t *j, const evd_op_t *op) {
+  evd_buf_t *b = &j->pending;
+  unsigned char head[2] = {(unsigned char)op->type, (unsigned char)op->idlen};
+  uint32_t i;
+
+  if (!j->rec_open) {
+    static const unsigned char zero[REC_HDR];
+    j->rec_start = b->len;
+    evd_buf_add(b, zero, REC_HDR); /* length and LSN, filled at commit */
+    j->rec_open = 1;
+  }
+  evd_buf_add(b, head, 2);
+  evd_buf_add(b, op->id, op->idlen);
+  switch (op->type) {
+  case EVD_OP_CREATE:
+    put32(b, op->budget);
+    put32(b, op->sinks);
+    break;
+  case EVD_OP_STEP:
+    evd_buf_reserve(b, 4 + 4 * (size_t)op->n);
+    put32(b, op->n);
+    for (i = 0; i < op->n; i++)
+      put32(b, op->positions[i]);
+    break;
+  case EVD_OP_EVICT:
+    put32(b, op->budget);
+    break;
+  case EVD_OP_DELETE:
+  case EVD_OP_REAP:
+    break;
+  }
+}
+
+/* Decodes the ops of one payload and applies them in order. */
+static int replay_payload(const unsigned char *p, size_t len,
+                          evd_apply_fn apply, void *ctx, uint32_t **scratch,
+                          size_t *cap) {
+  const unsigned char *end = p + len;
+
+  while (p < end) {
+    evd_op_t op = {0};
+    uint32_t i;
+    int err;
+    if (end - p < 2 || (size_t)(end - p) < 2u + p[1])
+      return EVD_ECORRUPT;
+    op.type = (evd_op_type_t)p[0];
+    op.idlen = p[1];
+    op.id = (const char *)p + 2;
+    p += 2 + op.idlen;
+    switch (op.type) {
+    case EVD_OP_CREATE:
+      if (end - p < 8)
+        return EVD_ECORRUPT;
+      op.budget = get32(p);
+      op.sinks = get32(p + 4);
+      p += 8;
+      break;
+    case EVD_OP_STEP:
+      if (end - p < 4)
+        return EVD_ECORRUPT;
+      op.n = get32(p);
+      p += 4;
+      if ((uint64_t)(end - p) < 4 * (uint64_t)op.n || op.n == 0)
+        return EVD_ECORRUPT;
+      if (op.n > *cap) {
+        uint32_t *q = realloc(*scratch, 4 * (size_t)op.n);
+        if (q == NULL)
+          return EVD_ENOMEM;
+        *scratch = q;
+        *cap = op.n;
+      }
+      for (i = 0; i < op.n; i++, p += 4)
+        (*scratch)[i] = get32(p);
+      op.positions = *scratch;
+      break;
+    case EVD_OP_EVICT:
+      if (end - p < 4)
+        return EVD_ECORRUPT;
+      op.budget = get32(p);
+      p += 4;
+      break;
+    case EVD_OP_DELETE:
+    case EVD_OP_REAP:
+      break;
+    default:
+      return EVD_ECORRUPT;
+    }
+    if (!evd_session_id_valid(op.id, op.idlen))
+      return EVD_ECORRUPT;
+    err = apply(ctx, &op);
+    if (err != 0)
+      return err;
+  }
+  return 0;
+}
+
+/* ---- loading ------------------------------------------------------------ */
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The numbers of the journal.NNNNNNNN files, ascending. */
+static int list_segments(int dirfd, uint32_t **out, size_t *n) {
+  int fd = dup(dirfd);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  struct dirent *e;
+  uint32_t *v = NULL;
+  size_t cap = 0;
+
+  *n = 0;
+  if (d == NULL) {
+    if (fd >= 0)
+      close(fd);
+    return EVD_EIO;
+  }
+  rewinddir(d);
+  while ((e = readdir(d)) != NULL) {
+    unsigned long num;
+    char *end;
+    if (strncmp(e->d_name, "journal.", 8) != 0)
+      continue;
+    num = strtoul(e->d_name + 8, &end, 10);
+    if (*end != '\0' || end == e->d_name + 8 || num == 0 || num > UINT32_MAX)
+      continue;
+    if (*n == cap) {
+      uint32_t *q = realloc(v, (cap ? cap * 2 : 16) * sizeof *v);
+      if (q == NULL) {
+        free(v);
+        closedir(d);
+        return EVD_ENOMEM;
+      }
+      v = q;
+      cap = cap ? cap * 2 : 16;
+    }
+    v[(*n)++] = (uint32_t)num;
+  }
+  closedir(d);
+  qsort(v, *n, sizeof *v, cmp_u32);
+  *out = v;
+  return 0;
+}
+
+static void seg_name(char *name, size_t len, uint32_t seg) {
+  snprintf(name, len, "journal.%08u", seg);
+}
+
+/* Reads a whole file into memory. */
+static int slurp(int dirfd, const char *name, unsigned char **data,
+                 size_t *size) {
+  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  size_t got = 0;
+
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return EVD_EIO;
+  }
+  *data = malloc((size_t)st.st_size + 1);
+  if (*data == NULL) {
+    close(fd);
+    return EVD_ENOMEM;
+  }
+  while (got < (size_t)st.st_size) {
+    ssize_t r = read(fd, *data + got, (size_t)st.st_size - got);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR)
+        continue;
+      break;
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  *size = got;
+  return 0;
+}
+
+/* A whole, checksummed record at `at` with the given LSN. */
+static int record_ok(const unsigned char *d, size_t size, size_t at,
+                     uint64_t lsn, uint32_t *len) {
+  uint32_t l;
+
+  if (size - at < REC_HDR + 4)
+    return 0;
+  l = get32(d + at);
+  if (l > REC_MAX || size - at - REC_HDR - 4 < l || get64(d + at + 4) != lsn)
+    return 0;
+  if (evd_crc32c(0, d + at + 4, 8 + (size_t)l) !=
+      get32(d + at + REC_HDR + l))
+    return 0;
+  *len = l;
+  return 1;
+}
+
+/* After a bad record: does a good one with the expected LSN follow? Then
+ * the file was damaged in the middle, which must not pass for a torn end. */
+static int good_record_follows(const unsigned char *d, size_t size, size_t at,
+                               uint64_t lsn) {
+  uint32_t len;
+
+  for (at++; at + REC_HDR + 4 <= size; at++)
+    if (record_ok(d, size, at, lsn, &len))
+      return 1;
+  return 0;
+}
+
+typedef struct {
+  uint64_t snap_lsn, last_lsn; /* last_lsn 0: no record seen yet */
+  uint64_t records, applied;
+  evd_apply_fn apply;
+  void *ctx;
+  uint32_t *scratch;
+  size_t cap;
+} replay_t;
+
+/* Replays one segment; a torn end is cut off when it is the last. */
+static int replay_segment(int dirfd, uint32_t seg, int last, replay_t *r,
+                          uint64_t *bytes, char *why, size_t wlen) {
+  char name[32];
+  unsigned char *d = NULL;
+  size_t size, at;
+  int err;
+
+  seg_name(name, sizeof name, seg);
+  err = slurp(dirfd, name, &d, &size);
+  if (err != 0) {
+    snprintf(why, wlen, "cannot read %s: %s", name, strerror(errno));
+    return err;
+  }
+  if (size < SEG_HDR || memcmp(d, SEG_MAGIC, SEG_HDR) != 0) {
+    /* A segment is created with its header in one write and synced before
+     * any record goes in, so only a crash at creation leaves it short. */
+    if (last && size < SEG_HDR && memcmp(d, SEG_MAGIC, size) == 0) {
+      free(d);
+      *bytes += size;
+      return 0;
+    }
+    free(d);
+    snprintf(why, wlen, "%s is not an evictd journal segment", name);
+    return EVD_ECORRUPT;
+  }
+  for (at = SEG_HDR; at < size;) {
+    uint64_t lsn = r->last_lsn ? r->last_lsn + 1 : get64(d + at + 4);
+    uint32_t len;
+    if (size - at < REC_HDR || !record_ok(d, size, at, lsn, &len)) {
+      if (!last || good_record_follows(d, size, at, lsn)) {
+        snprintf(why, wlen, "%s is damaged at byte %zu (LSN %llu)", name, at,
+                 (unsigned long long)lsn);
+        free(d);
+        return EVD_ECORRUPT;
+      }
+      /* A torn last record: drop it, and cut it off so that records
+       * appended later never sit behind garbage. */
+      evd_log(EVD_LOG_WARN, "%s: dropping a torn record at byte %zu "
+              "(%zu bytes)", name, at, size - at);
+      int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ftruncate(fd, (off_t)at) != 0 || fsync(fd) != 0) {
+        snprintf(why, wlen, "cannot truncate %s: %s", name, strerror(errno));
+        if (fd >= 0)
+          close(fd);
+        free(d);
+        return EVD_EIO;
+      }
+      close(fd);
+      size = at;
+      break;
+    }
+    if (r->last_lsn == 0 && lsn > r->snap_lsn + 1) {
+      snprintf(why, wlen, "the journal starts at LSN %llu but the snapshot "
+               "ends at %llu: records are missing", (unsigned long long)lsn,
+               (unsigned long long)r->snap_lsn);
+      free(d);
+      return EVD_ECORRUPT;
+    }
+    r->last_lsn = lsn;
+    r->records++;
+    if (lsn > r->snap_lsn) {
+      err = replay_payload(d + at + REC_HDR, len, r->apply, r->ctx,
+                           &r->scratch, &r->cap);
+      if (err != 0) {
+        snprintf(why, wlen, "%s: record LSN %llu does not replay (%s)", name,
+                 (unsigned long long)lsn, evd_strerror(err));
+        free(d);
+        return err == EVD_ENOMEM ? err : EVD_ECORRUPT;
+      }
+      r->applied++;
+    }
+    at += REC_HDR + len + 4;
+  }
+  *bytes += size;
+  free(d);
+  return 0;
+}
+
+/* Creates segment `seg` with its header, durably. Returns the fd or -1. */
+static int create_segment(int dirfd, uint32_t seg) {
+  char name[32];
+  int fd;
+
+  seg_name(name, sizeof name, seg);
+  fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+              0600);
+  if (fd < 0)
+    return -1;
+  if (write(fd, SEG_MAGIC, SEG_HDR) != SEG_HDR || fsync(fd) != 0 ||
+      fsync(dirfd) != 0) {
+    int e = errno ? errno : EIO;
+    close(fd);
+    unlinkat(dirfd, name, 0);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
+                     uint64_t compact_after, evd_table_t *table,
+                     evd_apply_fn apply, void *ctx, char *why, size_t len) {
+  evd_journal_t *j = calloc(1, sizeof *j);
+  replay_t r = {.apply = apply, .ctx = ctx};
+  uint32_t *segs = NULL, old_max;
+  size_t nseg = 0, i;
+  int err;
+
+  if (j == NULL)
+    return EVD_ENOMEM;
+  j->mode = mode;
+  j->compact_after = compact_after;
+  j->table = table;
+  j->fd = j->lockfd = j->close_fd = -1;
+  evd_buf_init(&j->pending);
+  evd_buf_init(&j->inflight);
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    snprintf(why, len, "cannot create %s: %s", dir, strerror(errno));
+    free(j);
+    return EVD_EIO;
+  }
+  j->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (j->dirfd < 0) {
+    snprintf(why, len, "cannot open %s: %s", dir, strerror(errno));
+    free(j);
+    return EVD_EIO;
+  }
+  j->lockfd = openat(j->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (j->lockfd < 0 || flock(j->lockfd, LOCK_EX | LOCK_NB) != 0) {
+    err = errno == EWOULDBLOCK ? EVD_EEXIST : EVD_EIO;
+    snprintf(why, len, err == EVD_EEXIST
+                           ? "%s is in use by another evictd"
+                           : "cannot lock %s: %s",
+             dir, strerror(errno));
+    goto fail;
+  }
+  unlinkat(j->dirfd, "snapshot.tmp", 0); /* from a snapshot cut short */
+
+  /* Saved state may exceed today's --max-sessions; load it all anyway. */
+  old_max = evd_table_set_max(table, UINT32_MAX);
+  err = evd_snapshot_load(j->dirfd, table, &r.snap_lsn, &j->snapshot_bytes,
+                          why, len);
+  if (err == EVD_ENOENT)
+    err = 0;
+  if (err == 0)
+    err = list_segments(j->dirfd, &segs, &nseg);
+  for (i = 0; i < nseg && err == 0; i++)
+    err = replay_segment(j->dirfd, segs[i], i + 1 == nseg, &r,
+                         &j->journal_bytes, why, len);
+  evd_table_set_max(table, old_max);
+  free(r.scratch);
+  if (err != 0)
+    goto fail;
+
+  j->next_lsn = (r.last_lsn > r.snap_lsn ? r.last_lsn : r.snap_lsn) + 1;
+  j->written_lsn = j->durable_lsn = j->next_lsn - 1;
+  j->seg = nseg > 0 ? segs[nseg - 1] + 1 : 1;
+  j->child_seg = j->seg;
+  free(segs);
+  segs = NULL;
+  j->fd = create_segment(j->dirfd, j->seg);
+  if (j->fd < 0) {
+    snprintf(why, len, "cannot create a journal segment in %s: %s", dir,
+             strerror(errno));
+    err = EVD_EIO;
+    goto fail;
+  }
+  evd_log(EVD_LOG_INFO, "state: %u sessions from %s (snapshot LSN %llu, %llu "
+          "journal records replayed); fsync %s",
+          evd_table_count(table), dir, (unsigned long long)r.snap_lsn,
+          (unsigned long long)r.applied,
+          mode == EVD_FSYNC_ALWAYS ? "always"
+          : mode == EVD_FSYNC_EVERYSEC ? "everysec" : "no");
+  *out = j;
+  return 0;
+fail:
+  free(segs);
+  if (j->lockfd >= 0)
+    close(j->lockfd);
+  close(j->dirfd);
+  free(j);
+  return err;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* In the pool: write the batch, sync when asked, close a retired segment. */
+static void job_work(uv_work_t *w) {
+  evd_journal_t *j = w->data;
+  size_t off = 0;
+  struct timespec t0, t1;
+
+  j->job_err = 0;
+  while (off < j->inflight.len) {
+    ssize_t n = write(j->job_fd, j->inflight.data + off, j->inflight.len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      j->job_err = n < 0 ? errno : EIO;
+      return;
+    }
+    off += (size_t)n;
+  }
+  if (j->close_fd >= 0) { /* the segment before a rotation */
+    if (j->mode != EVD_FSYNC_NO && fdatasync(j->close_fd) != 0)
+      j->job_err = errno;
+    close(j->close_fd);
+  }
+  if (j->job_sync && j->job_err == 0) {
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (fdatasync(j->job_fd) != 0)
+      j->job_err = errno;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    j->job_secs = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  }
+}
+
+static void kick(evd_journal_t *j);
+static void maybe_compact(evd_journal_t *j);
+
+static void job_done(uv_work_t *w, int status) {
+  evd_journal_t *j = w->data;
+
+  j->job_running = 0;
+  j->close_fd = -1;
+  if (status != 0 || j->job_err != 0) {
+    if (!j->failed)
+      evd_log(EVD_LOG_ERROR, "journal write failed (%s): refusing changes "
+              "from now on; restart to recover from what is on disk",
+              strerror(status != 0 ? ECANCELED : j->job_err));
+    j->failed = 1;
+  } else {
+    j->written_lsn = j->inflight_last;
+    j->journal_bytes += j->inflight.len;
+    if (j->job_sync) {
+      j->durable_lsn = j->inflight_last;
+      j->last_sync_ms = now_ms();
+      if (j->metrics != NULL)
+        evd_metrics_observe(&j->metrics->fsync, j->job_secs);
+    }
+  }
+  evd_buf_reset(&j->inflight, 1u << 20);
+  if (j->on_durable != NULL)
+    j->on_durable(j->arg, j->durable_lsn);
+  kick(j);
+  maybe_compact(j);
+}
+
+/* Hands what is pending to the pool, unless a write is already there (then
+ * it goes with the next one: that is the group commit). */
+static void start_job(evd_journal_t *j, int sync) {
+  evd_buf_t t = j->inflight;
+
+  j->inflight = j->pending;
+  j->pending = t;
+  j->pending.len = 0;
+  j->inflight_last = j->pending_last > j->written_lsn ? j->pending_last
+                                                      : j->written_lsn;
+  j->job_fd = j->fd;
+  j->job_sync = sync;
+  j->job_running = 1;
+  j->work.data = j;
+  if (uv_queue_work(j->loop, &j->work, job_work, job_done) != 0) {
+    j->job_running = 0;
+    j->failed = 1;
+  }
+}
+
+static void kick(evd_journal_t *j) {
+  int sync;
+
+  if (!j->started || j->job_running || j->failed || j->rec_open)
+    return;
+  if (j->pending.len == 0 && j->close_fd < 0)
+    return;
+  sync = j->mode == EVD_FSYNC_ALWAYS ||
+         (j->mode == EVD_FSYNC_EVERYSEC &&
+          now_ms() - j->last_sync_ms >= SYNC_EVERY_MS);
+  start_job(j, sync);
+}
+
+static void on_sync_timer(uv_timer_t *t) {
+  evd_journal_t *j = t->data;
+
+  /* everysec: sync what was written without a sync since. */
+  if (!j->job_running && !j->failed && j->written_lsn > j->durable_lsn)
+    start_job(j, 1);
+  else
+    kick(j);
+}
+
+uint64_t evd_journal_commit(evd_journal_t *j) {
+  unsigned char *rec;
+  uint64_t lsn;
+  uint32_t len;
+
+  if (!j->rec_open)
+    return 0;
+  j->rec_open = 0;
+  if (j->pending.oom) {
+    /* The change is in memory but cannot be journaled. */
+    evd_log(EVD_LOG_ERROR, "journal: out of memory; refusing changes");
+    j->failed = 1;
+    return 0;
+  }
+  lsn = j->next_lsn++;
+  rec = (unsigned char *)j->pending.data + j->rec_start;
+  len = (uint32_t)(j->pending.len - j->rec_start - REC_HDR);
+  set32(rec, len);
+  set32(rec + 4, (uint32_t)lsn);
+  set32(rec + 8, (uint32_t)(lsn >> 32));
+  put32(&j->pending, evd_crc32c(0, rec + 4, 8 + (size_t)len));
+  j->pending_last = lsn;
+  kick(j);
+  maybe_compact(j);
+  return lsn;
+}
+
+uint64_t evd_journal_durable(const evd_journal_t *j) {
+  return j->durable_lsn;
+}
+
+evd_fsync_t evd_journal_mode(const evd_journal_t *j) {
+  return j->mode;
+}
+
+int evd_journal_failed(const evd_journal_t *j) {
+  return j->failed;
+}
+
+int evd_journal_busy(const evd_journal_t *j) {
+  return j->job_running;
+}
+
+void evd_journal_start(evd_journal_t *j, uv_loop_t *loop,
+                       evd_metrics_t *metrics,
+                       void (*on_durable)(void *arg, uint64_t lsn),
+                       void *arg) {
+  j->loop = loop;
+  j->metrics = metrics;
+  j->on_durable = on_durable;
+  j->arg = arg;
+  j->started = 1;
+  j->last_sync_ms = now_ms();
+  if (metrics != NULL)
+    metrics->journal = 1;
+  uv_timer_init(loop, &j->sync_timer);
+  j->sync_timer.data = j;
+  if (j->mode == EVD_FSYNC_EVERYSEC)
+    uv_timer_start(&j->sync_timer, on_sync_timer, SYNC_EVERY_MS,
+                   SYNC_EVERY_MS);
+  kick(j);
+}
+
+void evd_journal_stop(evd_journal_t *j) {
+  if (!j->started)
+    return;
+  j->started = 0;
+  uv_close((uv_handle_t *)&j->sync_timer, NULL);
+}
+
+/* ---- compaction --------------------------------------------------------- */
+
+/* Deletes segments numbered below `below`. */
+static void drop_segments(evd_journal_t *j, uint32_t below) {
+  uint32_t *segs = NULL;
+  size_t n = 0, i;
+  char name[32];
+
+  if (list_segments(j->dirfd, &segs, &n) != 0)
+    return;
+  for (i = 0; i < n; i++)
+    if (segs[i] < below) {
+      seg_name(name, sizeof name, segs[i]);
+      unlinkat(j->dirfd, name, 0);
+    }
+  free(segs);
+  fsync(j->dirfd);
+}
+
+/* Once the journal has grown past --compact-after and past the last
+ * snapshot's size, a forked child writes a new snapshot from its
+ * copy-on-write view of memory while the parent goes on in a new segment. */
+static void maybe_compact(evd_journal_t *j) {
+  uint64_t lsn = j->next_lsn - 1;
+  int fd;
+  pid_t pid;
+
+  if (!j->started || j->child != 0 || j->failed || j->job_running ||
+      j->rec_open || j->journal_bytes + j->pending.len < j->compact_after ||
+      j->journal_bytes + j->pending.len < j->snapshot_bytes ||
+      now_ms() < j->next_compact_ms)
+    return;
+  fd = create_segment(j->dirfd, j->seg + 1);
+  if (fd < 0) {
+    evd_log(EVD_LOG_WARN, "journal: cannot start a new segment (%s); will "
+            "retry", strerror(errno));
+    j->next_compact_ms = now_ms() + COMPACT_RETRY_MS;
+    return;
+  }
+  pid = fork();
+  if (pid < 0) {
+    evd_log(EVD_LOG_WARN, "journal: cannot fork the snapshot writer (%s)",
+            strerror(errno));
+    close(fd);
+    j->next_compact_ms = now_ms() + COMPACT_RETRY_MS;
+    return;
+  }
+  if (pid == 0) {
+    /* The child: die with the parent, hold no socket open, write, leave. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1)
+      _exit(1);
+    if (j->dirfd > 3)
+      close_range(3, (unsigned)j->dirfd - 1, 0);
+    close_range((unsigned)j->dirfd + 1, ~0u, 0);
+    _exit(evd_snapshot_write(j->dirfd, j->table, lsn, NULL) == 0 ? 0 : 1);
+  }
+  /* The parent: later records go to the new segment; the old one is
+   * synced and closed by the next write job. */
+  j->close_fd = j->fd;
+  j->fd = fd;
+  j->seg++;
+  j->child = pid;
+  j->child_lsn = lsn;
+  j->child_seg = j->seg;
+  j->journal_bytes = 0;
+  evd_log(EVD_LOG_INFO, "journal: writing a snapshot at LSN %llu (pid %d)",
+          (unsigned long long)lsn, (int)pid);
+  kick(j);
+}
+
+void evd_journal_reap_child(evd_journal_t *j) {
+  int status;
+  struct stat st;
+
+  if (j->child == 0 || waitpid(j->child, &status, WNOHANG) != j->child)
+    return;
+  j->child = 0;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    drop_segments(j, j->child_seg);
+    if (fstatat(j->dirfd, "snapshot", &st, 0) == 0)
+      j->snapshot_bytes = (uint64_t)st.st_size;
+    evd_log(EVD_LOG_INFO, "journal: snapshot at LSN %llu written (%llu "
+            "bytes); older segments removed",
+            (unsigned long long)j->child_lsn,
+            (unsigned long long)j->snapshot_bytes);
+  } else {
+    evd_log(EVD_LOG_WARN, "journal: the snapshot writer failed (status %d); "
+            "keeping the journal, retrying later", status);
+    j->next_compact_ms = now_ms() + COMPACT_RETRY_MS;
+  }
+}
+
+/* ---- shutdown ----------------------------------------------------------- */
+
+int evd_journal_close(evd_journal_t *j, evd_table_t *table) {
+  uint64_t lsn = j->next_lsn - 1;
+  size_t off = 0;
+  int err = 0, status;
+
+  if (j->child != 0) { /* a final snapshot supersedes it */
+    kill(j->child, SIGKILL);
+    waitpid(j->child, &status, 0);
+    j->child = 0;
+  }
+  if (j->close_fd >= 0) {
+    close(j->close_fd);
+    j->close_fd = -1;
+  }
+  /* First make the journal complete, so that a failing snapshot loses
+   * nothing; then the snapshot makes all segments redundant. */
+  while (!j->failed && off < j->pending.len) {
+    ssize_t n = write(j->fd, j->pending.data + off, j->pending.len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      j->failed = 1;
+      break;
+    }
+    off += (size_t)n;
+  }
+  if (!j->failed && fdatasync(j->fd) != 0)
+    j->failed = 1;
+  close(j->fd);
+  if (j->failed) {
+    evd_log(EVD_LOG_ERROR, "journal: not writing a snapshot over a failed "
+            "journal; the files on disk are kept as they are");
+    err = EVD_EIO;
+  } else if (evd_snapshot_write(j->dirfd, table, lsn, NULL) != 0) {
+    evd_log(EVD_LOG_ERROR, "journal: final snapshot failed (%s); the "
+            "journal is kept and replays on start", strerror(errno));
+    err = EVD_EIO;
+  } else {
+    drop_segments(j, UINT32_MAX);
+    evd_log(EVD_LOG_INFO, "state: snapshot of %u sessions at LSN %llu",
+            evd_table_count(table), (unsigned long long)lsn);
+  }
+  evd_buf_free(&j->pending);
+  evd_buf_free(&j->inflight);
+  close(j->lockfd);
+  close(j->dirfd);
+  free(j);
+  return err;
+}

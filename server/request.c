@@ -1,0 +1,129 @@
+/* Request bodies (JSON objects, checked for depth before parsing) and the
+ * error objects answered when they are wrong. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_int.h"
+
+int evd__grow(uint32_t **p, size_t *cap, size_t n) {
+  uint32_t *q;
+  size_t c = *cap ? *cap : 64;
+
+  if (n <= *cap)
+    return 0;
+  while (c < n)
+    c *= 2;
+  q = realloc(*p, c * sizeof *q);
+  if (q == NULL)
+    return EVD_ENOMEM;
+  *p = q;
+  *cap = c;
+  return 0;
+}
+
+/* Deepest nesting of arrays and objects in a JSON text, counted before the
+ * parser sees it so that hostile nesting costs nothing but this scan. */
+static uint32_t json_depth(const char *p, size_t n) {
+  uint32_t depth = 0, max = 0;
+  int in_str = 0;
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    char c = p[i];
+    if (in_str) {
+      if (c == '\\')
+        i++;
+      else if (c == '"')
+        in_str = 0;
+    } else if (c == '"') {
+      in_str = 1;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max)
+        max = depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      depth--;
+    }
+  }
+  return max;
+}
+
+/* Parses the body into a JSON object. An empty body is an empty object
+ * when `optional`, else an error. Returns 0 or the error to answer; on
+ * success *root is the object (NULL for an empty optional body). */
+evd_apierr_t evd__parse_body(evd_api_t *api, const evd_request_t *req,
+                             int optional, json_t **root,
+                             const char **message) {
+  json_error_t jerr;
+  json_t *j;
+
+  *root = NULL;
+  *message = NULL;
+  if (req->body_len == 0)
+    return optional ? EVD_AE_OK : EVD_AE_INVALID_JSON;
+  if (json_depth(req->body, req->body_len) > api->cfg.max_depth)
+    return EVD_AE_TOO_DEEP;
+  j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+  if (j == NULL) {
+    snprintf(api->msg, sizeof api->msg,
+             "The request body is not valid JSON (line %d, column %d: %s).",
+             jerr.line, jerr.column, jerr.text);
+    *message = api->msg;
+    return EVD_AE_INVALID_JSON;
+  }
+  if (!json_is_object(j)) {
+    json_decref(j);
+    return EVD_AE_INVALID_JSON;
+  }
+  *root = j;
+  return EVD_AE_OK;
+}
+
+/* Returns 1 when every key of obj is one of the NULL-terminated names;
+ * otherwise writes a message naming the first other key and returns 0. */
+int evd__only_fields(evd_api_t *api, json_t *obj, const char *const *names) {
+  const char *key;
+  json_t *v;
+
+  if (obj == NULL)
+    return 1;
+  json_object_foreach(obj, key, v) {
+    const char *const *n;
+    for (n = names; *n != NULL; n++)
+      if (strcmp(key, *n) == 0)
+        break;
+    if (*n == NULL) {
+      /* The key may hold anything: keep it short and let the writer
+       * escape it. */
+      snprintf(api->msg, sizeof api->msg, "Unknown field \"%.40s\".", key);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* A JSON integer within [min, max], stored in *out. */
+int evd__int_in(json_t *v, json_int_t min, json_int_t max, json_int_t *out) {
+  if (!json_is_integer(v))
+    return 0;
+  *out = json_integer_value(v);
+  return *out >= min && *out <= max;
+}
+
+/* Writes an error object: the whole body for a single request, or a batch
+ * result that also carries its status. `newest` goes in for stale errors. */
+int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
+                     int in_batch, const uint32_t *newest) {
+  evd_buf_str(out, "{\"error\":{");
+  evd_apierr_fields(out, e, message);
+  if (newest != NULL) {
+    evd_buf_str(out, ",\"newest\":");
+    evd_buf_u32(out, *newest);
+  }
+  if (in_batch) {
+    evd_buf_str(out, ",\"status\":");
+    evd_buf_u32(out, (uint32_t)evd_apierr_status(e));
+  }
+  evd_buf_str(out, "}}");
+  return evd_apierr_status(e);
+}
