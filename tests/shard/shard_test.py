@@ -10,9 +10,10 @@ Shows that
   batches grouped per instance and sent to the instances directly work;
 - restarting one instance leaves the sessions of the other two alone (their
   next steps continue from the right state, during and after the restart),
-  its own sessions are not re-routed to a neighbour while it is down (502),
-  and after the restart they are reported lost (404) rather than silently
-  recreated, because the pool runs with --no-autocreate.
+  and its own sessions are not re-routed to a neighbour while it is down
+  (502); restarted with its --state-dir it has them all back, restarted
+  without it they are reported lost (404) rather than silently recreated,
+  because the pool runs with --no-autocreate.
 
 Usage: shard_test.py [path/to/evictd]  (default: $EVICTD_BIN). Needs nginx.
 """
@@ -78,17 +79,20 @@ class Daemon:
     def __init__(self, binary, tmp, name):
         self.binary, self.name = binary, name
         self.log = os.path.join(tmp, name + ".log")
+        self.state_dir = os.path.join(tmp, name + ".state")
         self.proc, self.addr = None, None
 
-    def start(self, listen="127.0.0.1:0"):
+    def start(self, listen="127.0.0.1:0", state_dir=None):
         """Starts the daemon; True once it logs its address, False if it
         exits first (e.g. the address is still taken after a restart)."""
         offset = os.path.getsize(self.log) if os.path.exists(self.log) else 0
+        args = [self.binary, "--listen", listen, "--no-autocreate",
+                "--budget", str(BUDGET)]
+        if state_dir:
+            args += ["--state-dir", state_dir, "--fsync", "everysec"]
         with open(self.log, "a") as log:
-            self.proc = subprocess.Popen(
-                [self.binary, "--listen", listen, "--no-autocreate",
-                 "--budget", str(BUDGET)],
-                stdout=subprocess.DEVNULL, stderr=log)
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                         stderr=log)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with open(self.log) as f:
@@ -230,7 +234,8 @@ def run(binary, nginx, tmp):
     nginx_proc = None
     try:
         for d in daemons:
-            expect(d.start(), f"{d.name} exited: {open(d.log).read()}")
+            expect(d.start(state_dir=d.state_dir),
+                   f"{d.name} exited: {open(d.log).read()}")
         addrs = [d.addr for d in daemons]
         nginx_proc, front = start_nginx(nginx, tmp, addrs)
         proxy = Conn(front)
@@ -291,40 +296,54 @@ def run(binary, nginx, tmp):
         print("shard: POST /step through nginx is 421 and creates nothing; "
               "per-instance batches work")
 
-        # Restart the instance holding the most sessions.
+        # Restart the instance holding the most sessions, twice: with its
+        # state directory (its sessions come back), then without one, as an
+        # instance without persistence (its sessions are lost, and say so).
         victim = max(addrs, key=lambda a: len(per_backend[a]))
         d = daemons[addrs.index(victim)]
         others = [s for s in models if home[s] != victim]
         expect(others, "no sessions outside the restarted instance")
         mine = per_backend[victim]
-        expect(d.stop() == 0, f"{victim} did not exit 0 on SIGTERM")
-        # While it is down: the others go on; its own sessions get 502 and
-        # are not re-routed to a neighbour.
-        for sid in others:
-            step_via(proxy, sid, models[sid], 2, home[sid])
-        status, body, _ = proxy.call("POST", f"/session/{mine[0]}/step",
-                                     {"pos": models[mine[0]].newest + 1})
-        expect(status == 502, f"step for {mine[0]} while {victim} is down: {status} {body}")
-        expect(holders({a: c for a, c in direct.items() if a != victim}, mine[0]) == {},
-               f"{mine[0]} was re-routed while its instance was down")
-        # Restart on the same address (the kernel may hold it briefly).
-        deadline = time.monotonic() + 10
-        while not d.start(victim):
-            expect(time.monotonic() < deadline, f"cannot restart on {victim}")
-            time.sleep(0.2)
-        for sid in others:
-            step_via(proxy, sid, models[sid], 3, home[sid])
-            found = holders(direct, sid)
-            expect(list(found) == [home[sid]] and found[home[sid]]["kept"] == models[sid].kept,
-                   f"{sid} after the restart of {victim}: {found}")
+
+        def restart(state_dir):
+            expect(d.stop() == 0, f"{victim} did not exit 0 on SIGTERM")
+            # While it is down: the others go on; its own sessions get 502
+            # and are not re-routed to a neighbour.
+            for sid in others:
+                step_via(proxy, sid, models[sid], 2, home[sid])
+            status, body, _ = proxy.call("POST", f"/session/{mine[0]}/step",
+                                         {"pos": models[mine[0]].newest + 1})
+            expect(status == 502,
+                   f"step for {mine[0]} while {victim} is down: {status} {body}")
+            expect(holders({a: c for a, c in direct.items() if a != victim},
+                           mine[0]) == {},
+                   f"{mine[0]} was re-routed while its instance was down")
+            # The same address again (the kernel may hold it briefly).
+            deadline = time.monotonic() + 10
+            while not d.start(victim, state_dir):
+                expect(time.monotonic() < deadline, f"cannot restart on {victim}")
+                time.sleep(0.2)
+            for sid in others:
+                step_via(proxy, sid, models[sid], 3, home[sid])
+                found = holders(direct, sid)
+                expect(list(found) == [home[sid]] and
+                       found[home[sid]]["kept"] == models[sid].kept,
+                       f"{sid} after the restart of {victim}: {found}")
+
+        restart(d.state_dir)
+        for sid in mine:
+            step_via(proxy, sid, models[sid], 1, victim)
+        print(f"shard: restarted {victim} with its --state-dir: its {len(mine)} "
+              f"sessions and the other {len(others)} continued from the right state")
+        restart(None)
         for sid in mine:
             status, body, backend = proxy.call("POST", f"/session/{sid}/step",
                                                {"pos": models[sid].newest + 1})
             expect(status == 404 and body["error"]["code"] == "unknown_session"
                    and backend == victim,
                    f"{sid} after its instance restarted: {status} {body} via {backend}")
-        print(f"shard: restarted {victim} ({len(mine)} sessions, lost and reported "
-              f"404); the other {len(others)} sessions continued, during and after")
+        print(f"shard: restarted {victim} without state: its {len(mine)} sessions "
+              f"are reported lost (404), the other {len(others)} continued")
     finally:
         if nginx_proc is not None:
             nginx_proc.terminate()
