@@ -32,7 +32,8 @@ RUN apt-get update \
 COPY --from=build /out/evictd /usr/local/bin/evictd
 # Numeric, so that Kubernetes can verify runAsNonRoot without /etc/passwd.
 USER 10001:10001
-# Where a future --state-dir keeps its journal; mount a volume here to use it.
+# For --state-dir /var/lib/evictd: mount a volume here (owned by 10001, so a
+# fresh named volume is writable; the root file system can stay read-only).
 WORKDIR /var/lib/evictd
 EXPOSE 8090
 HEALTHCHECK --interval=10s --timeout=6s --start-period=5s --retries=3 \
