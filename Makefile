@@ -16,7 +16,7 @@ LDFLAGS += $(SAN)
 VERSION := 0.1.0
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 # The policy core: no I/O, no libraries.
@@ -26,7 +26,7 @@ CORE_SRC := server/window.c server/error.c
 DAEMON_SRC := $(filter-out $(CORE_SRC) server/main.c,$(wildcard server/*.c))
 CORE_OBJ   := $(CORE_SRC:server/%.c=$(B)/obj/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:server/%.c=$(B)/obj/%.o)
-HEADERS    := $(wildcard include/evictd/*.h)
+HEADERS    := $(wildcard include/evictd/*.h server/*.h)
 
 # Test programs run by `make check` (fragments append to these).
 TEST_PROGS := $(B)/test_window

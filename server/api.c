@@ -260,11 +260,11 @@ static int h_put(ctx_t *c) {
     return fail(c, EVD_AE_INVALID_FIELD, api->msg);
   }
   if ((v = json_object_get(root, "budget")) != NULL) {
-    if (!json_is_integer(v)) {
+    if (!evd__is_int(api, v)) {
       json_decref(root);
       return fail(c, EVD_AE_INVALID_FIELD, "\"budget\" must be an integer.");
     }
-    if (!evd__int_in(v, 1, api->cfg.max_budget, &x)) {
+    if (!evd__int_in(api, v, 1, api->cfg.max_budget, &x)) {
       json_decref(root);
       snprintf(api->msg, sizeof api->msg,
                "\"budget\" must be an integer from 1 to %u (--max-budget).",
@@ -274,11 +274,11 @@ static int h_put(ctx_t *c) {
     budget = (uint32_t)x;
   }
   if ((v = json_object_get(root, "sinks")) != NULL) {
-    if (!json_is_integer(v)) {
+    if (!evd__is_int(api, v)) {
       json_decref(root);
       return fail(c, EVD_AE_INVALID_FIELD, "\"sinks\" must be an integer.");
     }
-    if (!evd__int_in(v, 0, UINT32_MAX, &x)) {
+    if (!evd__int_in(api, v, 0, UINT32_MAX, &x)) {
       json_decref(root);
       return fail(c, EVD_AE_INVALID_SINKS, NULL);
     }
@@ -352,11 +352,11 @@ static int h_evict(ctx_t *c) {
   }
   v = json_object_get(root, "budget");
   has_budget = v != NULL;
-  if (has_budget && !json_is_integer(v)) {
+  if (has_budget && !evd__is_int(api, v)) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_FIELD, "\"budget\" must be an integer.");
   }
-  if (has_budget && !evd__int_in(v, 1, EVD_WINDOW_MAX_BUDGET, &x)) {
+  if (has_budget && !evd__int_in(api, v, 1, EVD_WINDOW_MAX_BUDGET, &x)) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_BUDGET,
                 "An eviction budget must be an integer from 1 to "

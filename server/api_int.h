@@ -20,6 +20,7 @@ struct evd_api_s {
   uint32_t *pos, *slots, *victims;
   size_t pos_cap, victims_cap;
   char msg[256]; /* an error message with figures in it */
+  int ints_as_reals; /* this body was read with integers as reals */
   evd_metrics_t metrics;
 };
 
@@ -49,8 +50,13 @@ evd_apierr_t evd__parse_body(evd_api_t *api, const evd_request_t *req,
  * with a message naming the first other key in api->msg. */
 int evd__only_fields(evd_api_t *api, json_t *obj, const char *const *names);
 
-/* 1 when v is a JSON integer within [min, max] (stored in *out). */
-int evd__int_in(json_t *v, json_int_t min, json_int_t max, json_int_t *out);
+/* 1 when v is a JSON integer (or, in a body that held an integer beyond 64
+ * bits and so was read with integers as reals, a whole real). */
+int evd__is_int(const evd_api_t *api, json_t *v);
+
+/* 1 when v is such an integer within [min, max] (stored in *out). */
+int evd__int_in(const evd_api_t *api, json_t *v, json_int_t min,
+                json_int_t max, json_int_t *out);
 
 /* Writes an error object: the whole body of a single request, or a batch
  * result carrying its status too; `newest` goes in for stale errors.

@@ -120,21 +120,64 @@ void evd_buf_u32_array(evd_buf_t *b, const uint32_t *v, size_t n) {
   b->len = (size_t)(out - b->data);
 }
 
+/* Length of the valid UTF-8 sequence at p[0..n), or 0 when there is none
+ * (bad lead byte, bad or missing continuation, overlong form, surrogate, or
+ * beyond U+10FFFF). */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+  size_t len, i;
+  uint32_t cp;
+
+  if (p[0] < 0x80)
+    return 1;
+  if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+    len = 2;
+    cp = p[0] & 0x1f;
+  } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+    len = 3;
+    cp = p[0] & 0x0f;
+  } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+    len = 4;
+    cp = p[0] & 0x07;
+  } else {
+    return 0;
+  }
+  if (n < len)
+    return 0;
+  for (i = 1; i < len; i++) {
+    if ((p[i] & 0xc0) != 0x80)
+      return 0;
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+      (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+    return 0;
+  return len;
+}
+
 void evd_buf_json_str(evd_buf_t *b, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
-  size_t i;
+  const unsigned char *p = (const unsigned char *)s;
+  size_t i = 0, len;
 
   evd_buf_chr(b, '"');
-  for (i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
+  while (i < n) {
+    unsigned char c = p[i];
     if (c == '"' || c == '\\') {
       evd_buf_chr(b, '\\');
       evd_buf_chr(b, (char)c);
+      i++;
     } else if (c < 0x20) {
       char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
       evd_buf_add(b, esc, sizeof esc);
+      i++;
+    } else if ((len = utf8_len(p + i, n - i)) > 0) {
+      evd_buf_add(b, p + i, len);
+      i += len;
     } else {
-      evd_buf_chr(b, (char)c);
+      /* Not UTF-8 (a client's bytes, or a cut through a character):
+       * JSON text must be, so write U+FFFD instead of the byte. */
+      evd_buf_add(b, "\\ufffd", 6);
+      i++;
     }
   }
   evd_buf_chr(b, '"');

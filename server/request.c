@@ -1,5 +1,6 @@
 /* Request bodies (JSON objects, checked for depth before parsing) and the
  * error objects answered when they are wrong. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,16 @@ evd_apierr_t evd__parse_body(evd_api_t *api, const evd_request_t *req,
     return optional ? EVD_AE_OK : EVD_AE_INVALID_JSON;
   if (json_depth(req->body, req->body_len) > api->cfg.max_depth)
     return EVD_AE_TOO_DEEP;
+  api->ints_as_reals = 0;
   j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+  if (j == NULL && json_error_code(&jerr) == json_error_numeric_overflow) {
+    /* An integer beyond 64 bits is still an integer, just out of every
+     * range: read the body again with integers as reals, so that it is
+     * refused for its value, by the field it is in. */
+    api->ints_as_reals = 1;
+    j = json_loadb(req->body, req->body_len,
+                   JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
+  }
   if (j == NULL) {
     snprintf(api->msg, sizeof api->msg,
              "The request body is not valid JSON (line %d, column %d: %s).",
@@ -103,11 +113,34 @@ int evd__only_fields(evd_api_t *api, json_t *obj, const char *const *names) {
 }
 
 /* A JSON integer within [min, max], stored in *out. */
-int evd__int_in(json_t *v, json_int_t min, json_int_t max, json_int_t *out) {
-  if (!json_is_integer(v))
+int evd__is_int(const evd_api_t *api, json_t *v) {
+  double x;
+
+  if (json_is_integer(v))
+    return 1;
+  if (!api->ints_as_reals || !json_is_real(v))
     return 0;
-  *out = json_integer_value(v);
-  return *out >= min && *out <= max;
+  x = json_real_value(v);
+  return x == floor(x);
+}
+
+int evd__int_in(const evd_api_t *api, json_t *v, json_int_t min,
+                json_int_t max, json_int_t *out) {
+  double x;
+
+  if (json_is_integer(v)) {
+    *out = json_integer_value(v);
+    return *out >= min && *out <= max;
+  }
+  if (!evd__is_int(api, v))
+    return 0;
+  /* Only the ranges the API uses (within +-2^32) get here: compare as
+   * doubles, which hold those exactly, before converting. */
+  x = json_real_value(v);
+  if (x < (double)min || x > (double)max)
+    return 0;
+  *out = (json_int_t)x;
+  return 1;
 }
 
 /* Writes an error object: the whole body for a single request, or a batch

@@ -99,7 +99,7 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
     return EVD_AE_OUT_OF_MEMORY;
   for (i = 0; i < n; i++) {
     v = list != NULL ? json_array_get(list, i) : pos;
-    if (!evd__int_in(v, 0, UINT32_MAX, &x))
+    if (!evd__int_in(api, v, 0, UINT32_MAX, &x))
       return EVD_AE_INVALID_POSITION;
     if (x <= prev) {
       *message = "Positions within a request must strictly increase.";
@@ -111,21 +111,21 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
   r->n = (uint32_t)n;
   r->has_budget = (v = json_object_get(obj, "budget")) != NULL;
   if (r->has_budget) {
-    if (!json_is_integer(v)) {
+    if (!evd__is_int(api, v)) {
       *message = "\"budget\" must be an integer.";
       return EVD_AE_INVALID_FIELD;
     }
-    if (!evd__int_in(v, 1, api->cfg.max_budget, &x))
+    if (!evd__int_in(api, v, 1, api->cfg.max_budget, &x))
       goto bad_budget;
     r->budget = (uint32_t)x;
   }
   r->has_sinks = (v = json_object_get(obj, "sinks")) != NULL;
   if (r->has_sinks) {
-    if (!json_is_integer(v)) {
+    if (!evd__is_int(api, v)) {
       *message = "\"sinks\" must be an integer.";
       return EVD_AE_INVALID_FIELD;
     }
-    if (!evd__int_in(v, 0, UINT32_MAX, &x))
+    if (!evd__int_in(api, v, 0, UINT32_MAX, &x))
       return EVD_AE_INVALID_SINKS;
     r->sinks = (uint32_t)x;
   }

@@ -506,16 +506,13 @@ END_TEST
 
 /* Valid JSON whose integer does not fit 64 bits is still a position out
  * of range, not a JSON syntax error. */
-/* An integer that does not fit 64 bits cannot even be read (jansson refuses
- * it), wherever it is: the body is answered as unreadable JSON. Positions
- * that can be read but exceed 4294967295 are invalid_position (see
- * invalid_positions). */
-START_TEST(integer_beyond_int64_is_invalid_json) {
+/* An integer beyond 64 bits is still an integer, just out of range. */
+START_TEST(position_beyond_int64_is_invalid_position) {
   ht_error(&T, "POST", "/session/a/step", "{\"pos\":18446744073709551616}",
-           400, "invalid_json");
+           400, "invalid_position");
   ht_error(&T, "POST", "/session/a/step",
            "{\"positions\":[1,99999999999999999999999]}", 400,
-           "invalid_json");
+           "invalid_position");
   ht_error(&T, "GET", "/session/a", NULL, 404, "unknown_session");
 }
 END_TEST
@@ -626,7 +623,7 @@ Suite *api_suite(void) {
   tcase_add_test(tc, invalid_budget_variants);
   tcase_add_test(tc, invalid_sinks_variants);
   tcase_add_test(tc, invalid_position_variants);
-  tcase_add_test(tc, integer_beyond_int64_is_invalid_json);
+  tcase_add_test(tc, position_beyond_int64_is_invalid_position);
   tcase_add_test(tc, stale_position_names_newest);
   tcase_add_test(tc, step_creates_session);
   tcase_add_test(tc, evict_defaults_and_empty_bodies);
