@@ -97,6 +97,7 @@ bench: deps
 	@deploy/deps.sh bench
 	@$(MAKE) --no-print-directory build-all
 	tests/bench/core.sh $(B)/bench_window
+	@$(MAKE) --no-print-directory bench-http
 
 run: deps
 	@$(MAKE) --no-print-directory $(B)/evictd

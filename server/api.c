@@ -68,6 +68,7 @@ void evd_api_free(evd_api_t *api) {
   free(api->pos);
   free(api->slots);
   free(api->victims);
+  free(api->items);
   free(api);
 }
 
@@ -185,6 +186,8 @@ static int h_step(ctx_t *c) {
   evd_apierr_t err;
   int status;
 
+  if (evd__fast_step(c->api, c->req->body, c->req->body_len, &r))
+    return evd__step_run(c->api, &r, 0, c->out);
   err = evd__parse_body(c->api, c->req, 0, &root, &message);
   if (err == 0)
     err = evd__step_parse(c->api, root, 0, &r, &message);
@@ -202,8 +205,19 @@ static int h_batch(ctx_t *c) {
   const char *message;
   json_t *root, *steps, *item;
   evd_apierr_t err;
-  size_t i;
+  size_t i, n;
 
+  if (evd__fast_batch(c->api, c->req->body, c->req->body_len, &n)) {
+    evd_buf_reserve(c->out, 16 + 64 * n);
+    evd_buf_str(c->out, "{\"results\":[");
+    for (i = 0; i < n; i++) {
+      if (i > 0)
+        evd_buf_chr(c->out, ',');
+      evd__step_run(c->api, &c->api->items[i], 1, c->out);
+    }
+    evd_buf_str(c->out, "]}");
+    return 200;
+  }
   err = evd__parse_body(c->api, c->req, 0, &root, &message);
   if (err != 0)
     return fail(c, err, message);

@@ -18,18 +18,20 @@ struct evd_api_s {
   /* Scratch arrays reused by every request: positions, their slots and the
    * victims of a request. Grown on demand, never shrunk. */
   uint32_t *pos, *slots, *victims;
-  size_t pos_cap, victims_cap;
+  size_t pos_cap, slots_cap, victims_cap;
+  struct evd__step_s *items; /* a batch read by the fast path */
+  size_t items_cap;
   char msg[256]; /* an error message with figures in it */
   int ints_as_reals; /* this body was read with integers as reals */
   evd_metrics_t metrics;
 };
 
 /* A validated step request (one batch item, or one /session/{id}/step);
- * its positions are in api->pos. */
+ * its positions are api->pos[first..first + n). */
 typedef struct evd__step_s {
   const char *id;
   size_t idlen;
-  uint32_t n;
+  uint32_t first, n;
   int has_budget, has_sinks;
   uint32_t budget, sinks;
 } evd__step_t;
@@ -74,6 +76,15 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
  * error object. Returns the HTTP status of that result. */
 int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                   evd_buf_t *out);
+
+/* fastpath.c: the hot bodies without jansson. Each returns 1 when the
+ * body is a valid step (batch) and fills *r (api->items[0..*nitems)) and
+ * the scratch arrays; 0 when the general path must read it instead. The
+ * step keeps r->id from the path. */
+int evd__fast_step(evd_api_t *api, const char *body, size_t len,
+                   evd__step_t *r);
+int evd__fast_batch(evd_api_t *api, const char *body, size_t len,
+                    size_t *nitems);
 
 /* Adds an op to the request's journal record, if there is a journal. */
 void evd__journal(evd_api_t *api, evd_op_type_t type, const evd_session_t *s,

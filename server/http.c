@@ -23,6 +23,9 @@
  * request does not pin memory to an idle connection. */
 #define KEEP_BUF (64u * 1024u)
 
+/* libmicrohttpd's memory per connection (see evd_http_start). */
+#define CONN_POOL (8u * 1024u)
+
 typedef struct conn_s {
   struct conn_s *prev, *next; /* the deadline list, soonest first */
   uint64_t deadline; /* cut the connection off when the clock passes it */
@@ -319,6 +322,12 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
       MHD_OPTION_EXTERNAL_LOGGER, log_mhd, h, /* first, to catch all */
       MHD_OPTION_LISTEN_SOCKET, listen_fd,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
+      /* libmicrohttpd clears a connection's memory pool for every request:
+       * 32 KiB by default, most of the instructions a request costs. Our
+       * requests need little: the pool holds the headers and a read buffer
+       * (bodies are copied out as they arrive). Headers up to about 4 KiB
+       * fit; larger ones are answered 431. */
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_POOL,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout,
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,

@@ -11,17 +11,12 @@
 
 /* Room for n positions, their slots and n victims. */
 static int reserve_positions(evd_api_t *api, size_t n) {
-  size_t cap = api->pos_cap;
-
-  if (evd__grow(&api->pos, &cap, n) != 0)
-    return EVD_ENOMEM;
-  cap = api->pos_cap;
-  if (evd__grow(&api->slots, &cap, n) != 0)
-    return EVD_ENOMEM;
-  api->pos_cap = cap;
-  return evd__grow(&api->victims, &api->victims_cap, n);
+  return evd__grow(&api->pos, &api->pos_cap, n) == 0 &&
+                 evd__grow(&api->slots, &api->slots_cap, n) == 0 &&
+                 evd__grow(&api->victims, &api->victims_cap, n) == 0
+             ? 0
+             : EVD_ENOMEM;
 }
-
 
 static void write_step_result(evd_buf_t *out, const uint32_t *victims,
                               uint32_t nv, const uint32_t *slots, uint32_t n,
@@ -108,6 +103,7 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
     api->pos[i] = (uint32_t)x;
     prev = x;
   }
+  r->first = 0;
   r->n = (uint32_t)n;
   r->has_budget = (v = json_object_get(obj, "budget")) != NULL;
   if (r->has_budget) {
@@ -180,6 +176,7 @@ void evd__journal(evd_api_t *api, evd_op_type_t type, const evd_session_t *s,
 int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                   evd_buf_t *out) {
   evd_session_t *s = evd_table_find(api->table, r->id, r->idlen);
+  const uint32_t *pos = api->pos + r->first;
   evd_window_t *w;
   evd_replay_t rp;
   uint32_t nv, zero = 0;
@@ -190,7 +187,7 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
       return evd__write_error(out, EVD_AE_UNKNOWN_SESSION, NULL, in_batch,
                               NULL);
     /* A new session holds position 0; refuse before creating anything. */
-    if (api->pos[0] == 0)
+    if (pos[0] == 0)
       return evd__write_error(out, EVD_AE_STALE_POSITION, NULL, in_batch,
                               &zero);
     err = evd_table_add(api->table, r->id, r->idlen,
@@ -209,10 +206,10 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
     evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)r->idlen, r->id);
   }
   w = evd_session_window(s);
-  if (api->pos[0] <= evd_window_newest(w)) {
+  if (pos[0] <= evd_window_newest(w)) {
     /* A retry of the last applied request gets its answer again. */
     if (evd_session_replay_get(s, &rp) && rp.npos == r->n &&
-        memcmp(rp.positions, api->pos, r->n * sizeof(uint32_t)) == 0) {
+        memcmp(rp.positions, pos, r->n * sizeof(uint32_t)) == 0) {
       evd_table_touch(api->table, s, api->now_tick);
       api->metrics.replays++;
       write_step_result(out, rp.victims, rp.nvictims, rp.slots, rp.npos,
@@ -222,9 +219,9 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
     return evd__write_error(out, EVD_AE_STALE_POSITION, NULL, in_batch,
                             &w->newest);
   }
-  nv = advance(api, s, api->pos, r->n);
+  nv = advance(api, s, pos, r->n);
   evd_table_touch(api->table, s, api->now_tick);
-  evd__journal(api, EVD_OP_STEP, s, 0, api->pos, r->n);
+  evd__journal(api, EVD_OP_STEP, s, 0, pos, r->n);
   write_step_result(out, api->victims, nv, api->slots, r->n,
                     evd_window_size(w), evd_window_newest(w), 0);
   return 200;
