@@ -13,7 +13,8 @@ for group in "$@"; do
     bench) want+=(valgrind nginx redis-server redis-tools wrk util-linux procps) ;;
     fuzz)  want+=(clang libclang-rt-14-dev) ;;
     image) want+=(podman runc debootstrap) ;;
-    lint)  want+=(yamllint systemd) ;;
+    lint)  want+=(yamllint systemd groff-base man-db) ;;
+    proxy) want+=(nginx curl) ;;
     metrics) want+=(prometheus curl) ;;
     *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
   esac

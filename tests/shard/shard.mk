@@ -1,8 +1,8 @@
 # Scale-out: three daemons behind a real nginx running deploy/nginx-shard.conf.
-# nginx comes from deps.sh's "bench" group, the only one that has it so far.
+# nginx comes from deps.sh's "proxy" group.
 .PHONY: test-shard
 test-shard: $(B)/evictd
-	@deploy/deps.sh test bench
+	@deploy/deps.sh test proxy
 	tests/shard/shard_test.py $(B)/evictd
 
 test-more:: test-shard
