@@ -325,7 +325,7 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
       /* libmicrohttpd clears a connection's memory pool for every request:
        * 32 KiB by default, most of the instructions a request costs. Our
        * requests need little: the pool holds the headers and a read buffer
-       * (bodies are copied out as they arrive). Headers up to about 4 KiB
+       * (bodies are copied out as they arrive). Headers up to about 8 KiB
        * fit; larger ones are answered 431. */
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_POOL,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout,
