@@ -54,12 +54,9 @@ static const struct {
                               "already."},
     [EVD_AE_OUT_OF_MEMORY] = {503, "out_of_memory",
                               "The daemon is out of memory."},
-    [EVD_AE_SHUTTING_DOWN] = {503, "shutting_down",
-                              "The daemon is shutting down."},
     [EVD_AE_JOURNAL_FAILED] = {503, "journal_failed",
                                "The journal cannot be written; changes are "
                                "refused until the daemon is restarted."},
-    [EVD_AE_INTERNAL] = {500, "internal", "An internal error occurred."},
 };
 
 int evd_apierr_status(evd_apierr_t e) {

@@ -28,9 +28,7 @@ typedef enum evd_apierr_e {
   EVD_AE_BODY_TOO_LARGE,
   EVD_AE_SESSION_LIMIT,
   EVD_AE_OUT_OF_MEMORY,
-  EVD_AE_SHUTTING_DOWN,
   EVD_AE_JOURNAL_FAILED,
-  EVD_AE_INTERNAL,
   EVD_AE_COUNT
 } evd_apierr_t;
 
