@@ -36,8 +36,9 @@ static void write_step_result(evd_buf_t *out, const uint32_t *victims,
 }
 
 /* Validates a step object into *r and api->pos. Returns EVD_AE_OK, or the
- * error to answer with *message (NULL for the default one). In a batch item the id comes from
- * its "session" field, else from the path (already in r). */
+ * error to answer with *message (NULL for the default one). In a batch
+ * item the id comes from its "session" field, else from the path (already
+ * in r). */
 evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
                              evd__step_t *r, const char **message) {
   static const char *const single[] = {"pos",    "positions", "attention",
