@@ -171,12 +171,14 @@ static int room_for(evd_api_t *api, size_t n) {
 
 int evd__fast_step(evd_api_t *api, const char *body, size_t len,
                    evd__step_t *r) {
-  cursor_t c = {body, body + len};
   size_t npos = 0;
   evd__step_t t;
+  cursor_t c;
 
   if (body == NULL || api->cfg.max_depth < FAST_DEPTH)
-    return 0;
+    return 0; /* (no arithmetic on a NULL body, not even + 0) */
+  c.p = body;
+  c.end = body + len;
   if (!step_object(api, &c, 0, &t, &npos))
     return 0;
   ws(&c);
@@ -190,13 +192,15 @@ int evd__fast_step(evd_api_t *api, const char *body, size_t len,
 
 int evd__fast_batch(evd_api_t *api, const char *body, size_t len,
                     size_t *nitems) {
-  cursor_t c = {body, body + len};
   size_t n = 0, npos = 0, maxn = 0;
   const char *key;
   size_t klen;
+  cursor_t c;
 
   if (body == NULL || api->cfg.max_depth < FAST_DEPTH)
     return 0;
+  c.p = body;
+  c.end = body + len;
   if (!eat(&c, '{') || !plain_string(&c, &key, &klen) || klen != 5 ||
       memcmp(key, "steps", 5) != 0 || !eat(&c, ':') || !eat(&c, '['))
     return 0;
