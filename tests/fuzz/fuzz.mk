@@ -1,0 +1,129 @@
+# The API fuzzer: libFuzzer with ASan and UBSan, built by clang into its own
+# directory (never sharing objects with the gcc build). `make fuzz
+# FUZZ_SECONDS=600` fuzzes for that long; `make check` replays the saved
+# regressions and fuzzes for FUZZ_SMOKE_SECONDS. Clang and its runtime come
+# from `deploy/deps.sh fuzz`.
+
+FUZZ_B        ?= $(B)/fuzz
+FUZZ_CC       ?= clang
+FUZZ_SECONDS  ?= 600
+FUZZ_SMOKE_SECONDS ?= 20
+FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all \
+                 -fno-omit-frame-pointer
+FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 \
+                 $(FUZZ_SAN) -Iinclude
+FUZZ_OBJ      := $(patsubst server/%.c,$(FUZZ_B)/obj/%.o,$(DAEMON_SRC) $(CORE_SRC))
+FUZZ_FLAGS    := -max_len=8192 -dict=tests/fuzz/api.dict -print_final_stats=1 \
+                 -artifact_prefix=$(FUZZ_B)/artifacts/ -timeout=10
+FUZZ_REGRESS  := $(sort $(wildcard tests/fuzz/regress/*))
+
+.PHONY: fuzz fuzz-build fuzz-deps fuzz-corpus fuzz-regress fuzz-smoke fuzz-cov
+
+fuzz-deps:
+	@deploy/deps.sh fuzz
+
+$(FUZZ_B)/obj $(FUZZ_B)/artifacts $(FUZZ_B)/corpus:
+	@mkdir -p $@
+
+$(FUZZ_B)/obj/%.o: server/%.c $(HEADERS) | $(FUZZ_B)/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link \
+	  -DEVD_VERSION='"$(VERSION)"' $(PKG_CFLAGS) -c -o $@ $<
+
+# The differential twin: the same objects with the fast path stubbed out
+# (tests/fuzz/nofast.c), linked into one object whose evd_* symbols are
+# renamed ref_evd_*, so that both copies live in the harness. Without a
+# server/fastpath.c there is nothing to compare and no twin.
+ifneq ($(wildcard server/fastpath.c),)
+FUZZ_REF_OBJ := $(filter-out $(FUZZ_B)/obj/fastpath.o,$(FUZZ_OBJ)) \
+                $(FUZZ_B)/obj/nofast.o
+FUZZ_TWIN    := $(FUZZ_B)/ref.o
+FUZZ_DIFF    := -DEVD_FUZZ_DIFF
+
+$(FUZZ_B)/obj/nofast.o: tests/fuzz/nofast.c $(HEADERS) | $(FUZZ_B)/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -Iserver \
+	  $(PKG_CFLAGS) -c -o $@ $<
+
+$(FUZZ_B)/ref.o: $(FUZZ_REF_OBJ)
+	ld -r -o $@.tmp $^
+	nm -g --defined-only $@.tmp | \
+	  awk '$$3 ~ /^evd_/ { print $$3, "ref_" $$3 }' > $@.syms
+	objcopy --redefine-syms=$@.syms $@.tmp $@
+	rm -f $@.tmp
+endif
+
+$(FUZZ_B)/fuzz_api: tests/fuzz/fuzz_api.c $(FUZZ_OBJ) $(FUZZ_TWIN) $(HEADERS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_DIFF) -fsanitize=fuzzer $(PKG_CFLAGS) \
+	  -o $@ $< $(FUZZ_OBJ) $(FUZZ_TWIN) $(PKG_LIBS)
+
+fuzz-build: fuzz-deps
+	@$(MAKE) --no-print-directory $(FUZZ_B)/fuzz_api
+
+# Seeds are regenerated every time from the vectors and the error list.
+fuzz-corpus: | $(FUZZ_B)/corpus
+	@rm -rf $(FUZZ_B)/seeds
+	@python3 tests/fuzz/make_corpus.py $(FUZZ_B)/seeds
+
+# Every saved regression input, each in a fresh process (they are
+# self-contained: each holds every request it needs). Reports each one that
+# still fails, and fails if any does.
+fuzz-regress: fuzz-build | $(FUZZ_B)/artifacts
+	@echo "== fuzz regressions: $(words $(FUZZ_REGRESS)) inputs"
+	@bad=0; for f in $(FUZZ_REGRESS); do \
+	  if $(FUZZ_B)/fuzz_api $(FUZZ_FLAGS) $$f > $(FUZZ_B)/regress.log 2>&1; \
+	  then echo "ok   $$f"; \
+	  else bad=$$((bad + 1)); echo "FAIL $$f"; \
+	    grep -E '^\*\*\* invariant|runtime error|^SUMMARY|ERROR: ' $(FUZZ_B)/regress.log | \
+	      sed 's/^/     /'; fi; \
+	done; [ $$bad -eq 0 ] || { echo "$$bad fuzz regression(s) fail"; exit 1; }
+
+# Runs libFuzzer for $(1) seconds on the corpus (new inputs are kept in
+# $(FUZZ_B)/corpus) with the extra flags $(2), prints the figures, and fails
+# when a crash, leak or timeout was found (inputs in $(FUZZ_B)/artifacts/).
+define fuzz_run
+	@rm -f $(FUZZ_B)/artifacts/*
+	@echo "== fuzzing for $(1) s (log: $(FUZZ_B)/fuzz.log)"
+	@$(FUZZ_B)/fuzz_api $(FUZZ_FLAGS) $(2) -max_total_time=$(1) \
+	  $(FUZZ_B)/corpus $(FUZZ_B)/seeds > $(FUZZ_B)/fuzz.log 2>&1; rc=$$?; \
+	  grep -E '^#[0-9]+:? .*(INITED|DONE|cov:)|^Done|stat::|INFO: exiting|^==[0-9]+==ERROR|\*\*\* inv|^SUMMARY' \
+	    $(FUZZ_B)/fuzz.log | grep -vE '^#[0-9]+ +(NEW|REDUCE|pulse)' | tail -n 12; \
+	  echo "corpus: $$(ls $(FUZZ_B)/corpus | wc -l) inputs in $(FUZZ_B)/corpus"; \
+	  found=$$(ls $(FUZZ_B)/artifacts | wc -l); \
+	  if [ $$rc -ne 0 ] || [ $$found -ne 0 ]; then \
+	    grep -E '\*\*\* |^SUMMARY|ERROR: ' $(FUZZ_B)/fuzz.log | sort | uniq -c | head -n 40; \
+	    echo "fuzzer failed (exit $$rc, $$found crashing input(s) in $(FUZZ_B)/artifacts/):"; \
+	    ls $(FUZZ_B)/artifacts; exit 1; fi
+
+endef
+
+# The long run keeps going past a crash (-fork, one job at a time: each job
+# is one process with one long-lived API state) so that one known bug does
+# not hide the next; FUZZ_FORK=0 runs a single process instead.
+FUZZ_FORK ?= 1
+FUZZ_LONG_FLAGS = $(if $(filter 0,$(FUZZ_FORK)),,-fork=1 -ignore_crashes=1)
+
+fuzz: fuzz-build fuzz-corpus | $(FUZZ_B)/artifacts
+	$(call fuzz_run,$(FUZZ_SECONDS),$(FUZZ_LONG_FLAGS))
+
+fuzz-smoke: fuzz-regress fuzz-corpus | $(FUZZ_B)/artifacts
+	$(call fuzz_run,$(FUZZ_SMOKE_SECONDS),)
+
+# Line coverage of the server code by the current corpus (clang source
+# coverage; the harness's standalone main replays the files).
+fuzz-cov: fuzz-deps fuzz-corpus
+	@mkdir -p $(FUZZ_B)/cov
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O0 -g -Iinclude -DEVD_FUZZ_STANDALONE \
+	  -DEVD_VERSION='"$(VERSION)"' -fprofile-instr-generate -fcoverage-mapping \
+	  $(PKG_CFLAGS) -o $(FUZZ_B)/cov/fuzz_api_cov tests/fuzz/fuzz_api.c \
+	  $(DAEMON_SRC) $(CORE_SRC) $(PKG_LIBS)
+	@rm -f $(FUZZ_B)/cov/*.profraw
+	@find $(FUZZ_B)/seeds $(FUZZ_B)/corpus -type f | sort | \
+	  LLVM_PROFILE_FILE=$(FUZZ_B)/cov/run-%p.profraw \
+	  xargs $(FUZZ_B)/cov/fuzz_api_cov 2>&1 | grep -E '^ran|^\*\*\* (inv|in )' || true
+	@llvm-profdata merge -o $(FUZZ_B)/cov/run.profdata $(FUZZ_B)/cov/*.profraw
+	@llvm-cov report $(FUZZ_B)/cov/fuzz_api_cov \
+	  -instr-profile=$(FUZZ_B)/cov/run.profdata \
+	  $(filter server/api.c server/apierr.c server/buf.c server/fastpath.c \
+	    server/request.c server/step.c server/session.c server/window.c, \
+	    $(DAEMON_SRC) $(CORE_SRC))
+
+test-more:: fuzz-smoke
