@@ -209,8 +209,26 @@ static int is_u32(json_t *v) {
          json_integer_value(v) <= (json_int_t)UINT32_MAX;
 }
 
+/* A number of a request as uint32 (validated by the API when it answered
+ * 200); a body read with integers as reals holds them as reals. */
 static uint32_t u32_of(json_t *v) {
-  return (uint32_t)json_integer_value(v);
+  return json_is_real(v) ? (uint32_t)json_real_value(v)
+                         : (uint32_t)json_integer_value(v);
+}
+
+/* A request body as the API reads it: integers beyond 64 bits are valid
+ * JSON, which the API reads again with every integer as a real. */
+static json_t *parse_request(const evd_request_t *req) {
+  json_error_t err;
+  json_t *j;
+
+  if (req->body_len == 0)
+    return NULL;
+  j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &err);
+  if (j == NULL && json_error_code(&err) == json_error_numeric_overflow)
+    j = json_loadb(req->body, req->body_len,
+                   JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, NULL);
+  return j;
 }
 
 /* An array of uint32 values, strictly ascending when `ascending`. */
@@ -491,8 +509,7 @@ static void forget_missing_sessions(void) {
 }
 
 static void check_batch(json_t *res, const evd_request_t *req) {
-  json_t *rq = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES,
-                          NULL);
+  json_t *rq = parse_request(req);
   json_t *items = json_object_get(rq, "steps"), *results, *r;
   size_t i;
 
@@ -598,8 +615,7 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep) {
             "a view or an identical PUT changed the window");
     break;
   case EVD_R_STEP: {
-    json_t *rq = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES,
-                            NULL);
+    json_t *rq = parse_request(req);
     CHECK(rq != NULL, "step 200 for a body that is not JSON");
     check_step_result(res, rq, id, idlen);
     if (json_object_get(res, "replayed") == NULL) {
@@ -624,9 +640,7 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep) {
     break;
   }
   case EVD_R_EVICT: {
-    json_t *rq = req->body_len > 0 ? json_loadb(req->body, req->body_len,
-                                                JSON_REJECT_DUPLICATES, NULL)
-                                   : NULL;
+    json_t *rq = parse_request(req);
     json_t *b = json_object_get(rq, "budget");
     uint32_t limit = b != NULL ? u32_of(b) : before.budget;
     CHECK(json_object_size(res) == 2, "evict answer has %zu fields",

@@ -162,6 +162,10 @@ def error_seeds():
     s.append(step("u", raw(b"{\"pos\":1\x01}")))
     s.append(step("u", raw(b"{\"pos\":1,\"a\\" + "é".encode() + b"\":1}")))
     s.append(step("u", raw("{\"pos\":99999999999999999999}")))
+    s.append(join([rec("P", "/step", raw(
+        "{\"steps\":[{\"session\":\"h1\",\"pos\":99999999999999999999},"
+        "{\"session\":\"h2\",\"positions\":[6,7]}]}")),
+        step("h3", raw("{\"pos\":5,\"attention\":[99999999999999999999]}"))]))
     # sessions: exists, stale, retry, evict, delete
     s.append(join([put("e", {"budget": 4, "sinks": 1}),
                    put("e", {"budget": 4, "sinks": 1}),
