@@ -262,9 +262,8 @@ static int h_put(ctx_t *c) {
   const char *message;
   evd_session_t *s;
   evd_apierr_t perr;
-  json_t *root, *v;
-  json_int_t x;
-  int err;
+  json_t *root;
+  int err, has_budget, has_sinks;
 
   perr = evd__parse_body(api, c->req, 1, &root, &message);
   if (perr != EVD_AE_OK)
@@ -273,34 +272,11 @@ static int h_put(ctx_t *c) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_FIELD, api->msg);
   }
-  if ((v = json_object_get(root, "budget")) != NULL) {
-    if (!evd__is_int(api, v)) {
-      json_decref(root);
-      return fail(c, EVD_AE_INVALID_FIELD, "\"budget\" must be an integer.");
-    }
-    if (!evd__int_in(api, v, 1, api->cfg.max_budget, &x)) {
-      json_decref(root);
-      snprintf(api->msg, sizeof api->msg,
-               "\"budget\" must be an integer from 1 to %u (--max-budget).",
-               api->cfg.max_budget);
-      return fail(c, EVD_AE_INVALID_BUDGET, api->msg);
-    }
-    budget = (uint32_t)x;
-  }
-  if ((v = json_object_get(root, "sinks")) != NULL) {
-    if (!evd__is_int(api, v)) {
-      json_decref(root);
-      return fail(c, EVD_AE_INVALID_FIELD, "\"sinks\" must be an integer.");
-    }
-    if (!evd__int_in(api, v, 0, UINT32_MAX, &x)) {
-      json_decref(root);
-      return fail(c, EVD_AE_INVALID_SINKS, NULL);
-    }
-    sinks = (uint32_t)x;
-  }
+  perr = evd__session_config(api, root, &has_budget, &budget, &has_sinks,
+                             &sinks, &message);
   json_decref(root);
-  if (sinks >= budget)
-    return fail(c, EVD_AE_INVALID_SINKS, NULL);
+  if (perr != EVD_AE_OK)
+    return fail(c, perr, message);
   s = evd_table_find(api->table, c->id, c->idlen);
   if (s != NULL) {
     const evd_window_t *w = evd_session_window(s);

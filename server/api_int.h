@@ -60,6 +60,13 @@ int evd__is_int(const evd_api_t *api, json_t *v);
 int evd__int_in(const evd_api_t *api, json_t *v, json_int_t min,
                 json_int_t max, json_int_t *out);
 
+/* Reads the optional "budget" and "sinks" of obj (NULL: neither), with
+ * their defaults from the flags in mind: sinks must stay below budget.
+ * Returns EVD_AE_OK or the error with *message as evd__parse_body. */
+evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj, int *has_budget,
+                                 uint32_t *budget, int *has_sinks,
+                                 uint32_t *sinks, const char **message);
+
 /* Writes an error object: the whole body of a single request, or a batch
  * result carrying its status too; `newest` goes in for stale errors.
  * Returns the status. */

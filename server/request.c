@@ -160,3 +160,44 @@ int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
   evd_buf_str(out, "}}");
   return evd_apierr_status(e);
 }
+
+evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj, int *has_budget,
+                                 uint32_t *budget, int *has_sinks,
+                                 uint32_t *sinks, const char **message) {
+  json_t *b = obj != NULL ? json_object_get(obj, "budget") : NULL;
+  json_t *k = obj != NULL ? json_object_get(obj, "sinks") : NULL;
+  json_int_t x;
+
+  *message = NULL;
+  *has_budget = b != NULL;
+  *has_sinks = k != NULL;
+  if (b != NULL) {
+    if (!evd__is_int(api, b)) {
+      *message = "\"budget\" must be an integer.";
+      return EVD_AE_INVALID_FIELD;
+    }
+    if (!evd__int_in(api, b, 1, api->cfg.max_budget, &x)) {
+      snprintf(api->msg, sizeof api->msg,
+               "\"budget\" must be an integer from 1 to %u (--max-budget).",
+               api->cfg.max_budget);
+      *message = api->msg;
+      return EVD_AE_INVALID_BUDGET;
+    }
+    *budget = (uint32_t)x;
+  }
+  if (k != NULL) {
+    if (!evd__is_int(api, k)) {
+      *message = "\"sinks\" must be an integer.";
+      return EVD_AE_INVALID_FIELD;
+    }
+    if (!evd__int_in(api, k, 0, UINT32_MAX, &x))
+      return EVD_AE_INVALID_SINKS;
+    *sinks = (uint32_t)x;
+  }
+  /* The flags' defaults already satisfy sinks < budget (main.c checks). */
+  if ((b != NULL || k != NULL) &&
+      (k != NULL ? *sinks : api->cfg.sinks) >=
+          (b != NULL ? *budget : api->cfg.budget))
+    return EVD_AE_INVALID_SINKS;
+  return EVD_AE_OK;
+}

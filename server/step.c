@@ -106,37 +106,8 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
   }
   r->first = 0;
   r->n = (uint32_t)n;
-  r->has_budget = (v = json_object_get(obj, "budget")) != NULL;
-  if (r->has_budget) {
-    if (!evd__is_int(api, v)) {
-      *message = "\"budget\" must be an integer.";
-      return EVD_AE_INVALID_FIELD;
-    }
-    if (!evd__int_in(api, v, 1, api->cfg.max_budget, &x))
-      goto bad_budget;
-    r->budget = (uint32_t)x;
-  }
-  r->has_sinks = (v = json_object_get(obj, "sinks")) != NULL;
-  if (r->has_sinks) {
-    if (!evd__is_int(api, v)) {
-      *message = "\"sinks\" must be an integer.";
-      return EVD_AE_INVALID_FIELD;
-    }
-    if (!evd__int_in(api, v, 0, UINT32_MAX, &x))
-      return EVD_AE_INVALID_SINKS;
-    r->sinks = (uint32_t)x;
-  }
-  if ((r->has_budget || r->has_sinks) &&
-      (r->has_sinks ? r->sinks : api->cfg.sinks) >=
-          (r->has_budget ? r->budget : api->cfg.budget))
-    return EVD_AE_INVALID_SINKS;
-  return EVD_AE_OK;
-bad_budget:
-  snprintf(api->msg, sizeof api->msg,
-           "\"budget\" must be an integer from 1 to %u (--max-budget).",
-           api->cfg.max_budget);
-  *message = api->msg;
-  return EVD_AE_INVALID_BUDGET;
+  return evd__session_config(api, obj, &r->has_budget, &r->budget,
+                             &r->has_sinks, &r->sinks, message);
 }
 
 /* Steps `s` through positions[0..n) (validated: increasing, above its
