@@ -339,7 +339,8 @@ int evd_session_replay_set(evd_session_t *s, const uint32_t *positions,
   ext[1] = nvictims;
   ext[2] = size;
   memcpy(ext + 3, positions, npos * sizeof *ext);
-  memcpy(ext + 3 + npos, victims, nvictims * sizeof *ext);
+  if (nvictims > 0) /* victims may be NULL then, and memcpy wants a pointer */
+    memcpy(ext + 3 + npos, victims, nvictims * sizeof *ext);
   memcpy(ext + 3 + npos + nvictims, slots, npos * sizeof *ext);
   s->rp.ext = ext;
   s->rp_kind = RP_EXT;
