@@ -22,6 +22,7 @@ bench-http: bench-http-build
 	tests/bench/single.sh $(B)/evictd
 	tests/bench/batch.sh $(B)/evictd
 	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory
+	tests/bench/durable.sh $(B)/evictd
 
 bench-single: bench-http-build
 	tests/bench/single.sh $(B)/evictd

@@ -22,6 +22,16 @@ extern char **environ;
 #define WAIT_MS 20000
 #define MAX_LIVE 16
 
+/* How long to wait for a daemon to start or stop: 20 s, times
+ * $EVICTD_TEST_SLOW when set (1..100), for a daemon run under valgrind or
+ * on a crowded machine. */
+static int wait_ms(void) {
+  const char *s = getenv("EVICTD_TEST_SLOW");
+  int k = s != NULL ? atoi(s) : 1;
+
+  return WAIT_MS * (k >= 1 && k <= 100 ? k : 1);
+}
+
 /* Every daemon not yet reaped, for the exit handler. Copies, not pointers:
  * a test's ht_daemon_t may live on a stack that is gone by then. */
 static pid_t live[MAX_LIVE];
@@ -235,7 +245,7 @@ int ht_daemon_start(ht_daemon_t *d, const char *const *args,
    * still being written is never read half. */
   if (regcomp(&re, "listening on ([^[:space:]]+)[[:space:]]", REG_EXTENDED))
     goto fail_started;
-  for (waited = 0; waited < WAIT_MS; waited += 5) {
+  for (waited = 0; waited < wait_ms(); waited += 5) {
     char *log = slurp(d->log_fd);
     int found = regexec(&re, log, 2, m, 0) == 0;
     if (found)
@@ -254,7 +264,7 @@ int ht_daemon_start(ht_daemon_t *d, const char *const *args,
 fail_started:
   if (d->pid > 0) {
     kill(d->pid, SIGKILL);
-    reap(d, WAIT_MS);
+    reap(d, wait_ms());
   }
   return -1;
 fail_files:
@@ -268,9 +278,9 @@ int ht_daemon_stop(ht_daemon_t *d, int sig) {
     return d->exit_code;
   if (sig != 0)
     kill(d->pid, sig);
-  if (!reap(d, WAIT_MS)) {
+  if (!reap(d, wait_ms())) {
     kill(d->pid, SIGKILL);
-    reap(d, WAIT_MS);
+    reap(d, wait_ms());
     d->exit_code = -1;
   }
   return d->exit_code;
@@ -292,9 +302,9 @@ int ht_daemon_run(const char *const *args, const char *const *env,
     return -1;
   }
   remember(d.pid);
-  if (!reap(&d, WAIT_MS)) {
+  if (!reap(&d, wait_ms())) {
     kill(d.pid, SIGKILL);
-    reap(&d, WAIT_MS);
+    reap(&d, wait_ms());
     d.exit_code = -1;
   }
   *output = slurp(fd);

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Restarts lose nothing: sessions of many budgets and sinks are created,
+stepped (one position, several, in batches), evicted and deleted, every
+answer checked against a naive model; then the daemon gets SIGTERM, must
+exit 0, and a daemon started on the same --state-dir must show every
+session exactly as the model says (GET) and answer a retry of each
+session's last step request with "replayed":true and the same body.
+
+Cases: one per --fsync mode; compaction (a tiny --compact-after, so that
+forked children write snapshots during the run and old segments go);
+SIGKILL of an idle daemon under --fsync always; more sessions on disk than
+today's --max-sessions; reaped sessions stay reaped.
+
+Usage: restart_test.py [--seed N] [--only CASE,...] [path/to/evictd]
+(default $EVICTD_BIN)."""
+import os
+import re
+import sys
+import time
+
+sys.dont_write_bytecode = True
+from evdlib import (DEFAULT_BUDGET, Client, Fleet, expect, run_cases,  # noqa
+                    segments, session_ids, verify)
+
+OPS = 1500
+
+
+def fleets(ctx, n=3, per=40):
+    return [Fleet(ctx.rng, session_ids(f"f{k}", per)) for k in range(n)]
+
+
+def start(d, state, *args):
+    rc = d.start("--state-dir", state, "--budget", DEFAULT_BUDGET, *args)
+    expect(rc is None, f"evictd exited with {rc} at start:\n{d.log()}")
+    return Client(d.addr)
+
+
+def load(client, fls, ops, rng):
+    for _ in range(ops):
+        f = rng.choice(fls)
+        f.send(client, f.next_op())
+
+
+def sigterm(d, client):
+    client.close()
+    rc = d.term()
+    expect(rc == 0, f"SIGTERM: exit status {rc}, expected 0")
+
+
+def restart_mode(mode):
+    def case(ctx):
+        state = ctx.path("state")
+        d = ctx.daemon()
+        fls = fleets(ctx)
+        c = start(d, state, "--fsync", mode)
+        load(c, fls, OPS, ctx.rng)
+        verify(c, fls)
+        sigterm(d, c)
+        expect(segments(state) == [],
+               f"journal segments left after the final snapshot: "
+               f"{segments(state)}")
+        # Twice: the second restart replays the journal written after a
+        # snapshot was loaded.
+        for _ in range(2):
+            c = start(d, state, "--fsync", mode)
+            verify(c, fls)
+            load(c, fls, OPS // 3, ctx.rng)
+            sigterm(d, c)
+        c = start(d, state, "--fsync", mode)
+        verify(c, fls)
+        live = sum(f.s[s].win is not None for f in fls for s in f.ids)
+        sigterm(d, c)
+        return f"{live} live sessions, every view and retry identical"
+    return case
+
+
+def case_compaction(ctx):
+    state = ctx.path("state")
+    d = ctx.daemon()
+    fls = fleets(ctx)
+    c = start(d, state, "--fsync", "everysec", "--compact-after", "4096")
+    load(c, fls, OPS * 2, ctx.rng)
+    # The last snapshot writer may still be busy: wait for its report.
+    deadline = time.monotonic() + 20
+    while True:
+        log = d.log()
+        begun = len(re.findall(r"writing a snapshot", log))
+        done = re.findall(r"snapshot at LSN \d+ written.*older segments "
+                          r"removed", log)
+        if begun >= 2 and len(done) == begun or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    expect(begun >= 2 and len(done) == begun,
+           f"{begun} snapshots begun, {len(done)} reported written with "
+           f"old segments removed; expected at least 2, all written")
+    segs = segments(state)
+    expect(segs and segs[0] > 1 and len(segs) <= 2,
+           f"journal segments on disk: {segs}; expected the ones before the "
+           f"last snapshot removed")
+    expect(os.path.exists(os.path.join(state, "snapshot")), "no snapshot")
+    verify(c, fls)
+    sigterm(d, c)
+    c = start(d, state, "--fsync", "everysec", "--compact-after", "4096")
+    verify(c, fls)
+    load(c, fls, OPS // 2, ctx.rng)
+    sigterm(d, c)
+    c = start(d, state)
+    verify(c, fls)
+    sigterm(d, c)
+    return f"{begun} snapshots by the forked writer, segments now {segs}"
+
+
+def case_kill_idle(ctx):
+    """With --fsync always every answer means "on disk": SIGKILL of an idle
+    daemon loses nothing, also with snapshots coming and going."""
+    state = ctx.path("state")
+    d = ctx.daemon()
+    fls = fleets(ctx)
+    for compact in ("4096", "67108864", "4096"):
+        c = start(d, state, "--fsync", "always", "--compact-after", compact)
+        verify(c, fls)
+        load(c, fls, OPS // 2, ctx.rng)
+        c.close()
+        d.kill()
+    c = start(d, state, "--fsync", "always")
+    verify(c, fls)
+    sigterm(d, c)
+
+
+def case_max_sessions(ctx):
+    """Saved sessions all come back even above today's --max-sessions; new
+    ones are then refused."""
+    state = ctx.path("state")
+    d = ctx.daemon()
+    fls = fleets(ctx, 1, 30)
+    c = start(d, state)
+    for sid in fls[0].ids:
+        fls[0].send(c, fls[0].op_put(sid))
+    load(c, fls, 200, ctx.rng)
+    sigterm(d, c)
+    c = start(d, state, "--max-sessions", "5")
+    verify(c, fls)
+    live = sum(fls[0].s[s].win is not None for s in fls[0].ids)
+    expect(live > 5, f"only {live} live sessions")
+    status, body = c.call("PUT", "/session/one-too-many", {})
+    expect(status == 503 and body["error"]["code"] == "session_limit",
+           f"PUT above --max-sessions: {status} {body}")
+    sigterm(d, c)
+    return f"{live} sessions loaded under --max-sessions 5"
+
+
+def case_reaped_stay_reaped(ctx):
+    """A session reaped after --idle-ttl is journaled as gone: neither a
+    final snapshot nor a journal replay brings it back."""
+    state = ctx.path("state")
+    d = ctx.daemon()
+    fls = fleets(ctx, 1, 20)
+    f = fls[0]
+    for kill in (False, True):
+        c = start(d, state, "--fsync", "always", "--idle-ttl", "1")
+        for sid in f.ids:
+            if f.s[sid].win is None:
+                f.send(c, f.op_put(sid))
+        deadline = time.monotonic() + 20
+        while c.metric("evictd_sessions") > 0:
+            expect(time.monotonic() < deadline, "sessions not reaped in 20 s")
+            time.sleep(0.2)
+        for sid in f.ids:
+            f.s[sid] = type(f.s[sid])()
+        # With --fsync always this answer is durable, and so is every
+        # record before it: the reaps.
+        f.send(c, f.op_put(f.ids[0]))
+        c.close()
+        if kill:
+            d.kill()
+        else:
+            sigterm(d, c)
+        c = start(d, state)
+        verify(c, fls)
+        sigterm(d, c)
+
+
+CASES = [("restart-fsync-" + m, restart_mode(m))
+         for m in ("always", "everysec", "no")] + [
+    ("compaction", case_compaction),
+    ("kill-idle", case_kill_idle),
+    ("max-sessions", case_max_sessions),
+    ("reaped-stay-reaped", case_reaped_stay_reaped),
+]
+
+if __name__ == "__main__":
+    run_cases(__doc__, CASES)
