@@ -507,12 +507,15 @@ void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
   }
   assert(h != NULL);
   reply->status = h(&c);
-  /* One record per request, whatever it changed; with --fsync always the
-   * answer waits until that record is on disk. */
+  /* One record per request, whatever it changed. With --fsync always the
+   * answer waits until that record is on disk; an answer that changed
+   * nothing waits for the last record too, since it may show a change
+   * (a replayed step, a view, a stale position's newest) that is not on
+   * disk yet. */
   if (api->journal != NULL) {
     uint64_t lsn = evd_journal_commit(api->journal);
-    if (lsn != 0 && evd_journal_mode(api->journal) == EVD_FSYNC_ALWAYS)
-      reply->wait_lsn = lsn;
+    if (evd_journal_mode(api->journal) == EVD_FSYNC_ALWAYS)
+      reply->wait_lsn = lsn != 0 ? lsn : evd_journal_last(api->journal);
   }
 done:
   if (out->oom) {

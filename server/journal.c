@@ -238,7 +238,8 @@ static int list_segments(int dirfd, uint32_t **out, size_t *n) {
     v[(*n)++] = (uint32_t)num;
   }
   closedir(d);
-  qsort(v, *n, sizeof *v, cmp_u32);
+  if (*n > 1) /* (v may be NULL when there is none) */
+    qsort(v, *n, sizeof *v, cmp_u32);
   *out = v;
   return 0;
 }
@@ -278,31 +279,32 @@ static int slurp(int dirfd, const char *name, unsigned char **data,
   return 0;
 }
 
-/* A whole, checksummed record at `at` with the given LSN. */
-static int record_ok(const unsigned char *d, size_t size, size_t at,
-                     uint64_t lsn, uint32_t *len) {
+/* A whole, checksummed record at `at`: its payload length and LSN. */
+static int record_at(const unsigned char *d, size_t size, size_t at,
+                     uint32_t *len, uint64_t *lsn) {
   uint32_t l;
 
   if (size - at < REC_HDR + 4)
     return 0;
   l = get32(d + at);
-  if (l > REC_MAX || size - at - REC_HDR - 4 < l || get64(d + at + 4) != lsn)
+  if (l > REC_MAX || size - at - REC_HDR - 4 < l)
     return 0;
   if (evd_crc32c(0, d + at + 4, 8 + (size_t)l) !=
       get32(d + at + REC_HDR + l))
     return 0;
   *len = l;
+  *lsn = get64(d + at + 4);
   return 1;
 }
 
-/* After a bad record: does a good one with the expected LSN follow? Then
- * the file was damaged in the middle, which must not pass for a torn end. */
-static int good_record_follows(const unsigned char *d, size_t size, size_t at,
-                               uint64_t lsn) {
+/* After a bad record: does any whole record follow? Then the file was
+ * damaged in the middle, which must not pass for a torn end. */
+static int record_follows(const unsigned char *d, size_t size, size_t at) {
+  uint64_t lsn;
   uint32_t len;
 
   for (at++; at + REC_HDR + 4 <= size; at++)
-    if (record_ok(d, size, at, lsn, &len))
+    if (record_at(d, size, at, &len, &lsn))
       return 1;
   return 0;
 }
@@ -343,12 +345,11 @@ static int replay_segment(int dirfd, uint32_t seg, int last, replay_t *r,
     return EVD_ECORRUPT;
   }
   for (at = SEG_HDR; at < size;) {
-    uint64_t lsn = r->last_lsn ? r->last_lsn + 1 : get64(d + at + 4);
+    uint64_t lsn;
     uint32_t len;
-    if (size - at < REC_HDR || !record_ok(d, size, at, lsn, &len)) {
-      if (!last || good_record_follows(d, size, at, lsn)) {
-        snprintf(why, wlen, "%s is damaged at byte %zu (LSN %llu)", name, at,
-                 (unsigned long long)lsn);
+    if (!record_at(d, size, at, &len, &lsn)) {
+      if (!last || record_follows(d, size, at)) {
+        snprintf(why, wlen, "%s is damaged at byte %zu", name, at);
         free(d);
         return EVD_ECORRUPT;
       }
@@ -367,6 +368,13 @@ static int replay_segment(int dirfd, uint32_t seg, int last, replay_t *r,
       close(fd);
       size = at;
       break;
+    }
+    if (lsn == 0 || (r->last_lsn != 0 && lsn != r->last_lsn + 1)) {
+      snprintf(why, wlen, "%s: LSN %llu follows LSN %llu: records are "
+               "missing or out of order", name, (unsigned long long)lsn,
+               (unsigned long long)r->last_lsn);
+      free(d);
+      return EVD_ECORRUPT;
     }
     if (r->last_lsn == 0 && lsn > r->snap_lsn + 1) {
       snprintf(why, wlen, "the journal starts at LSN %llu but the snapshot "
@@ -640,6 +648,10 @@ uint64_t evd_journal_commit(evd_journal_t *j) {
   kick(j);
   maybe_compact(j);
   return lsn;
+}
+
+uint64_t evd_journal_last(const evd_journal_t *j) {
+  return j->next_lsn - 1;
 }
 
 uint64_t evd_journal_durable(const evd_journal_t *j) {

@@ -10,6 +10,7 @@
 #include "evictd/window.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 size_t evd_window_footprint(uint32_t budget) {
   return sizeof(evd_window_t) + ((size_t)budget + 1) * sizeof(uint32_t);
@@ -26,8 +27,10 @@ int evd_window_init(evd_window_t *w, uint32_t budget, uint32_t sinks,
     return EVD_EINVAL;
   w->budget = budget;
   w->sinks = sinks;
-  /* Position 0 exists before the first decode step and sits in slot 0. */
-  w->pos[0] = 0;
+  /* Position 0 exists before the first decode step and sits in slot 0.
+   * The other slots are cleared too, so that a saved window never carries
+   * whatever the memory held before. */
+  memset(w->pos, 0, ((size_t)budget + 1) * sizeof w->pos[0]);
   w->size = 1;
   w->newest = 0;
   w->head = sinks;

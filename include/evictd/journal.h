@@ -61,6 +61,9 @@ void evd_journal_add(evd_journal_t *j, const evd_op_t *op);
  * Returns its log sequence number, or 0 when nothing was added. */
 uint64_t evd_journal_commit(evd_journal_t *j);
 
+/* The LSN of the last record committed (0 when none yet). */
+uint64_t evd_journal_last(const evd_journal_t *j);
+
 /* The last LSN known to be on stable storage. */
 uint64_t evd_journal_durable(const evd_journal_t *j);
 

@@ -43,7 +43,8 @@ size_t evd_window_footprint(uint32_t budget);
 
 /* Initialises a window in caller memory of evd_window_footprint(budget)
  * bytes, suitably aligned for a uint32_t. The window starts holding position
- * 0 in slot 0. `rng` is accepted for interface compatibility and never used.
+ * 0 in slot 0, with every other slot zeroed (O(budget), once). `rng` is
+ * accepted for interface compatibility and never used.
  * Returns 0, or EVD_EINVAL (memory untouched) when budget is 0 ("a cache that
  * holds nothing is not a cache"), above EVD_WINDOW_MAX_BUDGET, or not greater
  * than sinks. Nothing is allocated. */
