@@ -56,12 +56,15 @@ function request()
   return wrk.format("POST", "/step", headers, table.concat(parts[g], pos))
 end
 
--- Every item must have stepped: 200, no error object, ITEMS results.
+-- Every item must have stepped: 200 and no error object in every answer,
+-- and ITEMS results counted in every 32nd (counting copies the whole body,
+-- which would make the load generator, not the server, the bottleneck).
 function response(status, _, body)
+  answers = (answers or 0) + 1
   if status ~= 200 then
     bad_status = bad_status + 1
   elseif body:find('"error"', 1, true) or
-      select(2, body:gsub('"newest"', '')) ~= ITEMS then
+      (answers % 32 == 0 and select(2, body:gsub('"newest"', '')) ~= ITEMS) then
     bad_items = bad_items + 1
   end
   local p = body:match('"newest":(%d+)')
