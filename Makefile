@@ -91,7 +91,7 @@ test-unit: $(TEST_PROGS) $(B)/evictd
 asan: deps-test
 	@$(MAKE) --no-print-directory B=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  build-all test-unit
+	  build-all test-unit test-durability
 
 bench: deps
 	@deploy/deps.sh bench
