@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that the documents say what the code does: the OpenAPI file's error
-codes are exactly the daemon's (server/apierr.c), its paths are the routes,
-and every flag of `evictd --help` is in README.md and in evictd(8).
+codes are exactly the daemon's (server/apierr.c), and so are the Python
+client's error classes; the OpenAPI paths are the routes; and every flag of
+`evictd --help` is in README.md and in evictd(8).
 Usage: check.py path/to/evictd"""
 import re
 import subprocess
@@ -23,6 +24,12 @@ def main():
         bad.append(f"openapi ErrorCode enum differs from server/apierr.c: "
                    f"only in code {sorted(codes - enum)}, "
                    f"only in openapi {sorted(enum - codes)}")
+    client = open(f"{ROOT}/deploy/clients/python/evictd_client.py").read()
+    classes = set(re.findall(r'^    code = "([a-z_]+)"', client, re.M))
+    if classes != codes:
+        bad.append(f"the Python client's error classes differ from "
+                   f"server/apierr.c: only in code {sorted(codes - classes)}, "
+                   f"only in the client {sorted(classes - codes)}")
     routes = {"/session/{id}", "/session/{id}/step", "/session/{id}/evict",
               "/step", "/healthz", "/metrics"}
     if set(api["paths"]) != routes:

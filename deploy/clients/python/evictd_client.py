@@ -51,7 +51,7 @@ __all__ = [
     "InvalidSinks", "InvalidPosition", "TooManyPositions", "TooManySteps",
     "Unauthorized", "UnknownSession", "NotFound", "MethodNotAllowed",
     "SessionExists", "StalePosition", "BodyTooLarge", "SessionLimit",
-    "OutOfMemory", "ShuttingDown", "InternalError",
+    "OutOfMemory", "JournalFailed",
 ]
 
 __version__ = "0.1.0"
@@ -215,14 +215,10 @@ class OutOfMemory(EvictdError):
     code = "out_of_memory"
 
 
-class ShuttingDown(EvictdError):
-    """503: the daemon is stopping."""
-    code = "shutting_down"
-
-
-class InternalError(EvictdError):
-    """500: a bug in the daemon."""
-    code = "internal"
+class JournalFailed(EvictdError):
+    """503: with --state-dir, a journal write failed; the daemon refuses
+    changes until it is restarted."""
+    code = "journal_failed"
 
 
 _ERRORS: Dict[str, Type[EvictdError]] = {
@@ -231,7 +227,7 @@ _ERRORS: Dict[str, Type[EvictdError]] = {
         InvalidSinks, InvalidPosition, TooManyPositions, TooManySteps,
         Unauthorized, UnknownSession, NotFound, MethodNotAllowed,
         SessionExists, StalePosition, BodyTooLarge, SessionLimit,
-        OutOfMemory, ShuttingDown, InternalError)
+        OutOfMemory, JournalFailed)
 }
 
 

@@ -450,8 +450,7 @@ class ErrorsTest(Case):
             self.assertEqual((e.status, e.code, e.message), (418, code, "m."))
         for code, cls, status in (("unauthorized", ec.Unauthorized, 401),
                                   ("out_of_memory", ec.OutOfMemory, 503),
-                                  ("shutting_down", ec.ShuttingDown, 503),
-                                  ("internal", ec.InternalError, 500)):
+                                  ("journal_failed", ec.JournalFailed, 503)):
             e = ec.error_from_body(status, {"error": {"code": code,
                                                       "message": "x"}})
             self.assertIsInstance(e, EvictdError)
