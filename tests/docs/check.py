@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that the documents say what the code does: the OpenAPI file's error
-codes are exactly the daemon's (server/apierr.c), and so are the Python
-client's error classes; the OpenAPI paths are the routes; and every flag of
+codes are exactly the daemon's (server/apierr.c), and the Python client has
+an error class for each; the OpenAPI paths are the routes; and every flag of
 `evictd --help` is in README.md and in evictd(8).
 Usage: check.py path/to/evictd"""
 import re
@@ -26,10 +26,9 @@ def main():
                    f"only in openapi {sorted(enum - codes)}")
     client = open(f"{ROOT}/deploy/clients/python/evictd_client.py").read()
     classes = set(re.findall(r'^    code = "([a-z_]+)"', client, re.M))
-    if classes != codes:
-        bad.append(f"the Python client's error classes differ from "
-                   f"server/apierr.c: only in code {sorted(codes - classes)}, "
-                   f"only in the client {sorted(classes - codes)}")
+    if codes - classes:  # (the client adds its own: timeouts and the like)
+        bad.append(f"the Python client has no error class for "
+                   f"{sorted(codes - classes)}")
     routes = {"/session/{id}", "/session/{id}/step", "/session/{id}/evict",
               "/step", "/healthz", "/metrics"}
     if set(api["paths"]) != routes:
