@@ -46,6 +46,7 @@ struct evd_http_s {
   evd_api_t *api;
   evd_metrics_t *metrics;
   size_t max_body;
+  int want_auth; /* --token-file: look the Authorization header up */
   unsigned busy;
   int quiesced;
   uint64_t now_ms, timeout_ms;
@@ -267,8 +268,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
   req.path_len = strlen(url);
   req.body = c->body.data;
   req.body_len = c->body.len;
-  req.authorization = MHD_lookup_connection_value(
-      mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+  req.authorization =
+      h->want_auth ? MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_AUTHORIZATION)
+                   : NULL;
   evd_api_handle(h->api, &req, &c->out, &reply);
   if (reply.wait_lsn > 0 && h->journal != NULL &&
       reply.wait_lsn > evd_journal_durable(h->journal)) {
@@ -317,6 +320,7 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
   h->metrics = evd_api_metrics(api);
   h->timeout_ms = (uint64_t)cfg->conn_timeout * 1000;
   h->max_body = cfg->max_body;
+  h->want_auth = cfg->token != NULL;
   h->d = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, h,
       MHD_OPTION_EXTERNAL_LOGGER, log_mhd, h, /* first, to catch all */
