@@ -398,12 +398,6 @@ unsigned evd_http_busy(const evd_http_t *h) {
   return h->busy;
 }
 
-unsigned evd_http_connections(const evd_http_t *h) {
-  const union MHD_DaemonInfo *i =
-      MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-  return i != NULL ? i->num_connections : 0;
-}
-
 void evd_http_stop(evd_http_t *h) {
   conn_t *c;
 

@@ -666,10 +666,6 @@ int evd_journal_failed(const evd_journal_t *j) {
   return j->failed;
 }
 
-int evd_journal_busy(const evd_journal_t *j) {
-  return j->job_running;
-}
-
 void evd_journal_start(evd_journal_t *j, uv_loop_t *loop,
                        evd_metrics_t *metrics,
                        void (*on_durable)(void *arg, uint64_t lsn),

@@ -27,10 +27,6 @@ int evd_log_level_parse(const char *name) {
   return -1;
 }
 
-int evd_log_enabled(int level) {
-  return level <= max_level;
-}
-
 static void write_line(int level, const char *fmt, va_list ap) {
   char msg[1024], ts[32], stamp[48];
   struct timespec now;

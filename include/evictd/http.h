@@ -50,9 +50,6 @@ void evd_http_quiesce(evd_http_t *h);
 /* Requests received and not yet completely answered. */
 unsigned evd_http_busy(const evd_http_t *h);
 
-/* Open connections. */
-unsigned evd_http_connections(const evd_http_t *h);
-
 /* Closes every connection and frees the transport. NULL is accepted. */
 void evd_http_stop(evd_http_t *h);
 

@@ -74,11 +74,8 @@ evd_fsync_t evd_journal_mode(const evd_journal_t *j);
  * longer be made durable, and the daemon refuses changes. */
 int evd_journal_failed(const evd_journal_t *j);
 
-/* Nonzero while a flush is in the thread pool or a snapshot child runs. */
-int evd_journal_busy(const evd_journal_t *j);
-
 /* Detaches from the loop (no more jobs are started; one in the pool must
- * have finished: run the loop until evd_journal_busy says so). */
+ * have finished: the loop keeps running until it has). */
 void evd_journal_stop(evd_journal_t *j);
 
 /* Final shutdown: writes whatever is pending, snapshots `table`, removes

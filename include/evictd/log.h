@@ -11,9 +11,6 @@ void evd_log_setup(int level, int format);
 /* Returns the EVD_LOG_* level named by `name`, or -1. */
 int evd_log_level_parse(const char *name);
 
-/* Returns nonzero when `level` would be written. */
-int evd_log_enabled(int level);
-
 /* Writes one line at `level` (printf-style), if enabled. */
 void evd_log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
