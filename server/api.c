@@ -11,6 +11,7 @@
 
 #include "api_int.h"
 #include "evictd/log.h"
+#include "evictd/pages.h"
 
 void evd_config_defaults(evd_config_t *c) {
   memset(c, 0, sizeof *c);
@@ -18,6 +19,9 @@ void evd_config_defaults(evd_config_t *c) {
   c->budget = EVD_WINDOW_DEFAULT_BUDGET;
   c->sinks = 0;
   c->max_budget = 1048576;
+  c->lookahead = 1;
+  c->max_lookahead = 65536;
+  c->page_size = 0;
   c->max_sessions = 1000000;
   c->max_positions = 65536;
   c->max_batch = 65536;
@@ -68,6 +72,8 @@ void evd_api_free(evd_api_t *api) {
   free(api->pos);
   free(api->slots);
   free(api->victims);
+  free(api->gone);
+  free(api->pages);
   free(api->items);
   free(api);
 }
@@ -109,7 +115,8 @@ uint32_t evd_api_reap(evd_api_t *api) {
   while ((s = evd_table_oldest(api->table)) != NULL &&
          (uint32_t)(api->now_tick - s->used) > ttl) {
     evd_log(EVD_LOG_DEBUG, "reaped idle session %.*s", (int)s->idlen, s->id);
-    evd__journal(api, EVD_OP_REAP, s, 0, NULL, 0);
+    evd__journal(api, &(evd_op_t){.type = EVD_OP_REAP, .id = s->id,
+                                  .idlen = s->idlen});
     evd_table_remove(api->table, s);
     n++;
   }
@@ -118,38 +125,6 @@ uint32_t evd_api_reap(evd_api_t *api) {
   api->metrics.reaped += n;
   return n;
 }
-
-static void write_view(evd_buf_t *out, const evd_session_t *s) {
-  const evd_window_t *w = evd_session_window(s);
-  uint32_t i, n = evd_window_size(w), slot;
-
-  evd_buf_reserve(out, 160 + s->idlen + 22 * (size_t)n);
-  evd_buf_str(out, "{\"id\":");
-  evd_buf_json_str(out, s->id, s->idlen);
-  evd_buf_str(out, ",\"budget\":");
-  evd_buf_u32(out, w->budget);
-  evd_buf_str(out, ",\"sinks\":");
-  evd_buf_u32(out, w->sinks);
-  evd_buf_str(out, ",\"size\":");
-  evd_buf_u32(out, n);
-  evd_buf_str(out, ",\"newest\":");
-  evd_buf_u32(out, evd_window_newest(w));
-  evd_buf_str(out, ",\"kept\":[");
-  for (i = 0; i < n; i++) {
-    if (i > 0)
-      evd_buf_chr(out, ',');
-    evd_buf_u32(out, evd_window_at(w, i, NULL));
-  }
-  evd_buf_str(out, "],\"slots\":[");
-  for (i = 0; i < n; i++) {
-    if (i > 0)
-      evd_buf_chr(out, ',');
-    evd_window_at(w, i, &slot);
-    evd_buf_u32(out, slot);
-  }
-  evd_buf_str(out, "]}");
-}
-
 
 /* ---- handlers ----------------------------------------------------------- */
 
@@ -256,14 +231,15 @@ static int h_batch(ctx_t *c) {
 }
 
 static int h_put(ctx_t *c) {
-  static const char *const fields[] = {"budget", "sinks", NULL};
+  static const char *const fields[] = {"budget", "sinks", "lookahead",
+                                       "page_size", NULL};
   evd_api_t *api = c->api;
-  uint32_t budget = api->cfg.budget, sinks = api->cfg.sinks;
+  evd_session_config_t cfg, have;
   const char *message;
   evd_session_t *s;
   evd_apierr_t perr;
   json_t *root;
-  int err, has_budget, has_sinks;
+  int err;
 
   perr = evd__parse_body(api, c->req, 1, &root, &message);
   if (perr != EVD_AE_OK)
@@ -272,30 +248,28 @@ static int h_put(ctx_t *c) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_FIELD, api->msg);
   }
-  perr = evd__session_config(api, root, &has_budget, &budget, &has_sinks,
-                             &sinks, &message);
+  perr = evd__session_config(api, root, &cfg, &message);
   json_decref(root);
   if (perr != EVD_AE_OK)
     return fail(c, perr, message);
   s = evd_table_find(api->table, c->id, c->idlen);
   if (s != NULL) {
-    const evd_window_t *w = evd_session_window(s);
-    if (w->budget != budget || w->sinks != sinks)
+    evd_session_config(s, &have);
+    if (memcmp(&have, &cfg, sizeof cfg) != 0)
       return fail(c, EVD_AE_SESSION_EXISTS, NULL);
     evd_table_touch(api->table, s, api->now_tick);
-    write_view(c->out, s);
+    evd__write_view(api, c->out, s);
     return 200;
   }
-  err = evd_table_add(api->table, c->id, c->idlen, budget, sinks,
-                      api->now_tick, &s);
+  err = evd_table_add(api->table, c->id, c->idlen, &cfg, api->now_tick, &s);
   if (err == EVD_ELIMIT)
     return fail(c, EVD_AE_SESSION_LIMIT, NULL);
   if (err != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   api->metrics.created++;
-  evd__journal(api, EVD_OP_CREATE, s, budget, NULL, 0);
+  evd__journal_create(api, s);
   evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)c->idlen, c->id);
-  write_view(c->out, s);
+  evd__write_view(api, c->out, s);
   return 201;
 }
 
@@ -305,7 +279,7 @@ static int h_get(ctx_t *c) {
   if (s == NULL)
     return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   evd_table_touch(c->api->table, s, c->api->now_tick);
-  write_view(c->out, s);
+  evd__write_view(c->api, c->out, s);
   return 200;
 }
 
@@ -314,7 +288,8 @@ static int h_delete(ctx_t *c) {
 
   if (s == NULL)
     return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
-  evd__journal(c->api, EVD_OP_DELETE, s, 0, NULL, 0);
+  evd__journal(c->api, &(evd_op_t){.type = EVD_OP_DELETE, .id = s->id,
+                                    .idlen = s->idlen});
   evd_table_remove(c->api->table, s);
   c->api->metrics.deleted++;
   evd_log(EVD_LOG_DEBUG, "deleted session %.*s", (int)c->idlen, c->id);
@@ -357,6 +332,10 @@ static int h_evict(ctx_t *c) {
   if (s == NULL)
     return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   w = evd_session_window(s);
+  if (evd_window_tentative(w) != 0)
+    return fail(c, EVD_AE_TENTATIVE_PENDING,
+                "Tentative positions are pending: commit them before an "
+                "eviction.");
   if (!has_budget)
     x = w->budget;
   if ((uint32_t)x <= w->sinks) {
@@ -365,21 +344,139 @@ static int h_evict(ctx_t *c) {
              "sinks.", w->sinks);
     return fail(c, EVD_AE_INVALID_BUDGET, api->msg);
   }
-  if (evd__grow(&api->victims, &api->victims_cap, evd_window_size(w)) != 0)
+  if (evd__grow(&api->victims, &api->victims_cap, evd_window_size(w)) != 0 ||
+      evd__reserve(api, w, 0) != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   err = evd_window_evict(w, (uint32_t)x, api->victims, evd_window_size(w), &n);
   assert(err == 0);
   evd_table_touch(api->table, s, api->now_tick);
   api->metrics.victims += n;
   if (n > 0) /* an eviction that took nothing changed nothing */
-    evd__journal(api, EVD_OP_EVICT, s, (uint32_t)x, NULL, 0);
-  evd_buf_reserve(c->out, 32 + 11 * (size_t)n);
+    evd__journal(api, &(evd_op_t){.type = EVD_OP_EVICT, .id = s->id,
+                                  .idlen = s->idlen, .budget = (uint32_t)x});
+  evd_buf_reserve(c->out, 64 + 22 * (size_t)n);
   evd_buf_str(c->out, "{\"victims\":");
   evd_buf_u32_array(c->out, api->victims, n);
   evd_buf_str(c->out, ",\"size\":");
   evd_buf_u32(c->out, evd_window_size(w));
+  if (s->page_size != 0) {
+    evd_pages_change_t ch = {.victims = api->victims, .nvictims = n};
+    uint32_t half = (uint32_t)(api->pages_cap / 2), nnew, nfreed;
+    evd_pages_diff(w, s->page_size, &ch, api->pages, &nnew,
+                   api->pages + half, &nfreed);
+    evd_buf_str(c->out, ",\"pages_new\":");
+    evd_buf_u32_array(c->out, api->pages, nnew);
+    evd_buf_str(c->out, ",\"pages_freed\":");
+    evd_buf_u32_array(c->out, api->pages + half, nfreed);
+  }
   evd_buf_chr(c->out, '}');
   return 200;
+}
+
+/* POST /session/{id}/commit and /truncate: one integer field, then the
+ * operation as a step request of its own kind. */
+static int one_position_op(ctx_t *c, uint8_t op, const char *field,
+                           uint32_t min) {
+  evd_api_t *api = c->api;
+  const char *fields[] = {field, NULL}, *message;
+  evd__step_t r = {.id = c->id, .idlen = c->idlen, .op = op};
+  evd_apierr_t perr;
+  json_t *root, *v;
+
+  perr = evd__parse_body(api, c->req, 0, &root, &message);
+  if (perr != EVD_AE_OK)
+    return fail(c, perr, message);
+  if (!evd__only_fields(api, root, fields)) {
+    json_decref(root);
+    return fail(c, EVD_AE_INVALID_FIELD, api->msg);
+  }
+  v = json_object_get(root, field);
+  if (v == NULL) {
+    snprintf(api->msg, sizeof api->msg, "\"%s\" is required.", field);
+    json_decref(root);
+    return fail(c, EVD_AE_INVALID_FIELD, api->msg);
+  }
+  if (!evd__u32_field(api, v, min, UINT32_MAX, &r.arg)) {
+    snprintf(api->msg, sizeof api->msg,
+             "\"%s\" must be a position: an integer from %u to 4294967295.",
+             field, min);
+    json_decref(root);
+    return fail(c, EVD_AE_INVALID_POSITION, api->msg);
+  }
+  json_decref(root);
+  r.has_arg = 1;
+  return evd__step_run(api, &r, 0, c->out);
+}
+
+static int h_commit(ctx_t *c) {
+  return one_position_op(c, EVD_RP_COMMIT, "newest", 0);
+}
+
+static int h_truncate(ctx_t *c) {
+  return one_position_op(c, EVD_RP_TRUNCATE, "from", 1);
+}
+
+static int h_fork(ctx_t *c) {
+  static const char *const fields[] = {"into", NULL};
+  evd_api_t *api = c->api;
+  evd_session_t *parent, *child;
+  const char *message, *into;
+  size_t len;
+  evd_apierr_t perr;
+  json_t *root, *v;
+  int err;
+
+  perr = evd__parse_body(api, c->req, 0, &root, &message);
+  if (perr != EVD_AE_OK)
+    return fail(c, perr, message);
+  if (!evd__only_fields(api, root, fields)) {
+    json_decref(root);
+    return fail(c, EVD_AE_INVALID_FIELD, api->msg);
+  }
+  v = json_object_get(root, "into");
+  if (!json_is_string(v)) {
+    json_decref(root);
+    return fail(c, EVD_AE_INVALID_FIELD,
+                "\"into\" must be the id of the new session.");
+  }
+  into = json_string_value(v);
+  len = json_string_length(v);
+  if (!evd_session_id_valid(into, len)) {
+    json_decref(root);
+    return fail(c, EVD_AE_INVALID_SESSION_ID, NULL);
+  }
+  parent = evd_table_find(api->table, c->id, c->idlen);
+  if (parent == NULL) {
+    json_decref(root);
+    return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
+  }
+  evd_table_touch(api->table, parent, api->now_tick);
+  child = evd_table_find(api->table, into, len);
+  if (child != NULL) {
+    /* A resent fork finds its child as it left it. */
+    json_decref(root);
+    if (!evd_session_same_state(child, parent))
+      return fail(c, EVD_AE_SESSION_EXISTS,
+                  "A session with the new id exists with another state.");
+    evd_table_touch(api->table, child, api->now_tick);
+    evd__write_view(api, c->out, child);
+    return 200;
+  }
+  err = evd_table_fork(api->table, parent, into, len, api->now_tick, &child);
+  json_decref(root);
+  if (err == EVD_ELIMIT)
+    return fail(c, EVD_AE_SESSION_LIMIT, NULL);
+  if (err != 0)
+    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+  api->metrics.forks++;
+  api->metrics.created++;
+  evd__journal(api, &(evd_op_t){.type = EVD_OP_FORK, .id = parent->id,
+                                .idlen = parent->idlen, .child = child->id,
+                                .childlen = child->idlen});
+  evd_log(EVD_LOG_DEBUG, "forked session %.*s into %.*s", (int)c->idlen,
+          c->id, (int)child->idlen, child->id);
+  evd__write_view(api, c->out, child);
+  return 201;
 }
 
 /* ---- routing ------------------------------------------------------------ */
@@ -401,6 +498,9 @@ static const struct {
                        "GET, HEAD, PUT, DELETE", h_get, h_put, NULL, h_delete},
     [EVD_R_STEP] = {EVD_M_POST, "POST", NULL, NULL, h_step, NULL},
     [EVD_R_EVICT] = {EVD_M_POST, "POST", NULL, NULL, h_evict, NULL},
+    [EVD_R_COMMIT] = {EVD_M_POST, "POST", NULL, NULL, h_commit, NULL},
+    [EVD_R_TRUNCATE] = {EVD_M_POST, "POST", NULL, NULL, h_truncate, NULL},
+    [EVD_R_FORK] = {EVD_M_POST, "POST", NULL, NULL, h_fork, NULL},
 };
 
 /* Compares the bearer credentials in an Authorization header with the
@@ -455,6 +555,12 @@ static evd_route_t route_of(const char *p, size_t n, const char **id,
     return EVD_R_STEP;
   if (path_is(slash, (size_t)(p + n - slash), "/evict"))
     return EVD_R_EVICT;
+  if (path_is(slash, (size_t)(p + n - slash), "/commit"))
+    return EVD_R_COMMIT;
+  if (path_is(slash, (size_t)(p + n - slash), "/truncate"))
+    return EVD_R_TRUNCATE;
+  if (path_is(slash, (size_t)(p + n - slash), "/fork"))
+    return EVD_R_FORK;
   return EVD_R_NONE;
 }
 

@@ -15,10 +15,11 @@ struct evd_api_s {
   evd_table_t *table;
   evd_journal_t *journal; /* NULL without --state-dir */
   uint32_t now_tick;      /* the loop's clock in 100 ms ticks */
-  /* Scratch arrays reused by every request: positions, their slots and the
-   * victims of a request. Grown on demand, never shrunk. */
-  uint32_t *pos, *slots, *victims;
-  size_t pos_cap, slots_cap, victims_cap;
+  /* Scratch arrays reused by every request: positions, their slots, the
+   * victims, the dropped or removed positions, and the pages of a request.
+   * Grown on demand, never shrunk. */
+  uint32_t *pos, *slots, *victims, *gone, *pages;
+  size_t pos_cap, slots_cap, victims_cap, gone_cap, pages_cap;
   struct evd__step_s *items; /* a batch read by the fast path */
   size_t items_cap;
   char msg[256]; /* an error message with figures in it */
@@ -26,14 +27,19 @@ struct evd_api_s {
   evd_metrics_t metrics;
 };
 
-/* A validated step request (one batch item, or one /session/{id}/step);
- * its positions are api->pos[first..first + n). */
+/* A validated step, commit or truncate request (one batch item, or one
+ * /session/{id}/... request); a step's positions are api->pos[first..first
+ * + n). `arg` is the commit's newest (with has_arg in a step), or the
+ * truncate's from. `cfg` is the configuration a step creates its session
+ * with, defaults filled in. */
 typedef struct evd__step_s {
   const char *id;
   size_t idlen;
   uint32_t first, n;
-  int has_budget, has_sinks;
-  uint32_t budget, sinks;
+  uint8_t op;       /* EVD_RP_STEP, EVD_RP_COMMIT or EVD_RP_TRUNCATE */
+  uint8_t tentative, has_arg;
+  uint32_t arg;
+  evd_session_config_t cfg;
 } evd__step_t;
 
 /* request.c: bodies and error objects. */
@@ -60,12 +66,17 @@ int evd__is_int(const evd_api_t *api, json_t *v);
 int evd__int_in(const evd_api_t *api, json_t *v, json_int_t min,
                 json_int_t max, json_int_t *out);
 
-/* Reads the optional "budget" and "sinks" of obj (NULL: neither), with
- * their defaults from the flags in mind: sinks must stay below budget.
- * Returns EVD_AE_OK or the error with *message as evd__parse_body. */
-evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj, int *has_budget,
-                                 uint32_t *budget, int *has_sinks,
-                                 uint32_t *sinks, const char **message);
+/* Reads the optional "budget", "sinks", "lookahead" and "page_size" of obj
+ * (NULL: none) into *cfg, the flags' defaults filling in the others: sinks
+ * must stay below budget. Returns EVD_AE_OK or the error with *message as
+ * evd__parse_body. */
+evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj,
+                                 evd_session_config_t *cfg,
+                                 const char **message);
+
+/* 1 when v is a JSON integer within [min, max] stored in *out. */
+int evd__u32_field(evd_api_t *api, json_t *v, uint32_t min, uint32_t max,
+                   uint32_t *out);
 
 /* Writes an error object: the whole body of a single request, or a batch
  * result carrying its status too; `newest` goes in for stale errors.
@@ -73,16 +84,24 @@ evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj, int *has_budget,
 int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
                      int in_batch, const uint32_t *newest);
 
-/* step.c: the step operation. */
+/* step.c: the step, commit and truncate operations. */
 
 /* Validates a step object into *r and api->pos. */
 evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
                              evd__step_t *r, const char **message);
 
-/* Applies a validated step request, journals it, and writes its result or
- * error object. Returns the HTTP status of that result. */
+/* Applies a validated step, commit or truncate request, journals it, and
+ * writes its result or error object. Returns the HTTP status of that
+ * result. */
 int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                   evd_buf_t *out);
+
+/* Writes a session's view (GET, PUT, fork). */
+void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
+
+/* Grows the scratch arrays for a request of n positions on window w.
+ * Returns 0 or EVD_ENOMEM. */
+int evd__reserve(evd_api_t *api, const evd_window_t *w, size_t n);
 
 /* fastpath.c: the hot bodies without jansson. Each returns 1 when the
  * body is a valid step (batch) and fills *r (api->items[0..*nitems)) and
@@ -94,7 +113,10 @@ int evd__fast_batch(evd_api_t *api, const char *body, size_t len,
                     size_t *nitems);
 
 /* Adds an op to the request's journal record, if there is a journal. */
-void evd__journal(evd_api_t *api, evd_op_type_t type, const evd_session_t *s,
-                  uint32_t budget, const uint32_t *positions, uint32_t n);
+void evd__journal(evd_api_t *api, const evd_op_t *op);
+
+/* Journals a session's creation (in the version 1 form when its
+ * configuration allows). */
+void evd__journal_create(evd_api_t *api, const evd_session_t *s);
 
 #endif

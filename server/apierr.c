@@ -21,6 +21,12 @@ static const struct {
     [EVD_AE_INVALID_SINKS] = {400, "invalid_sinks",
                               "sinks must be an integer from 0 to budget - "
                               "1."},
+    [EVD_AE_INVALID_LOOKAHEAD] = {400, "invalid_lookahead",
+                                  "lookahead must be an integer from 1 to "
+                                  "--max-lookahead."},
+    [EVD_AE_INVALID_PAGE_SIZE] = {400, "invalid_page_size",
+                                  "page_size must be an integer from 0 to "
+                                  "65536."},
     [EVD_AE_INVALID_POSITION] = {400, "invalid_position",
                                  "Positions must be integers from 0 to "
                                  "4294967295, strictly increasing."},
@@ -42,10 +48,13 @@ static const struct {
                                    "method; see the Allow header."},
     [EVD_AE_SESSION_EXISTS] = {409, "session_exists",
                                "A session with this id exists with another "
-                               "budget or sinks."},
+                               "configuration or state."},
     [EVD_AE_STALE_POSITION] = {409, "stale_position",
                                "The first position is not greater than the "
                                "newest position of the session."},
+    [EVD_AE_TENTATIVE_PENDING] = {409, "tentative_pending",
+                                  "Tentative positions are pending: commit "
+                                  "them first."},
     [EVD_AE_BODY_TOO_LARGE] = {413, "body_too_large",
                                "The request body is larger than --max-body "
                                "allows."},

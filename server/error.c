@@ -13,6 +13,7 @@ const char *evd_strerror(int err) {
   case EVD_ELIMIT: return "limit reached";
   case EVD_EIO: return "input/output error";
   case EVD_ECORRUPT: return "corrupt or foreign data";
+  case EVD_EBUSY: return "tentative positions pending: commit first";
   }
   return "unknown error";
 }

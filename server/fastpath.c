@@ -1,7 +1,8 @@
 /* A fast path for the two request bodies every decode step sends: a step
- * ({"pos":N} or {"positions":[...]}, optionally "budget" and "sinks") and a
- * batch of such steps ({"steps":[{"session":"id",...},...]}). It reads the
- * body in one pass into the scratch arrays, allocating nothing.
+ * ({"pos":N} or {"positions":[...]}, optionally "tentative", "commit",
+ * "budget" and "sinks") and a batch of such steps ({"steps":[{"session":
+ * "id",...},...]}). It reads the body in one pass into the scratch arrays,
+ * allocating nothing.
  *
  * It only ever says yes to bodies that the general path (jansson, then the
  * checks in step.c) accepts with the same values: anything unusual, from an
@@ -74,7 +75,31 @@ static int u32_value(cursor_t *c, uint32_t *out) {
   return 1;
 }
 
-enum { F_POS = 1, F_POSITIONS = 2, F_BUDGET = 4, F_SINKS = 8, F_SESSION = 16 };
+enum {
+  F_POS = 1,
+  F_POSITIONS = 2,
+  F_BUDGET = 4,
+  F_SINKS = 8,
+  F_SESSION = 16,
+  F_TENTATIVE = 32,
+  F_COMMIT = 64
+};
+
+/* A JSON true or false literal. */
+static int boolean(cursor_t *c, uint8_t *out) {
+  ws(c);
+  if (c->end - c->p >= 4 && memcmp(c->p, "true", 4) == 0) {
+    c->p += 4;
+    *out = 1;
+    return 1;
+  }
+  if (c->end - c->p >= 5 && memcmp(c->p, "false", 5) == 0) {
+    c->p += 5;
+    *out = 0;
+    return 1;
+  }
+  return 0;
+}
 
 /* One step object, its positions appended to api->pos from *npos on. */
 static int step_object(evd_api_t *api, cursor_t *c, int in_batch,
@@ -85,6 +110,11 @@ static int step_object(evd_api_t *api, cursor_t *c, int in_batch,
   uint32_t v;
 
   memset(r, 0, sizeof *r);
+  r->op = EVD_RP_STEP;
+  r->cfg.budget = api->cfg.budget;
+  r->cfg.sinks = api->cfg.sinks;
+  r->cfg.lookahead = api->cfg.lookahead;
+  r->cfg.page_size = api->cfg.page_size;
   r->first = (uint32_t)*npos;
   if (!eat(c, '{'))
     return 0;
@@ -102,6 +132,10 @@ static int step_object(evd_api_t *api, cursor_t *c, int in_batch,
       f = F_SINKS;
     else if (in_batch && klen == 7 && memcmp(key, "session", 7) == 0)
       f = F_SESSION;
+    else if (klen == 9 && memcmp(key, "tentative", 9) == 0)
+      f = F_TENTATIVE;
+    else if (klen == 6 && memcmp(key, "commit", 6) == 0)
+      f = F_COMMIT;
     else
       return 0;
     if (seen & f)
@@ -129,15 +163,22 @@ static int step_object(evd_api_t *api, cursor_t *c, int in_batch,
         return 0;
       break;
     case F_BUDGET:
-      if (!u32_value(c, &r->budget) || r->budget < 1 ||
-          r->budget > api->cfg.max_budget)
+      if (!u32_value(c, &r->cfg.budget) || r->cfg.budget < 1 ||
+          r->cfg.budget > api->cfg.max_budget)
         return 0;
-      r->has_budget = 1;
       break;
     case F_SINKS:
-      if (!u32_value(c, &r->sinks))
+      if (!u32_value(c, &r->cfg.sinks))
         return 0;
-      r->has_sinks = 1;
+      break;
+    case F_TENTATIVE:
+      if (!boolean(c, &r->tentative))
+        return 0;
+      break;
+    case F_COMMIT:
+      if (!u32_value(c, &r->arg))
+        return 0;
+      r->has_arg = 1;
       break;
     case F_SESSION:
       if (!plain_string(c, &r->id, &r->idlen) ||
@@ -148,13 +189,13 @@ static int step_object(evd_api_t *api, cursor_t *c, int in_batch,
   } while (eat(c, ','));
   if (!eat(c, '}'))
     return 0;
-  /* Exactly one of pos and positions; a session in a batch item. */
-  if (((seen & F_POS) != 0) == ((seen & F_POSITIONS) != 0) ||
+  /* At most one of pos and positions, and one unless there is a commit;
+   * a session in a batch item. */
+  if (((seen & F_POS) && (seen & F_POSITIONS)) ||
+      (!(seen & (F_POS | F_POSITIONS)) && !(seen & F_COMMIT)) ||
       (in_batch && !(seen & F_SESSION)))
     return 0;
-  if ((r->has_budget || r->has_sinks) &&
-      (r->has_sinks ? r->sinks : api->cfg.sinks) >=
-          (r->has_budget ? r->budget : api->cfg.budget))
+  if (r->cfg.sinks >= r->cfg.budget)
     return 0;
   return 1;
 }

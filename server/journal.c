@@ -5,11 +5,7 @@
  * commit). A forked child writes a snapshot when the journal has grown; the
  * segments it covers are then deleted.
  *
- * Segment file: "EVDJRNL1", then records:
- *   u32 len, u64 lsn, payload[len], u32 crc32c(lsn bytes + payload)
- * payload: ops, each u8 type, u8 idlen, id, then per type
- *   CREATE u32 budget, u32 sinks | STEP u32 n, u32 pos[n] | EVICT u32 budget
- * LSNs run 1, 2, 3, ... across segments without gaps. */
+ * The segment and record format is described in record.h. */
 #include "evictd/journal.h"
 
 #include <dirent.h>
@@ -32,8 +28,7 @@
 #include "evictd/log.h"
 #include "evictd/metrics.h"
 
-#define SEG_MAGIC "EVDJRNL1"
-#define SEG_HDR 8
+#define SEG_HDR EVD_SEG_MAGIC_LEN
 #define REC_HDR 12 /* u32 len + u64 lsn */
 #define REC_MAX (1u << 30)
 #define SYNC_EVERY_MS 1000
@@ -77,122 +72,14 @@ struct evd_journal_s {
 
 /* ---- encoding ----------------------------------------------------------- */
 
-static void put32(evd_buf_t *b, uint32_t v) {
-  unsigned char p[4] = {(unsigned char)v, (unsigned char)(v >> 8),
-                        (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
-  evd_buf_add(b, p, 4);
-}
-
-static void set32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)v;
-  p[1] = (unsigned char)(v >> 8);
-  p[2] = (unsigned char)(v >> 16);
-  p[3] = (unsigned char)(v >> 24);
-}
-
-static uint32_t get32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *p) {
-  return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 void evd_journal_add(evd_journal_t *j, const evd_op_t *op) {
-  evd_buf_t *b = &j->pending;
-  unsigned char head[2] = {(unsigned char)op->type, (unsigned char)op->idlen};
-  uint32_t i;
-
   if (!j->rec_open) {
     static const unsigned char zero[REC_HDR];
-    j->rec_start = b->len;
-    evd_buf_add(b, zero, REC_HDR); /* length and LSN, filled at commit */
+    j->rec_start = j->pending.len;
+    evd_buf_add(&j->pending, zero, REC_HDR); /* length and LSN, at commit */
     j->rec_open = 1;
   }
-  evd_buf_add(b, head, 2);
-  evd_buf_add(b, op->id, op->idlen);
-  switch (op->type) {
-  case EVD_OP_CREATE:
-    put32(b, op->budget);
-    put32(b, op->sinks);
-    break;
-  case EVD_OP_STEP:
-    evd_buf_reserve(b, 4 + 4 * (size_t)op->n);
-    put32(b, op->n);
-    for (i = 0; i < op->n; i++)
-      put32(b, op->positions[i]);
-    break;
-  case EVD_OP_EVICT:
-    put32(b, op->budget);
-    break;
-  case EVD_OP_DELETE:
-  case EVD_OP_REAP:
-    break;
-  }
-}
-
-/* Decodes the ops of one payload and applies them in order. */
-static int replay_payload(const unsigned char *p, size_t len,
-                          evd_apply_fn apply, void *ctx, uint32_t **scratch,
-                          size_t *cap) {
-  const unsigned char *end = p + len;
-
-  while (p < end) {
-    evd_op_t op = {0};
-    uint32_t i;
-    int err;
-    if (end - p < 2 || (size_t)(end - p) < 2u + p[1])
-      return EVD_ECORRUPT;
-    op.type = (evd_op_type_t)p[0];
-    op.idlen = p[1];
-    op.id = (const char *)p + 2;
-    p += 2 + op.idlen;
-    switch (op.type) {
-    case EVD_OP_CREATE:
-      if (end - p < 8)
-        return EVD_ECORRUPT;
-      op.budget = get32(p);
-      op.sinks = get32(p + 4);
-      p += 8;
-      break;
-    case EVD_OP_STEP:
-      if (end - p < 4)
-        return EVD_ECORRUPT;
-      op.n = get32(p);
-      p += 4;
-      if ((uint64_t)(end - p) < 4 * (uint64_t)op.n || op.n == 0)
-        return EVD_ECORRUPT;
-      if (op.n > *cap) {
-        uint32_t *q = realloc(*scratch, 4 * (size_t)op.n);
-        if (q == NULL)
-          return EVD_ENOMEM;
-        *scratch = q;
-        *cap = op.n;
-      }
-      for (i = 0; i < op.n; i++, p += 4)
-        (*scratch)[i] = get32(p);
-      op.positions = *scratch;
-      break;
-    case EVD_OP_EVICT:
-      if (end - p < 4)
-        return EVD_ECORRUPT;
-      op.budget = get32(p);
-      p += 4;
-      break;
-    case EVD_OP_DELETE:
-    case EVD_OP_REAP:
-      break;
-    default:
-      return EVD_ECORRUPT;
-    }
-    if (!evd_session_id_valid(op.id, op.idlen))
-      return EVD_ECORRUPT;
-    err = apply(ctx, &op);
-    if (err != 0)
-      return err;
-  }
-  return 0;
+  evd_record_put_op(&j->pending, op);
 }
 
 /* ---- loading ------------------------------------------------------------ */
@@ -286,14 +173,14 @@ static int record_at(const unsigned char *d, size_t size, size_t at,
 
   if (size - at < REC_HDR + 4)
     return 0;
-  l = get32(d + at);
+  l = evd_le32(d + at);
   if (l > REC_MAX || size - at - REC_HDR - 4 < l)
     return 0;
   if (evd_crc32c(0, d + at + 4, 8 + (size_t)l) !=
-      get32(d + at + REC_HDR + l))
+      evd_le32(d + at + REC_HDR + l))
     return 0;
   *len = l;
-  *lsn = get64(d + at + 4);
+  *lsn = evd_le64(d + at + 4);
   return 1;
 }
 
@@ -324,7 +211,7 @@ static int replay_segment(int dirfd, uint32_t seg, int last, replay_t *r,
   char name[32];
   unsigned char *d = NULL;
   size_t size, at;
-  int err;
+  int err, version;
 
   seg_name(name, sizeof name, seg);
   err = slurp(dirfd, name, &d, &size);
@@ -332,10 +219,14 @@ static int replay_segment(int dirfd, uint32_t seg, int last, replay_t *r,
     snprintf(why, wlen, "cannot read %s: %s", name, strerror(errno));
     return err;
   }
-  if (size < SEG_HDR || memcmp(d, SEG_MAGIC, SEG_HDR) != 0) {
+  version = size < SEG_HDR                                  ? 0
+            : memcmp(d, EVD_SEG_MAGIC_V2, SEG_HDR) == 0 ? 2
+            : memcmp(d, EVD_SEG_MAGIC_V1, SEG_HDR) == 0 ? 1
+                                                      : 0;
+  if (version == 0) {
     /* A segment is created with its header in one write and synced before
      * any record goes in, so only a crash at creation leaves it short. */
-    if (last && size < SEG_HDR && memcmp(d, SEG_MAGIC, size) == 0) {
+    if (last && size < SEG_HDR && memcmp(d, EVD_SEG_MAGIC_V2, size) == 0) {
       free(d);
       *bytes += size;
       return 0;
@@ -386,8 +277,8 @@ static int replay_segment(int dirfd, uint32_t seg, int last, replay_t *r,
     r->last_lsn = lsn;
     r->records++;
     if (lsn > r->snap_lsn) {
-      err = replay_payload(d + at + REC_HDR, len, r->apply, r->ctx,
-                           &r->scratch, &r->cap);
+      err = evd_record_replay(d + at + REC_HDR, len, version, r->apply,
+                              r->ctx, &r->scratch, &r->cap);
       if (err != 0) {
         snprintf(why, wlen, "%s: record LSN %llu does not replay (%s)", name,
                  (unsigned long long)lsn, evd_strerror(err));
@@ -413,7 +304,7 @@ static int create_segment(int dirfd, uint32_t seg) {
               0600);
   if (fd < 0)
     return -1;
-  if (write(fd, SEG_MAGIC, SEG_HDR) != SEG_HDR || fsync(fd) != 0 ||
+  if (write(fd, EVD_SEG_MAGIC_V2, SEG_HDR) != SEG_HDR || fsync(fd) != 0 ||
       fsync(dirfd) != 0) {
     int e = errno ? errno : EIO;
     close(fd);
@@ -640,10 +531,10 @@ uint64_t evd_journal_commit(evd_journal_t *j) {
   lsn = j->next_lsn++;
   rec = (unsigned char *)j->pending.data + j->rec_start;
   len = (uint32_t)(j->pending.len - j->rec_start - REC_HDR);
-  set32(rec, len);
-  set32(rec + 4, (uint32_t)lsn);
-  set32(rec + 8, (uint32_t)(lsn >> 32));
-  put32(&j->pending, evd_crc32c(0, rec + 4, 8 + (size_t)len));
+  evd_le32_set(rec, len);
+  evd_le32_set(rec + 4, (uint32_t)lsn);
+  evd_le32_set(rec + 8, (uint32_t)(lsn >> 32));
+  evd_record_put32(&j->pending, evd_crc32c(0, rec + 4, 8 + (size_t)len));
   j->pending_last = lsn;
   kick(j);
   maybe_compact(j);

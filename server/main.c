@@ -41,6 +41,17 @@ static const option_t options[] = {
      K_U32, CFG(sinks), 0, 4294967293u},
     {"max-budget", "EVICTD_MAX_BUDGET", "N", "largest budget a session may use",
      K_U32, CFG(max_budget), 1, 4294967294u},
+    {"lookahead", "EVICTD_LOOKAHEAD", "N",
+     "default lookahead of new sessions: slots beyond the budget, the most "
+     "positions a sub-step or the pending drafts hold", K_U32,
+     CFG(lookahead), 1, 16777216},
+    {"max-lookahead", "EVICTD_MAX_LOOKAHEAD", "N",
+     "largest lookahead a session may use", K_U32, CFG(max_lookahead), 1,
+     16777216},
+    {"page-size", "EVICTD_PAGE_SIZE", "N",
+     "default page size of new sessions: positions per logical page of "
+     "page-granular answers (0 = off)", K_U32, CFG(page_size), 0,
+     EVD_MAX_PAGE_SIZE},
     {"max-sessions", "EVICTD_MAX_SESSIONS", "N", "live sessions at most",
      K_U32, CFG(max_sessions), 1, 4294967295u},
     {"max-body", "EVICTD_MAX_BODY", "BYTES", "largest request body",
@@ -247,6 +258,17 @@ static int check(const evd_config_t *cfg) {
   if (cfg->sinks >= cfg->budget) {
     fprintf(stderr, "evictd: --sinks %u must be below --budget %u\n",
             cfg->sinks, cfg->budget);
+    return -1;
+  }
+  if (cfg->lookahead > cfg->max_lookahead) {
+    fprintf(stderr, "evictd: --lookahead %u is above --max-lookahead %u\n",
+            cfg->lookahead, cfg->max_lookahead);
+    return -1;
+  }
+  if ((uint64_t)cfg->max_budget + cfg->max_lookahead > UINT32_MAX) {
+    fprintf(stderr, "evictd: --max-budget %u plus --max-lookahead %u slots "
+            "do not fit 32-bit slot numbers\n", cfg->max_budget,
+            cfg->max_lookahead);
     return -1;
   }
   return 0;

@@ -15,7 +15,8 @@ static const char *const route_names[EVD_R_COUNT] = {
     [EVD_R_NONE] = "none",       [EVD_R_HEALTHZ] = "healthz",
     [EVD_R_METRICS] = "metrics", [EVD_R_BATCH] = "batch",
     [EVD_R_SESSION] = "session", [EVD_R_STEP] = "step",
-    [EVD_R_EVICT] = "evict"};
+    [EVD_R_EVICT] = "evict",     [EVD_R_COMMIT] = "commit",
+    [EVD_R_TRUNCATE] = "truncate", [EVD_R_FORK] = "fork"};
 
 void evd_metrics_observe(evd_histogram_t *h, double seconds) {
   int i = 0;
@@ -143,8 +144,19 @@ void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,
           "--idle-ttl.", m->reaped);
   counter(out, "evictd_steps_total", "Positions stepped.", m->steps);
   counter(out, "evictd_victims_total", "Positions evicted.", m->victims);
-  counter(out, "evictd_replays_total", "Step retries answered again from "
-          "the session's last response.", m->replays);
+  counter(out, "evictd_replays_total", "Retried steps, commits and "
+          "truncates answered again from the session's last response.",
+          m->replays);
+  counter(out, "evictd_commits_total", "Commits of tentative positions, "
+          "alone or in a step.", m->commits);
+  counter(out, "evictd_dropped_positions_total", "Tentative positions "
+          "dropped by commits.", m->dropped);
+  counter(out, "evictd_truncates_total", "Truncate requests applied.",
+          m->truncates);
+  counter(out, "evictd_removed_positions_total", "Positions removed by "
+          "truncates.", m->removed);
+  counter(out, "evictd_forks_total", "Sessions created by forks.",
+          m->forks);
   gauge(out, "evictd_connections", "Open HTTP connections.",
         (double)m->connections);
   counter(out, "evictd_connections_total", "HTTP connections accepted.",

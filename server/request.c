@@ -161,43 +161,71 @@ int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
   return evd_apierr_status(e);
 }
 
-evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj, int *has_budget,
-                                 uint32_t *budget, int *has_sinks,
-                                 uint32_t *sinks, const char **message) {
-  json_t *b = obj != NULL ? json_object_get(obj, "budget") : NULL;
-  json_t *k = obj != NULL ? json_object_get(obj, "sinks") : NULL;
+int evd__u32_field(evd_api_t *api, json_t *v, uint32_t min, uint32_t max,
+                   uint32_t *out) {
   json_int_t x;
 
-  *message = NULL;
-  *has_budget = b != NULL;
-  *has_sinks = k != NULL;
-  if (b != NULL) {
-    if (!evd__is_int(api, b)) {
-      *message = "\"budget\" must be an integer.";
-      return EVD_AE_INVALID_FIELD;
-    }
-    if (!evd__int_in(api, b, 1, api->cfg.max_budget, &x)) {
-      snprintf(api->msg, sizeof api->msg,
-               "\"budget\" must be an integer from 1 to %u (--max-budget).",
-               api->cfg.max_budget);
+  if (!evd__int_in(api, v, min, max, &x))
+    return 0;
+  *out = (uint32_t)x;
+  return 1;
+}
+
+/* One optional integer field of the configuration: not an integer is
+ * invalid_field, out of [min, max] is `range` with `msg` (printf'd with
+ * max). Returns EVD_AE_OK when absent too. */
+static evd_apierr_t config_field(evd_api_t *api, json_t *obj, const char *name,
+                                 uint32_t min, uint32_t max,
+                                 evd_apierr_t range, const char *msg,
+                                 uint32_t *out, const char **message) {
+  json_t *v = obj != NULL ? json_object_get(obj, name) : NULL;
+
+  if (v == NULL)
+    return EVD_AE_OK;
+  if (!evd__is_int(api, v)) {
+    snprintf(api->msg, sizeof api->msg, "\"%s\" must be an integer.", name);
+    *message = api->msg;
+    return EVD_AE_INVALID_FIELD;
+  }
+  if (!evd__u32_field(api, v, min, max, out)) {
+    if (msg != NULL) {
+      snprintf(api->msg, sizeof api->msg, msg, max);
       *message = api->msg;
-      return EVD_AE_INVALID_BUDGET;
     }
-    *budget = (uint32_t)x;
+    return range;
   }
-  if (k != NULL) {
-    if (!evd__is_int(api, k)) {
-      *message = "\"sinks\" must be an integer.";
-      return EVD_AE_INVALID_FIELD;
-    }
-    if (!evd__int_in(api, k, 0, UINT32_MAX, &x))
-      return EVD_AE_INVALID_SINKS;
-    *sinks = (uint32_t)x;
-  }
-  /* The flags' defaults already satisfy sinks < budget (main.c checks). */
-  if ((b != NULL || k != NULL) &&
-      (k != NULL ? *sinks : api->cfg.sinks) >=
-          (b != NULL ? *budget : api->cfg.budget))
-    return EVD_AE_INVALID_SINKS;
   return EVD_AE_OK;
+}
+
+evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj,
+                                 evd_session_config_t *cfg,
+                                 const char **message) {
+  evd_apierr_t e;
+
+  *message = NULL;
+  cfg->budget = api->cfg.budget;
+  cfg->sinks = api->cfg.sinks;
+  cfg->lookahead = api->cfg.lookahead;
+  cfg->page_size = api->cfg.page_size;
+  e = config_field(api, obj, "budget", 1, api->cfg.max_budget,
+                   EVD_AE_INVALID_BUDGET,
+                   "\"budget\" must be an integer from 1 to %u "
+                   "(--max-budget).", &cfg->budget, message);
+  if (e == EVD_AE_OK)
+    e = config_field(api, obj, "sinks", 0, UINT32_MAX, EVD_AE_INVALID_SINKS,
+                     NULL, &cfg->sinks, message);
+  if (e == EVD_AE_OK)
+    e = config_field(api, obj, "lookahead", 1, api->cfg.max_lookahead,
+                     EVD_AE_INVALID_LOOKAHEAD,
+                     "\"lookahead\" must be an integer from 1 to %u "
+                     "(--max-lookahead).", &cfg->lookahead, message);
+  if (e == EVD_AE_OK)
+    e = config_field(api, obj, "page_size", 0, EVD_MAX_PAGE_SIZE,
+                     EVD_AE_INVALID_PAGE_SIZE,
+                     "\"page_size\" must be an integer from 0 to %u.",
+                     &cfg->page_size, message);
+  /* The flags' defaults already satisfy sinks < budget (main.c checks). */
+  if (e == EVD_AE_OK && cfg->sinks >= cfg->budget)
+    e = EVD_AE_INVALID_SINKS;
+  return e;
 }

@@ -2,7 +2,7 @@
  * incremental rehashing, so that no single request pays for resizing a table
  * of millions; an intrusive last-use list, so that idle sessions are reaped
  * oldest first at a cost proportional to the sessions reaped; and the replay
- * record of each session's last step request. */
+ * record of each session's last step, commit or truncate request. */
 #include "evictd/session.h"
 
 #include <assert.h>
@@ -11,7 +11,10 @@
 #include <sys/random.h>
 #include <time.h>
 
-enum { RP_NONE, RP_ONE, RP_ONE_VICTIM, RP_EXT };
+/* Replay record forms: none, the heap form, or the inline decode step,
+ * whose bits say whether it had a victim and which pages it listed. */
+enum { RP_NONE = 0, RP_EXT = 1, RP_ONE = 0x10 };
+enum { RP_ONE_VICTIM = 1, RP_ONE_PAGE_NEW = 2, RP_ONE_PAGE_FREED = 4 };
 
 /* Buckets never shrink below this, and a table starts at it. */
 #define MIN_BUCKETS 1024u
@@ -94,8 +97,9 @@ static size_t window_offset(size_t idlen) {
   return (off + 3) & ~(size_t)3; /* the window holds uint32_t only */
 }
 
-size_t evd_session_footprint(size_t idlen, uint32_t budget) {
-  return window_offset(idlen) + evd_window_footprint(budget);
+size_t evd_session_footprint(size_t idlen, uint32_t budget,
+                             uint32_t lookahead) {
+  return window_offset(idlen) + evd_window_footprint(budget, lookahead);
 }
 
 static void replay_clear(evd_session_t *s) {
@@ -253,27 +257,27 @@ static void lru_append(evd_table_t *t, evd_session_t *s) {
   t->youngest = s;
 }
 
-int evd_table_add(evd_table_t *t, const char *id, size_t len, uint32_t budget,
-                  uint32_t sinks, uint32_t now, evd_session_t **out) {
+/* Allocates a session block for `id` with room for a window of `budget` +
+ * `lookahead` slots, and links it in. The caller fills the window. */
+static int link_new(evd_table_t *t, const char *id, size_t len,
+                    uint32_t budget, uint32_t lookahead, uint32_t page_size,
+                    uint32_t now, evd_session_t **out) {
   evd_session_t *s, **chain;
   size_t off = window_offset(len);
 
-  assert(evd_session_id_valid(id, len));
-  if (budget == 0 || budget > EVD_WINDOW_MAX_BUDGET || sinks >= budget)
-    return EVD_EINVAL;
   if (t->count >= t->max)
     return EVD_ELIMIT;
-  s = malloc(off + evd_window_footprint(budget));
+  s = malloc(off + evd_window_footprint(budget, lookahead));
   if (s == NULL)
     return EVD_ENOMEM;
   s->hash = hash_id(t, id, len);
   s->used = now;
   s->rp_kind = RP_NONE;
   s->rp_size = 0;
+  s->page_size = page_size;
   s->idlen = (uint8_t)len;
   s->window_off = (uint16_t)off;
   memcpy(s->id, id, len);
-  evd_window_init(evd_session_window(s), budget, sinks, NULL);
   chain = chain_of(t, s->hash);
   s->hnext = *chain;
   *chain = s;
@@ -282,6 +286,63 @@ int evd_table_add(evd_table_t *t, const char *id, size_t len, uint32_t budget,
   maybe_resize(t);
   *out = s;
   return 0;
+}
+
+int evd_table_add(evd_table_t *t, const char *id, size_t len,
+                  const evd_session_config_t *cfg, uint32_t now,
+                  evd_session_t **out) {
+  int err;
+
+  assert(evd_session_id_valid(id, len));
+  if (!evd_window_config_valid(cfg->budget, cfg->sinks, cfg->lookahead))
+    return EVD_EINVAL;
+  err = link_new(t, id, len, cfg->budget, cfg->lookahead, cfg->page_size,
+                 now, out);
+  if (err == 0)
+    evd_window_init(evd_session_window(*out), cfg->budget, cfg->sinks,
+                    cfg->lookahead, NULL);
+  return err;
+}
+
+int evd_table_fork(evd_table_t *t, const evd_session_t *parent,
+                   const char *id, size_t len, uint32_t now,
+                   evd_session_t **out) {
+  const evd_window_t *w = evd_session_window(parent);
+  uint32_t lookahead = evd_window_lookahead(w);
+  int err;
+
+  assert(evd_session_id_valid(id, len));
+  err = link_new(t, id, len, w->budget, lookahead, parent->page_size, now,
+                 out);
+  if (err == 0)
+    memcpy(evd_session_window(*out), w,
+           evd_window_footprint(w->budget, lookahead));
+  return err;
+}
+
+void evd_session_config(const evd_session_t *s, evd_session_config_t *out) {
+  const evd_window_t *w = evd_session_window(s);
+
+  out->budget = w->budget;
+  out->sinks = w->sinks;
+  out->lookahead = evd_window_lookahead(w);
+  out->page_size = s->page_size;
+}
+
+int evd_session_same_state(const evd_session_t *a, const evd_session_t *b) {
+  const evd_window_t *x = evd_session_window(a), *y = evd_session_window(b);
+  uint32_t i, sx, sy;
+
+  if (a->page_size != b->page_size || x->budget != y->budget ||
+      x->sinks != y->sinks || x->last != y->last || x->size != y->size ||
+      x->newest != y->newest || x->tentative != y->tentative ||
+      evd_window_committed(x) != evd_window_committed(y))
+    return 0;
+  for (i = 0; i < x->size; i++)
+    if (evd_window_at(x, i, &sx) != evd_window_at(y, i, &sy) || sx != sy)
+      return 0;
+  /* The next slots too: they decide where the next positions go. */
+  return x->tail == y->tail && x->head == y->head;
 }
 
 void evd_table_remove(evd_table_t *t, evd_session_t *s) {
@@ -316,32 +377,72 @@ evd_session_t *evd_table_younger(const evd_session_t *s) {
 
 /* ---- replay records ----------------------------------------------------- */
 
-/* The heap form: npos, nvictims, size, then positions, victims, slots. */
-int evd_session_replay_set(evd_session_t *s, const uint32_t *positions,
-                           uint32_t npos, const uint32_t *victims,
-                           uint32_t nvictims, const uint32_t *slots,
-                           uint32_t size) {
-  uint32_t *ext;
+/* The heap form, as uint32s: op | flags << 8, arg, npos, nvictims, ngone,
+ * npages_new, npages_freed, size, newest, then positions, victims, gone,
+ * slots, pages_new, pages_freed. */
+#define EXT_HDR 9
+
+static void copy32(uint32_t *dst, const uint32_t *src, uint32_t n) {
+  if (n > 0) /* src may be NULL then, and memcpy wants a pointer */
+    memcpy(dst, src, n * sizeof *dst);
+}
+
+/* 1 when the record is a decode step that the inline form holds: its pages
+ * are then the new position's page and the victim's, so two bits say them
+ * all. */
+static int fits_inline(const evd_session_t *s, const evd_replay_t *rp,
+                       unsigned *bits) {
+  uint32_t b = s->page_size;
+
+  if (rp->op != EVD_RP_STEP || rp->flags != 0 || rp->npos != 1 ||
+      rp->nvictims > 1 || rp->ngone != 0 ||
+      rp->positions[0] != evd_session_window(s)->newest ||
+      rp->newest != rp->positions[0])
+    return 0;
+  *bits = rp->nvictims ? RP_ONE_VICTIM : 0;
+  if (b == 0)
+    return rp->npages_new == 0 && rp->npages_freed == 0;
+  if (rp->npages_new > 1 || rp->npages_freed > 1 || (rp->npages_freed &&
+      (!rp->nvictims || rp->pages_freed[0] != rp->victims[0] / b)) ||
+      (rp->npages_new && rp->pages_new[0] != rp->positions[0] / b))
+    return 0;
+  *bits |= (rp->npages_new ? RP_ONE_PAGE_NEW : 0u) |
+           (rp->npages_freed ? RP_ONE_PAGE_FREED : 0u);
+  return 1;
+}
+
+int evd_session_replay_set(evd_session_t *s, const evd_replay_t *rp) {
+  uint32_t *ext, *p;
+  unsigned bits;
 
   replay_clear(s);
-  s->rp_size = size;
-  if (npos == 1 && nvictims <= 1 &&
-      positions[0] == evd_session_window(s)->newest) {
-    s->rp.one.slot = slots[0];
-    s->rp.one.victim = nvictims ? victims[0] : 0;
-    s->rp_kind = nvictims ? RP_ONE_VICTIM : RP_ONE;
+  s->rp_size = rp->size;
+  if (fits_inline(s, rp, &bits)) {
+    s->rp.one.slot = rp->slots[0];
+    s->rp.one.victim = rp->nvictims ? rp->victims[0] : 0;
+    s->rp_kind = (uint8_t)(RP_ONE | bits);
     return 0;
   }
-  ext = malloc((3 + 2 * (size_t)npos + nvictims) * sizeof *ext);
+  ext = malloc((EXT_HDR + 2 * (size_t)rp->npos + rp->nvictims + rp->ngone +
+                rp->npages_new + rp->npages_freed) * sizeof *ext);
   if (ext == NULL)
     return EVD_ENOMEM;
-  ext[0] = npos;
-  ext[1] = nvictims;
-  ext[2] = size;
-  memcpy(ext + 3, positions, npos * sizeof *ext);
-  if (nvictims > 0) /* victims may be NULL then, and memcpy wants a pointer */
-    memcpy(ext + 3 + npos, victims, nvictims * sizeof *ext);
-  memcpy(ext + 3 + npos + nvictims, slots, npos * sizeof *ext);
+  ext[0] = rp->op | (uint32_t)rp->flags << 8;
+  ext[1] = rp->arg;
+  ext[2] = rp->npos;
+  ext[3] = rp->nvictims;
+  ext[4] = rp->ngone;
+  ext[5] = rp->npages_new;
+  ext[6] = rp->npages_freed;
+  ext[7] = rp->size;
+  ext[8] = rp->newest;
+  p = ext + EXT_HDR;
+  copy32(p, rp->positions, rp->npos);
+  copy32(p += rp->npos, rp->victims, rp->nvictims);
+  copy32(p += rp->nvictims, rp->gone, rp->ngone);
+  copy32(p += rp->ngone, rp->slots, rp->npos);
+  copy32(p += rp->npos, rp->pages_new, rp->npages_new);
+  copy32(p += rp->npages_new, rp->pages_freed, rp->npages_freed);
   s->rp.ext = ext;
   s->rp_kind = RP_EXT;
   return 0;
@@ -349,29 +450,48 @@ int evd_session_replay_set(evd_session_t *s, const uint32_t *positions,
 
 int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out) {
   const evd_window_t *w = evd_session_window(s);
+  const uint32_t *e = s->rp.ext;
+  unsigned bits = s->rp_kind & 0xf;
 
-  switch (s->rp_kind) {
-  case RP_ONE:
-  case RP_ONE_VICTIM:
-    /* One position: it is still the newest, since any later step would
-     * have replaced this record. */
+  if (s->rp_kind & RP_ONE) {
+    /* One position: it is still the newest, since any later step, commit
+     * or truncate would have replaced this record. */
+    memset(out, 0, sizeof *out);
+    out->op = EVD_RP_STEP;
     out->npos = 1;
     out->positions = &w->newest;
-    out->nvictims = s->rp_kind == RP_ONE_VICTIM;
+    out->nvictims = (bits & RP_ONE_VICTIM) != 0;
     out->victims = &s->rp.one.victim;
     out->slots = &s->rp.one.slot;
     out->size = s->rp_size;
     out->newest = w->newest;
-    return 1;
-  case RP_EXT:
-    out->npos = s->rp.ext[0];
-    out->nvictims = s->rp.ext[1];
-    out->size = s->rp.ext[2];
-    out->positions = s->rp.ext + 3;
-    out->victims = out->positions + out->npos;
-    out->slots = out->victims + out->nvictims;
-    out->newest = out->positions[out->npos - 1];
+    if (bits & RP_ONE_PAGE_NEW)
+      out->inl[out->npages_new++] = w->newest / s->page_size;
+    out->pages_new = out->inl;
+    if (bits & RP_ONE_PAGE_FREED) {
+      out->inl[out->npages_new] = s->rp.one.victim / s->page_size;
+      out->npages_freed = 1;
+    }
+    out->pages_freed = out->inl + out->npages_new;
     return 1;
   }
-  return 0;
+  if (s->rp_kind != RP_EXT)
+    return 0;
+  out->op = (uint8_t)(e[0] & 0xff);
+  out->flags = (uint8_t)(e[0] >> 8);
+  out->arg = e[1];
+  out->npos = e[2];
+  out->nvictims = e[3];
+  out->ngone = e[4];
+  out->npages_new = e[5];
+  out->npages_freed = e[6];
+  out->size = e[7];
+  out->newest = e[8];
+  out->positions = e + EXT_HDR;
+  out->victims = out->positions + out->npos;
+  out->gone = out->victims + out->nvictims;
+  out->slots = out->gone + out->ngone;
+  out->pages_new = out->slots + out->npos;
+  out->pages_freed = out->pages_new + out->npages_new;
+  return 1;
 }

@@ -1,13 +1,20 @@
 /* Snapshots: the whole session table in one file, written atomically.
  *
- * Layout (integers little-endian):
- *   header   "EVDSNAP1", u64 lsn, u64 sessions
+ * Layout (integers little-endian), version 2:
+ *   header   "EVDSNAP2", u64 lsn, u64 sessions
  *   session  u32 length, payload, u32 crc32c(payload), where payload is
- *              u8 idlen, id, u32 budget, sinks, size, head, tail, newest,
- *              u32 replay (0, or npos), then if npos: u32 nvictims, u32
- *              size, positions[npos], victims[nvictims], slots[npos],
- *              then the ring: u32 pos[budget + 1]
+ *              u8 idlen, id, u32 budget, sinks, lookahead, page_size, size,
+ *              head, tail, newest, tentative, committed,
+ *              u32 replay: 0, or op | flags << 8 followed by u32 arg, npos,
+ *              nvictims, ngone, npages_new, npages_freed, size, newest and
+ *              the arrays positions, victims, gone, slots, pages_new,
+ *              pages_freed (see evd_replay_t),
+ *              then the ring: u32 pos[budget + lookahead]
  *   trailer  "EVDSEND1", u64 sessions, u32 crc32c(header)
+ * Version 1 ("EVDSNAP1", still loaded) had lookahead 1, page size 0 and no
+ * drafts: u8 idlen, id, u32 budget, sinks, size, head, tail, newest, u32
+ * replay (0, or npos, then u32 nvictims, u32 size, positions[npos],
+ * victims[nvictims], slots[npos]: a step), ring u32 pos[budget + 1].
  * Writing may run in a forked child, so it allocates nothing: one static
  * buffer is filled and written out. */
 #include <errno.h>
@@ -19,6 +26,7 @@
 
 #include "evictd/crc.h"
 #include "evictd/journal.h"
+#include "evictd/record.h"
 
 #define TMP_NAME "snapshot.tmp"
 #define NAME "snapshot"
@@ -61,25 +69,9 @@ static void put(writer_t *w, const void *p, size_t n) {
   }
 }
 
-static void le32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)v;
-  p[1] = (unsigned char)(v >> 8);
-  p[2] = (unsigned char)(v >> 16);
-  p[3] = (unsigned char)(v >> 24);
-}
-
 static void le64(unsigned char *p, uint64_t v) {
-  le32(p, (uint32_t)v);
-  le32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint32_t get32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *p) {
-  return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+  evd_le32_set(p, (uint32_t)v);
+  evd_le32_set(p + 4, (uint32_t)(v >> 32));
 }
 
 /* Feeds a run of uint32 into both the output and the record's CRC. */
@@ -89,7 +81,7 @@ static void put32s(writer_t *w, uint32_t *crc, const uint32_t *v, size_t n) {
   while (n > 0) {
     size_t k = n < 64 ? n : 64, i;
     for (i = 0; i < k; i++)
-      le32(tmp + 4 * i, v[i]);
+      evd_le32_set(tmp + 4 * i, v[i]);
     put(w, tmp, 4 * k);
     *crc = evd_crc32c(*crc, tmp, 4 * k);
     v += k;
@@ -99,39 +91,56 @@ static void put32s(writer_t *w, uint32_t *crc, const uint32_t *v, size_t n) {
 
 static void write_session(writer_t *w, const evd_session_t *s) {
   const evd_window_t *win = evd_session_window(s);
+  evd_session_config_t cfg;
   evd_replay_t rp;
   int has_rp = evd_session_replay_get(s, &rp);
-  uint32_t fields[7], crc = 0, len;
+  uint32_t f[11], crc = 0, len, ring;
   unsigned char b[4];
 
-  len = 1 + s->idlen + 4 * 7 + 4 * (win->budget + 1);
+  evd_session_config(s, &cfg);
+  ring = cfg.budget + cfg.lookahead;
+  len = 1 + s->idlen + 4 * 11 + 4 * ring;
   if (has_rp)
-    len += 4 * (2 + 2 * rp.npos + rp.nvictims);
-  le32(b, len);
+    len += 4 * (8 + 2 * rp.npos + rp.nvictims + rp.ngone + rp.npages_new +
+                rp.npages_freed);
+  evd_le32_set(b, len);
   put(w, b, 4);
   b[0] = s->idlen;
   put(w, b, 1);
   crc = evd_crc32c(crc, b, 1);
   put(w, s->id, s->idlen);
   crc = evd_crc32c(crc, s->id, s->idlen);
-  fields[0] = win->budget;
-  fields[1] = win->sinks;
-  fields[2] = win->size;
-  fields[3] = win->head;
-  fields[4] = win->tail;
-  fields[5] = win->newest;
-  fields[6] = has_rp ? rp.npos : 0;
-  put32s(w, &crc, fields, 7);
+  f[0] = cfg.budget;
+  f[1] = cfg.sinks;
+  f[2] = cfg.lookahead;
+  f[3] = cfg.page_size;
+  f[4] = win->size;
+  f[5] = win->head;
+  f[6] = win->tail;
+  f[7] = win->newest;
+  f[8] = win->tentative;
+  f[9] = evd_window_committed(win);
+  f[10] = has_rp ? rp.op | (uint32_t)rp.flags << 8 : 0;
+  put32s(w, &crc, f, 11);
   if (has_rp) {
-    fields[0] = rp.nvictims;
-    fields[1] = rp.size;
-    put32s(w, &crc, fields, 2);
+    f[0] = rp.arg;
+    f[1] = rp.npos;
+    f[2] = rp.nvictims;
+    f[3] = rp.ngone;
+    f[4] = rp.npages_new;
+    f[5] = rp.npages_freed;
+    f[6] = rp.size;
+    f[7] = rp.newest;
+    put32s(w, &crc, f, 8);
     put32s(w, &crc, rp.positions, rp.npos);
     put32s(w, &crc, rp.victims, rp.nvictims);
+    put32s(w, &crc, rp.gone, rp.ngone);
     put32s(w, &crc, rp.slots, rp.npos);
+    put32s(w, &crc, rp.pages_new, rp.npages_new);
+    put32s(w, &crc, rp.pages_freed, rp.npages_freed);
   }
-  put32s(w, &crc, win->pos, (size_t)win->budget + 1);
-  le32(b, crc);
+  put32s(w, &crc, win->pos, ring);
+  evd_le32_set(b, crc);
   put(w, b, 4);
 }
 
@@ -147,7 +156,7 @@ int evd_snapshot_write(int dirfd, const evd_table_t *table, uint64_t lsn,
                 0600);
   if (w.fd < 0)
     return EVD_EIO;
-  memcpy(hdr, "EVDSNAP1", 8);
+  memcpy(hdr, "EVDSNAP2", 8);
   le64(hdr + 8, lsn);
   le64(hdr + 16, n);
   put(&w, hdr, sizeof hdr);
@@ -155,7 +164,7 @@ int evd_snapshot_write(int dirfd, const evd_table_t *table, uint64_t lsn,
     write_session(&w, s);
   memcpy(tail, "EVDSEND1", 8);
   le64(tail + 8, n);
-  le32(tail + 16, evd_crc32c(0, hdr, sizeof hdr));
+  evd_le32_set(tail + 16, evd_crc32c(0, hdr, sizeof hdr));
   put(&w, tail, sizeof tail);
   flush_out(&w);
   if (w.err == 0 && fsync(w.fd) != 0)
@@ -189,11 +198,26 @@ static int get(FILE *f, void *p, size_t n) {
   return fread(p, 1, n, f) == n;
 }
 
-static int load_session(const unsigned char *p, uint32_t len,
-                        evd_table_t *table, char *why, size_t wlen) {
+/* Reads k u32 at *p (advancing it) into out; 0 when they are not there. */
+static int take(const unsigned char **p, const unsigned char *end,
+                uint32_t *out, uint64_t k) {
+  uint64_t i;
+
+  if ((uint64_t)(end - *p) < 4 * k)
+    return 0;
+  for (i = 0; i < k; i++, *p += 4)
+    out[i] = evd_le32(*p);
+  return 1;
+}
+
+static int load_session(const unsigned char *p, uint32_t len, int version,
+                        evd_table_t *table, uint32_t **scratch, size_t *cap,
+                        char *why, size_t wlen) {
   const unsigned char *end = p + len;
-  uint32_t f[7], i, nrp, nv = 0, rsize = 0;
-  const unsigned char *rp = NULL;
+  evd_session_config_t cfg;
+  uint32_t f[11], r[8] = {0}, kind;
+  uint64_t narr = 0;
+  evd_replay_t rp = {0};
   evd_session_t *s;
   evd_window_t *w;
   size_t idlen;
@@ -204,43 +228,86 @@ static int load_session(const unsigned char *p, uint32_t len,
   idlen = p[0];
   id = (const char *)p + 1;
   p += 1 + idlen;
-  if (p + 28 > end || !evd_session_id_valid(id, idlen))
+  if (p > end || !evd_session_id_valid(id, idlen))
     return corrupt(why, wlen, "bad session id");
-  for (i = 0; i < 7; i++, p += 4)
-    f[i] = get32(p);
-  nrp = f[6];
-  if (nrp > 0) {
-    if (p + 8 > end)
-      return corrupt(why, wlen, "truncated replay record");
-    nv = get32(p);
-    rsize = get32(p + 4);
-    rp = p + 8;
-    if ((uint64_t)(end - rp) < 4 * (2 * (uint64_t)nrp + nv))
-      return corrupt(why, wlen, "truncated replay record");
-    p = rp + 4 * (2 * (size_t)nrp + nv);
+  if (version == 1) {
+    uint32_t g[7]; /* budget, sinks, size, head, tail, newest, npos */
+    if (!take(&p, end, g, 7))
+      return corrupt(why, wlen, "truncated session record");
+    cfg = (evd_session_config_t){g[0], g[1], 1, 0};
+    f[4] = g[2];
+    f[5] = g[3];
+    f[6] = g[4];
+    f[7] = g[5];
+    f[8] = f[9] = 0;
+    f[10] = 0;
+    if (g[6] > 0) { /* a step: nvictims and size, then its arrays in the
+                       order of version 2, with nothing gone and no pages */
+      r[1] = g[6];
+      if (!take(&p, end, r + 2, 2))
+        return corrupt(why, wlen, "truncated replay record");
+      r[6] = r[3];
+      r[3] = 0;
+      narr = 2 * (uint64_t)r[1] + r[2];
+      f[10] = EVD_RP_STEP;
+    }
+  } else {
+    if (!take(&p, end, f, 11))
+      return corrupt(why, wlen, "truncated session record");
+    cfg = (evd_session_config_t){f[0], f[1], f[2], f[3]};
+    if (f[10] != 0) {
+      if (!take(&p, end, r, 8))
+        return corrupt(why, wlen, "truncated replay record");
+      narr = 2 * (uint64_t)r[1] + r[2] + r[3] + r[4] + r[5];
+    }
   }
-  if (f[0] == 0 || f[0] > EVD_WINDOW_MAX_BUDGET || f[1] >= f[0] ||
-      (uint64_t)(end - p) != 4 * ((uint64_t)f[0] + 1))
+  kind = f[10];
+  if (narr > (uint64_t)(end - p) / 4)
+    return corrupt(why, wlen, "truncated replay record");
+  if (!evd_window_config_valid(cfg.budget, cfg.sinks, cfg.lookahead) ||
+      cfg.page_size > EVD_MAX_PAGE_SIZE ||
+      (uint64_t)(end - p) != 4 * (narr + cfg.budget + cfg.lookahead))
     return corrupt(why, wlen, "bad window size");
   if (evd_table_find(table, id, idlen) != NULL)
     return corrupt(why, wlen, "a session appears twice");
-  if (evd_table_add(table, id, idlen, f[0], f[1], 0, &s) != 0) {
+  if (narr > *cap) {
+    uint32_t *q = realloc(*scratch, 4 * narr);
+    if (q == NULL)
+      return EVD_ENOMEM;
+    *scratch = q;
+    *cap = narr;
+  }
+  take(&p, end, *scratch, narr);
+  if (evd_table_add(table, id, idlen, &cfg, 0, &s) != 0) {
     snprintf(why, wlen, "out of memory loading the snapshot");
     return EVD_ENOMEM;
   }
   w = evd_session_window(s);
-  for (i = 0; i <= f[0]; i++, p += 4)
-    w->pos[i] = get32(p);
-  if (evd_window_restore(w, f[2], f[3], f[4], f[5]) != 0)
+  take(&p, end, w->pos, (uint64_t)cfg.budget + cfg.lookahead);
+  if (evd_window_restore(w, f[4], f[5], f[6], f[7], f[8], f[9]) != 0)
     return corrupt(why, wlen, "a window state that cannot happen");
-  if (nrp > 0) {
-    uint32_t *v = malloc(4 * (2 * (size_t)nrp + nv));
-    if (v == NULL)
+  if (kind != 0) {
+    rp.op = (uint8_t)(kind & 0xff);
+    rp.flags = (uint8_t)(kind >> 8);
+    if (rp.op < EVD_RP_STEP || rp.op > EVD_RP_TRUNCATE || kind > 0xffff ||
+        (rp.op == EVD_RP_STEP && r[1] == 0 && !(rp.flags & EVD_RP_COMMIT_ARG)))
+      return corrupt(why, wlen, "a replay record of no known request");
+    rp.arg = r[0];
+    rp.npos = r[1];
+    rp.nvictims = r[2];
+    rp.ngone = r[3];
+    rp.npages_new = r[4];
+    rp.npages_freed = r[5];
+    rp.size = r[6];
+    rp.newest = version == 1 ? (*scratch)[rp.npos - 1] : r[7];
+    rp.positions = *scratch;
+    rp.victims = rp.positions + rp.npos;
+    rp.gone = rp.victims + rp.nvictims;
+    rp.slots = rp.gone + rp.ngone;
+    rp.pages_new = rp.slots + rp.npos;
+    rp.pages_freed = rp.pages_new + rp.npages_new;
+    if (evd_session_replay_set(s, &rp) != 0)
       return EVD_ENOMEM;
-    for (i = 0; i < 2 * nrp + nv; i++)
-      v[i] = get32(rp + 4 * i);
-    evd_session_replay_set(s, v, nrp, v + nrp, nv, v + nrp + nv, rsize);
-    free(v);
   }
   return 0;
 }
@@ -249,9 +316,10 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
                       uint64_t *bytes, char *why, size_t len) {
   unsigned char hdr[24], tail[20], rec[4];
   unsigned char *payload = NULL;
-  size_t cap = 0;
+  uint32_t *scratch = NULL;
+  size_t cap = 0, scap = 0;
   uint64_t n, i, total = sizeof hdr + sizeof tail;
-  int fd, err = 0;
+  int fd, err = 0, version = 0;
   FILE *f;
 
   fd = openat(dirfd, NAME, O_RDONLY | O_CLOEXEC);
@@ -266,19 +334,23 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
     close(fd);
     return EVD_ENOMEM;
   }
-  if (!get(f, hdr, sizeof hdr) || memcmp(hdr, "EVDSNAP1", 8) != 0) {
+  if (get(f, hdr, sizeof hdr))
+    version = memcmp(hdr, "EVDSNAP2", 8) == 0   ? 2
+              : memcmp(hdr, "EVDSNAP1", 8) == 0 ? 1
+                                                : 0;
+  if (version == 0) {
     err = corrupt(why, len, "bad header");
     goto done;
   }
-  *lsn = get64(hdr + 8);
-  n = get64(hdr + 16);
+  *lsn = evd_le64(hdr + 8);
+  n = evd_le64(hdr + 16);
   for (i = 0; i < n && err == 0; i++) {
     uint32_t rlen;
     if (!get(f, rec, sizeof rec)) {
       err = corrupt(why, len, "truncated");
       break;
     }
-    rlen = get32(rec);
+    rlen = evd_le32(rec);
     /* A bound that a damaged length field cannot talk us past: the ring of
      * a budget of 2^28 positions, far above any sane --max-budget. */
     if (rlen > (1u << 30)) {
@@ -298,21 +370,23 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
       err = corrupt(why, len, "truncated");
       break;
     }
-    if (evd_crc32c(0, payload, rlen) != get32(rec)) {
+    if (evd_crc32c(0, payload, rlen) != evd_le32(rec)) {
       err = corrupt(why, len, "checksum mismatch in a session record");
       break;
     }
-    err = load_session(payload, rlen, table, why, len);
+    err = load_session(payload, rlen, version, table, &scratch, &scap, why,
+                       len);
     total += 2 * sizeof rec + rlen;
   }
   if (err == 0 &&
       (!get(f, tail, sizeof tail) || memcmp(tail, "EVDSEND1", 8) != 0 ||
-       get64(tail + 8) != n ||
-       get32(tail + 16) != evd_crc32c(0, hdr, sizeof hdr) ||
+       evd_le64(tail + 8) != n ||
+       evd_le32(tail + 16) != evd_crc32c(0, hdr, sizeof hdr) ||
        fgetc(f) != EOF))
     err = corrupt(why, len, "bad or missing trailer");
 done:
   free(payload);
+  free(scratch);
   fclose(f);
   if (err == 0 && bytes != NULL)
     *bytes = total;

@@ -1,6 +1,8 @@
-/* The step operation: validating a step request, applying it to its
- * session (creating the session when allowed), answering a retry of the
- * last request again, journaling it, and replaying journaled ops. */
+/* The operations that move a window: step (with drafts and a commit),
+ * commit and truncate. Each is validated against its session, applied
+ * (creating the session when a step may), recorded for a retry, journaled
+ * and answered; a retry of the last applied request gets its answer again.
+ * Journal replay applies the same ops through the same code. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,31 +10,25 @@
 
 #include "api_int.h"
 #include "evictd/log.h"
+#include "evictd/pages.h"
 
-/* Room for n positions, their slots and n victims. */
-static int reserve_positions(evd_api_t *api, size_t n) {
+int evd__reserve(evd_api_t *api, const evd_window_t *w, size_t n) {
+  /* A new session (w NULL) holds one position and no drafts. */
+  size_t size = w != NULL ? evd_window_size(w) : 1;
+  size_t drafts = w != NULL ? evd_window_tentative(w) : 0;
+  /* Victims: the commit's (at most the drafts) and the steps' (at most n);
+   * gone: a truncate's (at most the size); pages: new and freed, each at
+   * most one per touched position plus page 0 of a new session. */
+  size_t pages = 2 * (n + drafts + size + n + 1);
+
   return evd__grow(&api->pos, &api->pos_cap, n) == 0 &&
                  evd__grow(&api->slots, &api->slots_cap, n) == 0 &&
-                 evd__grow(&api->victims, &api->victims_cap, n) == 0
+                 evd__grow(&api->victims, &api->victims_cap, n + drafts) ==
+                     0 &&
+                 evd__grow(&api->gone, &api->gone_cap, size) == 0 &&
+                 evd__grow(&api->pages, &api->pages_cap, pages) == 0
              ? 0
              : EVD_ENOMEM;
-}
-
-static void write_step_result(evd_buf_t *out, const uint32_t *victims,
-                              uint32_t nv, const uint32_t *slots, uint32_t n,
-                              uint32_t size, uint32_t newest, int replayed) {
-  evd_buf_reserve(out, 80 + 11 * ((size_t)nv + n));
-  evd_buf_add(out, "{\"victims\":", 11);
-  evd_buf_u32_array(out, victims, nv);
-  evd_buf_add(out, ",\"slots\":", 9);
-  evd_buf_u32_array(out, slots, n);
-  evd_buf_add(out, ",\"size\":", 8);
-  evd_buf_u32(out, size);
-  evd_buf_add(out, ",\"newest\":", 10);
-  evd_buf_u32(out, newest);
-  if (replayed)
-    evd_buf_add(out, ",\"replayed\":true", 16);
-  evd_buf_chr(out, '}');
 }
 
 /* Validates a step object into *r and api->pos. Returns EVD_AE_OK, or the
@@ -41,10 +37,12 @@ static void write_step_result(evd_buf_t *out, const uint32_t *victims,
  * in r). */
 evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
                              evd__step_t *r, const char **message) {
-  static const char *const single[] = {"pos",    "positions", "attention",
-                                       "budget", "sinks",     NULL};
-  static const char *const item[] = {"session", "pos",    "positions",
-                                     "attention", "budget", "sinks", NULL};
+  static const char *const single[] = {
+      "pos",   "positions", "tentative", "commit",    "attention",
+      "budget", "sinks",    "lookahead", "page_size", NULL};
+  static const char *const item[] = {
+      "session", "pos",   "positions", "tentative", "commit",    "attention",
+      "budget",  "sinks", "lookahead", "page_size", NULL};
   json_t *pos, *list, *v;
   json_int_t x, prev = -1;
   size_t i, n;
@@ -69,18 +67,34 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
     if (!evd_session_id_valid(r->id, r->idlen))
       return EVD_AE_INVALID_SESSION_ID;
   }
+  r->op = EVD_RP_STEP;
+  v = json_object_get(obj, "tentative");
+  if (v != NULL && !json_is_boolean(v)) {
+    *message = "\"tentative\" must be true or false.";
+    return EVD_AE_INVALID_FIELD;
+  }
+  r->tentative = json_is_true(v);
+  v = json_object_get(obj, "commit");
+  r->has_arg = v != NULL;
+  if (v != NULL && !evd__u32_field(api, v, 0, UINT32_MAX, &r->arg)) {
+    *message = "\"commit\" must be a position: an integer from 0 to "
+               "4294967295.";
+    return EVD_AE_INVALID_POSITION;
+  }
   pos = json_object_get(obj, "pos");
   list = json_object_get(obj, "positions");
-  if ((pos == NULL) == (list == NULL)) {
-    *message = "Give exactly one of \"pos\" and \"positions\".";
+  if ((pos != NULL && list != NULL) ||
+      (pos == NULL && list == NULL && !r->has_arg)) {
+    *message = "Give exactly one of \"pos\" and \"positions\" (or neither, "
+               "with \"commit\").";
     return EVD_AE_INVALID_FIELD;
   }
   if (list != NULL && !json_is_array(list)) {
     *message = "\"positions\" must be an array of integers.";
     return EVD_AE_INVALID_FIELD;
   }
-  n = list != NULL ? json_array_size(list) : 1;
-  if (n == 0) {
+  n = list != NULL ? json_array_size(list) : pos != NULL ? 1 : 0;
+  if (list != NULL && n == 0) {
     *message = "\"positions\" must hold at least one position.";
     return EVD_AE_INVALID_POSITION;
   }
@@ -91,7 +105,7 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
     *message = api->msg;
     return EVD_AE_TOO_MANY_POSITIONS;
   }
-  if (reserve_positions(api, n) != 0)
+  if (evd__grow(&api->pos, &api->pos_cap, n) != 0)
     return EVD_AE_OUT_OF_MEMORY;
   for (i = 0; i < n; i++) {
     v = list != NULL ? json_array_get(list, i) : pos;
@@ -106,112 +120,387 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
   }
   r->first = 0;
   r->n = (uint32_t)n;
-  return evd__session_config(api, obj, &r->has_budget, &r->budget,
-                             &r->has_sinks, &r->sinks, message);
+  return evd__session_config(api, obj, &r->cfg, message);
 }
 
-/* Steps `s` through positions[0..n) (validated: increasing, above its
- * newest), leaving slots and victims in the scratch arrays, and records
- * the outcome for a retry. Returns the number of victims. */
-static uint32_t advance(evd_api_t *api, evd_session_t *s,
-                        const uint32_t *positions, uint32_t n) {
-  evd_window_t *w = evd_session_window(s);
-  uint32_t i, nv = 0;
-  int r;
+/* ---- validation --------------------------------------------------------- */
 
-  for (i = 0; i < n; i++) {
-    r = evd_window_advance(w, positions[i], &api->slots[i], &api->victims[nv]);
-    assert(r >= 0); /* never stale (validated) nor full (evicted each time) */
-    nv += (uint32_t)r;
+/* Checks a request against the window it goes to (NULL: the session does
+ * not exist yet and would start with the request's configuration). */
+static evd_apierr_t check(evd_api_t *api, const evd_window_t *w,
+                          const evd__step_t *r, const uint32_t *pos,
+                          const char **message) {
+  uint32_t newest = w != NULL ? w->newest : 0;
+  uint32_t drafts = w != NULL ? w->tentative : 0;
+  uint32_t lookahead =
+      w != NULL ? evd_window_lookahead(w) : r->cfg.lookahead;
+
+  *message = NULL;
+  if (r->op == EVD_RP_TRUNCATE)
+    return EVD_AE_OK;
+  if (r->op == EVD_RP_COMMIT || r->has_arg) {
+    uint32_t committed = w != NULL ? evd_window_committed(w) : 0, i;
+    if (r->arg < committed) {
+      snprintf(api->msg, sizeof api->msg,
+               "A commit must name at least the committed newest "
+               "position, %u.", committed);
+      *message = api->msg;
+      return EVD_AE_INVALID_POSITION;
+    }
+    /* The newest after the commit: the last draft kept, else the
+     * committed newest. Drafts are the newest positions held. */
+    newest = committed;
+    for (i = 0; i < drafts; i++) {
+      uint32_t p = evd_window_at(w, evd_window_size(w) - 1 - i, NULL);
+      if (p <= r->arg) {
+        newest = p;
+        break;
+      }
+    }
+    drafts = 0;
   }
-  api->metrics.steps += n;
-  api->metrics.victims += nv;
-  /* Without memory for the record a retry is refused as stale, which is
-   * safe: it never hands out a wrong answer. */
-  (void)evd_session_replay_set(s, positions, n, api->victims, nv, api->slots,
-                               evd_window_size(w));
-  return nv;
+  if (r->op != EVD_RP_STEP || r->n == 0)
+    return EVD_AE_OK;
+  if (!r->tentative && drafts != 0) {
+    *message = "Tentative positions are pending: commit them (\"commit\") "
+               "before a step that is not tentative.";
+    return EVD_AE_TENTATIVE_PENDING;
+  }
+  if (pos[0] <= newest)
+    return EVD_AE_STALE_POSITION;
+  if (r->tentative && r->n > lookahead - drafts) {
+    snprintf(api->msg, sizeof api->msg,
+             "At most %u tentative positions may be pending (the session's "
+             "lookahead); %u are.", lookahead, drafts);
+    *message = api->msg;
+    return EVD_AE_TOO_MANY_POSITIONS;
+  }
+  return EVD_AE_OK;
 }
 
-void evd__journal(evd_api_t *api, evd_op_type_t type, const evd_session_t *s,
-                  uint32_t budget, const uint32_t *positions, uint32_t n) {
-  evd_op_t op = {.type = type, .id = s->id, .idlen = s->idlen,
-                 .budget = budget, .positions = positions, .n = n};
+/* ---- applying ----------------------------------------------------------- */
+
+/* Applies a checked request to `s`, leaving its answer in *rp (arrays in
+ * the scratch space, reserved by evd__reserve) and recording it for a
+ * retry. Returns 0, or the window's error when the request does not apply
+ * (only journal replay can get one: the live path checked first). */
+static int apply(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
+                 const uint32_t *pos, int created, evd_replay_t *rp) {
+  evd_window_t *w = evd_session_window(s);
+  uint32_t nv = 0, ng = 0, k = 0;
+  int err = 0;
+
+  if (r->op == EVD_RP_TRUNCATE) {
+    err = evd_window_truncate(w, r->arg, api->gone, &ng);
+    api->metrics.truncates++;
+    api->metrics.removed += ng;
+  } else {
+    if (r->op == EVD_RP_COMMIT || r->has_arg) {
+      err = evd_window_commit(w, r->arg, api->gone, &ng, api->victims, &nv);
+      api->metrics.commits++;
+      api->metrics.dropped += ng;
+    }
+    if (err == 0 && r->n > 0) {
+      err = evd_window_steps(w, pos, r->n, r->tentative, api->slots,
+                             api->victims + nv, &k);
+      nv += k;
+      api->metrics.steps += r->n;
+    }
+  }
+  if (err != 0)
+    return err;
+  api->metrics.victims += nv;
+  *rp = (evd_replay_t){
+      .op = r->op,
+      .flags = (uint8_t)((r->tentative ? EVD_RP_TENTATIVE : 0u) |
+                         (r->op == EVD_RP_STEP && r->has_arg
+                              ? EVD_RP_COMMIT_ARG : 0u)),
+      .arg = r->op == EVD_RP_STEP && !r->has_arg ? 0 : r->arg,
+      .npos = r->n, .positions = pos, .slots = api->slots,
+      .nvictims = nv, .victims = api->victims,
+      .ngone = ng, .gone = api->gone,
+      .size = evd_window_size(w), .newest = evd_window_newest(w)};
+  if (s->page_size != 0) {
+    evd_pages_change_t c = {.victims = api->victims, .nvictims = nv,
+                            .gone = api->gone, .ngone = ng,
+                            .added = pos, .nadded = r->n,
+                            .created = created};
+    uint32_t half = (uint32_t)(api->pages_cap / 2);
+    evd_pages_diff(w, s->page_size, &c, api->pages, &rp->npages_new,
+                   api->pages + half, &rp->npages_freed);
+    rp->pages_new = api->pages;
+    rp->pages_freed = api->pages + half;
+  }
+  /* Without memory for the record a retry is refused or applied anew,
+   * which is safe: it never hands out a wrong answer. */
+  (void)evd_session_replay_set(s, rp);
+  return 0;
+}
+
+/* 1 when request r is the one the record rp remembers. */
+static int same_request(const evd_replay_t *rp, const evd__step_t *r,
+                        const uint32_t *pos) {
+  if (rp->op != r->op)
+    return 0;
+  if (r->op != EVD_RP_STEP)
+    return rp->arg == r->arg;
+  return rp->flags == ((r->tentative ? EVD_RP_TENTATIVE : 0u) |
+                       (r->has_arg ? EVD_RP_COMMIT_ARG : 0u)) &&
+         (!r->has_arg || rp->arg == r->arg) && rp->npos == r->n &&
+         (r->n == 0 ||
+          memcmp(rp->positions, pos, r->n * sizeof(uint32_t)) == 0);
+}
+
+static void write_answer(evd_buf_t *out, const evd_replay_t *rp,
+                         uint32_t page_size, int replayed) {
+  evd_buf_reserve(out, 120 + 11 * ((size_t)rp->nvictims + rp->npos +
+                                   rp->ngone + rp->npages_new +
+                                   rp->npages_freed));
+  if (rp->op == EVD_RP_TRUNCATE) {
+    evd_buf_add(out, "{\"removed\":", 11);
+    evd_buf_u32_array(out, rp->gone, rp->ngone);
+  } else {
+    evd_buf_add(out, "{\"victims\":", 11);
+    evd_buf_u32_array(out, rp->victims, rp->nvictims);
+    if (rp->op == EVD_RP_COMMIT) {
+      evd_buf_add(out, ",\"dropped\":", 11);
+      evd_buf_u32_array(out, rp->gone, rp->ngone);
+    } else {
+      evd_buf_add(out, ",\"slots\":", 9);
+      evd_buf_u32_array(out, rp->slots, rp->npos);
+    }
+  }
+  evd_buf_add(out, ",\"size\":", 8);
+  evd_buf_u32(out, rp->size);
+  evd_buf_add(out, ",\"newest\":", 10);
+  evd_buf_u32(out, rp->newest);
+  if (rp->op == EVD_RP_STEP && (rp->flags & EVD_RP_COMMIT_ARG)) {
+    evd_buf_add(out, ",\"dropped\":", 11);
+    evd_buf_u32_array(out, rp->gone, rp->ngone);
+  }
+  if (page_size != 0) {
+    evd_buf_add(out, ",\"pages_new\":", 13);
+    evd_buf_u32_array(out, rp->pages_new, rp->npages_new);
+    evd_buf_add(out, ",\"pages_freed\":", 15);
+    evd_buf_u32_array(out, rp->pages_freed, rp->npages_freed);
+  }
+  if (replayed)
+    evd_buf_add(out, ",\"replayed\":true", 16);
+  evd_buf_chr(out, '}');
+}
+
+void evd__journal(evd_api_t *api, const evd_op_t *op) {
+  if (api->journal != NULL)
+    evd_journal_add(api->journal, op);
+}
+
+/* Journals an applied request, in the oldest record form that says it
+ * all (a plain step is still a version 1 STEP). */
+static void journal_request(evd_api_t *api, const evd_session_t *s,
+                            const evd__step_t *r, const uint32_t *pos,
+                            int created) {
+  evd_op_t op = {.id = s->id, .idlen = s->idlen, .positions = pos,
+                 .n = r->n, .arg = r->arg};
 
   if (api->journal == NULL)
     return;
-  if (type == EVD_OP_CREATE)
-    op.sinks = evd_session_window(s)->sinks;
+  if (r->op == EVD_RP_TRUNCATE) {
+    op.type = EVD_OP_TRUNCATE;
+  } else if (r->op == EVD_RP_COMMIT) {
+    op.type = EVD_OP_COMMIT;
+  } else {
+    op.flags = (r->tentative ? EVD_RP_TENTATIVE : 0u) |
+               (r->has_arg ? EVD_RP_COMMIT_ARG : 0u) |
+               (created ? EVD_OP_CREATED : 0u);
+    op.type = op.flags == 0 ? EVD_OP_STEP : EVD_OP_STEP2;
+    if (!r->has_arg)
+      op.arg = 0;
+  }
   evd_journal_add(api->journal, &op);
+}
+
+void evd__journal_create(evd_api_t *api, const evd_session_t *s) {
+  evd_op_t op = {.type = EVD_OP_CREATE, .id = s->id, .idlen = s->idlen};
+
+  evd_session_config(s, &op.cfg);
+  if (op.cfg.lookahead != 1 || op.cfg.page_size != 0)
+    op.type = EVD_OP_CREATE2;
+  evd__journal(api, &op);
 }
 
 int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                   evd_buf_t *out) {
   evd_session_t *s = evd_table_find(api->table, r->id, r->idlen);
   const uint32_t *pos = api->pos + r->first;
-  evd_window_t *w;
+  const char *message;
+  evd_apierr_t e;
   evd_replay_t rp;
-  uint32_t nv, zero = 0;
-  int err;
+  int err, created = 0;
 
   if (s == NULL) {
-    if (!api->cfg.autocreate)
+    if (!api->cfg.autocreate || r->op != EVD_RP_STEP)
       return evd__write_error(out, EVD_AE_UNKNOWN_SESSION, NULL, in_batch,
                               NULL);
-    /* A new session holds position 0; refuse before creating anything. */
-    if (pos[0] == 0)
-      return evd__write_error(out, EVD_AE_STALE_POSITION, NULL, in_batch,
-                              &zero);
-    err = evd_table_add(api->table, r->id, r->idlen,
-                        r->has_budget ? r->budget : api->cfg.budget,
-                        r->has_sinks ? r->sinks : api->cfg.sinks,
-                        api->now_tick, &s);
+    /* Refuse before creating anything. */
+    e = check(api, NULL, r, pos, &message);
+    if (e != EVD_AE_OK) {
+      static const uint32_t zero = 0;
+      return evd__write_error(out, e, message, in_batch,
+                              e == EVD_AE_STALE_POSITION ? &zero : NULL);
+    }
+    if (evd__reserve(api, NULL, r->n) != 0)
+      return evd__write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch,
+                              NULL);
+    err = evd_table_add(api->table, r->id, r->idlen, &r->cfg, api->now_tick,
+                        &s);
     if (err == EVD_ELIMIT)
       return evd__write_error(out, EVD_AE_SESSION_LIMIT, NULL, in_batch,
                               NULL);
     if (err != 0)
       return evd__write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch,
                               NULL);
+    created = 1;
     api->metrics.created++;
-    evd__journal(api, EVD_OP_CREATE, s, evd_session_window(s)->budget, NULL,
-                 0);
+    evd__journal_create(api, s);
     evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)r->idlen, r->id);
-  }
-  w = evd_session_window(s);
-  if (pos[0] <= evd_window_newest(w)) {
+  } else {
+    evd_window_t *w = evd_session_window(s);
     /* A retry of the last applied request gets its answer again. */
-    if (evd_session_replay_get(s, &rp) && rp.npos == r->n &&
-        memcmp(rp.positions, pos, r->n * sizeof(uint32_t)) == 0) {
+    if (evd_session_replay_get(s, &rp) && same_request(&rp, r, pos)) {
       evd_table_touch(api->table, s, api->now_tick);
       api->metrics.replays++;
-      write_step_result(out, rp.victims, rp.nvictims, rp.slots, rp.npos,
-                        rp.size, rp.newest, 1);
+      write_answer(out, &rp, s->page_size, 1);
       return 200;
     }
-    return evd__write_error(out, EVD_AE_STALE_POSITION, NULL, in_batch,
-                            &w->newest);
+    e = check(api, w, r, pos, &message);
+    if (e != EVD_AE_OK)
+      return evd__write_error(out, e, message, in_batch,
+                              e == EVD_AE_STALE_POSITION ? &w->newest : NULL);
+    if (evd__reserve(api, w, r->n) != 0)
+      return evd__write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch,
+                              NULL);
   }
-  nv = advance(api, s, pos, r->n);
+  err = apply(api, s, r, pos, created, &rp);
+  assert(err == 0); /* checked above */
+  (void)err;
   evd_table_touch(api->table, s, api->now_tick);
-  evd__journal(api, EVD_OP_STEP, s, 0, pos, r->n);
-  write_step_result(out, api->victims, nv, api->slots, r->n,
-                    evd_window_size(w), evd_window_newest(w), 0);
+  journal_request(api, s, r, pos, created);
+  write_answer(out, &rp, s->page_size, 0);
   return 200;
+}
+
+/* ---- the session view --------------------------------------------------- */
+
+static void write_positions(evd_buf_t *out, const evd_window_t *w,
+                            uint32_t from, int slots) {
+  uint32_t i, n = evd_window_size(w), slot;
+
+  evd_buf_chr(out, '[');
+  for (i = from; i < n; i++) {
+    uint32_t p = evd_window_at(w, i, &slot);
+    if (i > from)
+      evd_buf_chr(out, ',');
+    evd_buf_u32(out, slots ? slot : p);
+  }
+  evd_buf_chr(out, ']');
+}
+
+void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s) {
+  const evd_window_t *w = evd_session_window(s);
+  uint32_t n = evd_window_size(w);
+
+  evd_buf_reserve(out, 240 + s->idlen + 33 * (size_t)n);
+  evd_buf_str(out, "{\"id\":");
+  evd_buf_json_str(out, s->id, s->idlen);
+  evd_buf_str(out, ",\"budget\":");
+  evd_buf_u32(out, w->budget);
+  evd_buf_str(out, ",\"sinks\":");
+  evd_buf_u32(out, w->sinks);
+  /* The view of a session that uses none of lookahead, pages and drafts is
+   * what it always was: their fields appear only when in use. */
+  if (evd_window_lookahead(w) != 1) {
+    evd_buf_str(out, ",\"lookahead\":");
+    evd_buf_u32(out, evd_window_lookahead(w));
+  }
+  if (s->page_size != 0) {
+    evd_buf_str(out, ",\"page_size\":");
+    evd_buf_u32(out, s->page_size);
+  }
+  evd_buf_str(out, ",\"size\":");
+  evd_buf_u32(out, n);
+  evd_buf_str(out, ",\"newest\":");
+  evd_buf_u32(out, evd_window_newest(w));
+  evd_buf_str(out, ",\"kept\":");
+  write_positions(out, w, 0, 0);
+  evd_buf_str(out, ",\"slots\":");
+  write_positions(out, w, 0, 1);
+  if (evd_window_tentative(w) != 0) {
+    evd_buf_str(out, ",\"tentative\":");
+    write_positions(out, w, n - evd_window_tentative(w), 0);
+  }
+  if (s->page_size != 0) {
+    evd_buf_str(out, ",\"pages\":");
+    if (evd__grow(&api->pages, &api->pages_cap, n) != 0) {
+      out->oom = 1; /* answered as out_of_memory */
+      return;
+    }
+    evd_buf_u32_array(out, api->pages,
+                      evd_pages_held(w, s->page_size, api->pages));
+  }
+  evd_buf_chr(out, '}');
 }
 
 /* ---- journal replay ----------------------------------------------------- */
 
+/* Applies a journaled step, commit or truncate as its request did. */
+static int apply_logged(evd_api_t *api, evd_session_t *s, const evd_op_t *op) {
+  evd_window_t *w = evd_session_window(s);
+  evd__step_t r = {.n = op->n, .arg = op->arg};
+  const char *message;
+  evd_replay_t rp;
+  uint32_t i;
+
+  switch (op->type) {
+  case EVD_OP_TRUNCATE:
+    r.op = EVD_RP_TRUNCATE;
+    break;
+  case EVD_OP_COMMIT:
+    r.op = EVD_RP_COMMIT;
+    r.n = 0;
+    break;
+  default:
+    r.op = EVD_RP_STEP;
+    r.tentative = (op->flags & EVD_RP_TENTATIVE) != 0;
+    r.has_arg = (op->flags & EVD_RP_COMMIT_ARG) != 0;
+    if (r.n == 0 && !r.has_arg)
+      return EVD_ECORRUPT;
+    for (i = 1; i < r.n; i++)
+      if (op->positions[i] <= op->positions[i - 1])
+        return EVD_ECORRUPT;
+  }
+  if (r.op == EVD_RP_TRUNCATE && r.arg == 0)
+    return EVD_ECORRUPT;
+  if (check(api, w, &r, op->positions, &message) != EVD_AE_OK)
+    return EVD_ECORRUPT;
+  if (evd__reserve(api, w, r.n) != 0)
+    return EVD_ENOMEM;
+  return apply(api, s, &r, op->positions,
+               (op->flags & EVD_OP_CREATED) != 0, &rp) == 0
+             ? 0
+             : EVD_ECORRUPT;
+}
+
 int evd_api_apply(void *ctx, const evd_op_t *op) {
   evd_api_t *api = ctx;
-  evd_session_t *s = evd_table_find(api->table, op->id, op->idlen);
+  evd_session_t *s = evd_table_find(api->table, op->id, op->idlen), *child;
   evd_window_t *w;
-  uint32_t i, n;
+  uint32_t n;
 
-  if (op->type == EVD_OP_CREATE) {
+  if (op->type == EVD_OP_CREATE || op->type == EVD_OP_CREATE2) {
     if (s != NULL)
       return EVD_ECORRUPT;
-    switch (evd_table_add(api->table, op->id, op->idlen, op->budget,
-                          op->sinks, api->now_tick, &s)) {
+    switch (evd_table_add(api->table, op->id, op->idlen, &op->cfg,
+                          api->now_tick, &s)) {
     case 0: return 0;
     case EVD_ENOMEM: return EVD_ENOMEM;
     default: return EVD_ECORRUPT;
@@ -222,19 +511,26 @@ int evd_api_apply(void *ctx, const evd_op_t *op) {
   w = evd_session_window(s);
   switch (op->type) {
   case EVD_OP_STEP:
-    for (i = 0; i < op->n; i++)
-      if (op->positions[i] <= (i ? op->positions[i - 1] : w->newest))
-        return EVD_ECORRUPT;
-    if (reserve_positions(api, op->n) != 0)
-      return EVD_ENOMEM;
-    advance(api, s, op->positions, op->n);
-    return 0;
+  case EVD_OP_STEP2:
+  case EVD_OP_COMMIT:
+  case EVD_OP_TRUNCATE:
+    return apply_logged(api, s, op);
   case EVD_OP_EVICT:
-    if (op->budget <= w->sinks ||
-        evd__grow(&api->victims, &api->victims_cap, evd_window_size(w)) != 0)
-      return op->budget <= w->sinks ? EVD_ECORRUPT : EVD_ENOMEM;
+    if (op->budget <= w->sinks || evd_window_tentative(w) != 0)
+      return EVD_ECORRUPT;
+    if (evd__grow(&api->victims, &api->victims_cap, evd_window_size(w)) != 0)
+      return EVD_ENOMEM;
     return evd_window_evict(w, op->budget, api->victims, evd_window_size(w),
                             &n) == 0 ? 0 : EVD_ECORRUPT;
+  case EVD_OP_FORK:
+    if (evd_table_find(api->table, op->child, op->childlen) != NULL)
+      return EVD_ECORRUPT;
+    switch (evd_table_fork(api->table, s, op->child, op->childlen,
+                           api->now_tick, &child)) {
+    case 0: return 0;
+    case EVD_ENOMEM: return EVD_ENOMEM;
+    default: return EVD_ECORRUPT;
+    }
   case EVD_OP_DELETE:
   case EVD_OP_REAP:
     evd_table_remove(api->table, s);

@@ -1,53 +1,62 @@
 /* The sliding-window policy: ring arithmetic only, no I/O, and no
  * allocation after evd_window_new.
  *
- * Pinned slots are filled first and never emptied, so one `tail` cursor that
- * runs 0, 1, ..., budget and then wraps to `sinks` hands out every slot: the
- * pinned ones on its first pass, the ring region sinks..budget after that.
- * Eviction pops at `head`, which starts at `sinks` (at 0 without sinks,
- * where position 0 is itself the oldest ring entry). No eviction can happen
- * while pins are still filling, because then size <= sinks < budget. */
+ * Held positions form a pinned prefix (slots 0..np-1, np = min(size,
+ * sinks)) and an unpinned run of consecutive ring slots from `head` to the
+ * slot before `tail`, wrapping from `last` to `sinks`. Pins fill first, and
+ * while they are filling nothing is unpinned, so one `tail` cursor hands out
+ * every slot: the next pinned one while np < sinks, the ring after that.
+ * Eviction pops unpinned positions at `head`; truncation and dropped drafts
+ * pop at the newest end. Whenever no unpinned position is held, head and the
+ * ring's next slot are both `sinks`. Eviction never empties the ring
+ * (budget > sinks keeps the newest), so only popping the newest can. */
 #include "evictd/window.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-size_t evd_window_footprint(uint32_t budget) {
-  return sizeof(evd_window_t) + ((size_t)budget + 1) * sizeof(uint32_t);
+int evd_window_config_valid(uint32_t budget, uint32_t sinks,
+                            uint32_t lookahead) {
+  return budget > 0 && sinks < budget && lookahead > 0 &&
+         (uint64_t)budget + lookahead <= UINT32_MAX;
 }
 
-static int valid_config(uint32_t budget, uint32_t sinks) {
-  return budget > 0 && budget <= EVD_WINDOW_MAX_BUDGET && sinks < budget;
+size_t evd_window_footprint(uint32_t budget, uint32_t lookahead) {
+  return sizeof(evd_window_t) +
+         ((size_t)budget + lookahead) * sizeof(uint32_t);
 }
 
 int evd_window_init(evd_window_t *w, uint32_t budget, uint32_t sinks,
-                    evd_rng_t *rng) {
+                    uint32_t lookahead, evd_rng_t *rng) {
   (void)rng; /* Deterministic policy: the common interface's rng is unused. */
-  if (!valid_config(budget, sinks))
+  if (!evd_window_config_valid(budget, sinks, lookahead))
     return EVD_EINVAL;
   w->budget = budget;
   w->sinks = sinks;
+  w->last = budget + lookahead - 1;
   /* Position 0 exists before the first decode step and sits in slot 0.
    * The other slots are cleared too, so that a saved window never carries
    * whatever the memory held before. */
-  memset(w->pos, 0, ((size_t)budget + 1) * sizeof w->pos[0]);
+  memset(w->pos, 0, ((size_t)budget + lookahead) * sizeof w->pos[0]);
   w->size = 1;
   w->newest = 0;
   w->head = sinks;
   w->tail = 1;
+  w->tentative = 0;
+  w->committed = 0;
   return 0;
 }
 
 int evd_window_new(evd_window_t **out, uint32_t budget, uint32_t sinks,
-                   evd_rng_t *rng) {
+                   uint32_t lookahead, evd_rng_t *rng) {
   evd_window_t *w;
 
-  if (!valid_config(budget, sinks))
+  if (!evd_window_config_valid(budget, sinks, lookahead))
     return EVD_EINVAL;
-  w = malloc(evd_window_footprint(budget));
+  w = malloc(evd_window_footprint(budget, lookahead));
   if (w == NULL)
     return EVD_ENOMEM;
-  evd_window_init(w, budget, sinks, rng);
+  evd_window_init(w, budget, sinks, lookahead, rng);
   *out = w;
   return 0;
 }
@@ -56,88 +65,225 @@ void evd_window_free(evd_window_t *w) {
   free(w);
 }
 
-int evd_window_step(evd_window_t *w, uint32_t pos, const float *attention,
-                    size_t n, uint32_t *slot) {
+static uint32_t next_slot(const evd_window_t *w, uint32_t s) {
+  uint32_t t = s + 1;
+  return t > w->last ? w->sinks : t;
+}
+
+static uint32_t npinned(const evd_window_t *w) {
+  return w->size < w->sinks ? w->size : w->sinks;
+}
+
+/* Appends pos at the tail; the caller has checked order and room. */
+static uint32_t append(evd_window_t *w, uint32_t pos) {
   uint32_t s = w->tail;
 
+  w->pos[s] = pos;
+  w->tail = next_slot(w, s);
+  w->size++;
+  w->newest = pos;
+  return s;
+}
+
+/* Pops the oldest unpinned positions until at most `budget` remain, into
+ * victims; budget > sinks, so the newest always stays. */
+static uint32_t evict_to(evd_window_t *w, uint32_t budget, uint32_t *victims) {
+  uint32_t head = w->head, k, excess = w->size > budget ? w->size - budget : 0;
+
+  for (k = 0; k < excess; k++) {
+    victims[k] = w->pos[head];
+    head = next_slot(w, head);
+  }
+  w->size -= excess;
+  w->head = head;
+  return excess;
+}
+
+/* Pops the newest position held (size > 0) and returns it. The run's next
+ * slot becomes the one it leaves, or `sinks` when the run empties, and a
+ * pinned one leaves its slot to the next position appended. */
+static uint32_t pop_newest(evd_window_t *w) {
+  uint32_t np = npinned(w), s;
+
+  if (w->size > np) {
+    s = w->tail == w->sinks ? w->last : w->tail - 1;
+    w->size--;
+    if (w->size == np)
+      w->head = w->tail = w->sinks;
+    else
+      w->tail = s;
+  } else {
+    s = np - 1;
+    w->size--;
+    w->tail = s;
+  }
+  return w->pos[s];
+}
+
+int evd_window_step(evd_window_t *w, uint32_t pos, const float *attention,
+                    size_t n, uint32_t *slot) {
   (void)attention; /* Recency is all this policy looks at. */
   (void)n;
   if (pos <= w->newest)
     return EVD_ESTALE;
-  if (w->size > w->budget)
+  if (w->tentative != 0)
+    return EVD_EBUSY;
+  if (w->size > w->last)
     return EVD_EFULL;
-  w->pos[s] = pos;
-  w->tail = s == w->budget ? w->sinks : s + 1;
-  w->size++;
-  w->newest = pos;
-  *slot = s;
+  *slot = append(w, pos);
   return 0;
 }
 
 int evd_window_evict(evd_window_t *w, uint32_t budget, uint32_t *victims,
                      uint32_t cap, uint32_t *n) {
-  uint32_t head = w->head, k, excess;
-
   /* budget > sinks (which also refuses 0), so only unpinned positions go,
    * and at least one (the newest) always stays. */
   if (budget <= w->sinks)
     return EVD_EINVAL;
-  excess = w->size > budget ? w->size - budget : 0;
-  if (excess > cap)
+  if (w->tentative != 0)
+    return EVD_EBUSY;
+  if (w->size > budget && w->size - budget > cap)
     return EVD_EINVAL;
-  for (k = 0; k < excess; k++) {
-    victims[k] = w->pos[head];
-    head = head == w->budget ? w->sinks : head + 1;
+  *n = evict_to(w, budget, victims);
+  return 0;
+}
+
+/* advance without the checks: pos is new, no drafts, size <= budget. */
+static int advance1(evd_window_t *w, uint32_t pos, uint32_t *slot,
+                    uint32_t *victim) {
+  uint32_t s = w->tail, h = w->head;
+
+  if (w->size == w->budget) {
+    /* Steady state: budget positions held and pins full, so the ring holds
+     * at least one unpinned position, the head's, which is the victim. The
+     * new position takes the tail (with lookahead 1 the only free slot,
+     * right behind the head). */
+    w->pos[s] = pos;
+    w->newest = pos;
+    *slot = s;
+    *victim = w->pos[h];
+    w->tail = next_slot(w, s);
+    w->head = next_slot(w, h);
+    return 1;
   }
-  w->size -= excess;
-  w->head = head;
-  *n = excess;
+  *slot = append(w, pos); /* room left: nothing to evict */
   return 0;
 }
 
 int evd_window_advance(evd_window_t *w, uint32_t pos, uint32_t *slot,
                        uint32_t *victim) {
-  uint32_t s = w->tail, h = w->head, budget = w->budget;
-
   if (pos <= w->newest)
     return EVD_ESTALE;
-  if (w->size == budget) {
-    /* Steady state: budget positions held and pins full, so the ring region
-     * has exactly one free slot, the tail, right behind the head. The new
-     * position takes it, the head's position is the victim, and the slot it
-     * frees is the next tail. */
-    w->pos[s] = pos;
-    w->newest = pos;
-    *slot = s;
-    *victim = w->pos[h];
-    w->tail = h;
-    w->head = h == budget ? w->sinks : h + 1;
-    return 1;
-  }
-  if (w->size > budget)
+  if (w->tentative != 0)
+    return EVD_EBUSY;
+  if (w->size > w->budget)
     return EVD_EFULL;
-  w->pos[s] = pos; /* room left: nothing to evict */
-  w->newest = pos;
-  *slot = s;
-  w->tail = s == budget ? w->sinks : s + 1;
-  w->size++;
+  return advance1(w, pos, slot, victim);
+}
+
+int evd_window_steps(evd_window_t *w, const uint32_t *positions, uint32_t n,
+                     int tentative, uint32_t *slots, uint32_t *victims,
+                     uint32_t *nv) {
+  uint32_t lookahead = w->last + 1 - w->budget, i, k, c, got = 0;
+
+  *nv = 0;
+  if (n == 0)
+    return 0;
+  if (positions[0] <= w->newest)
+    return EVD_ESTALE;
+  for (i = 1; i < n; i++)
+    if (positions[i] <= positions[i - 1])
+      return EVD_EINVAL;
+  if (tentative) {
+    /* At most budget committed positions are held, so lookahead drafts
+     * always find free slots. */
+    if (n > lookahead - w->tentative)
+      return EVD_EFULL;
+    if (w->tentative == 0)
+      w->committed = w->newest;
+    for (i = 0; i < n; i++)
+      slots[i] = append(w, positions[i]);
+    w->tentative += n;
+    return 0;
+  }
+  if (w->tentative != 0)
+    return EVD_EBUSY;
+  if (w->size > w->budget)
+    return EVD_EFULL;
+  for (i = 0; i < n; i += c) {
+    c = n - i < lookahead ? n - i : lookahead;
+    if (c == 1) {
+      got += (uint32_t)advance1(w, positions[i], &slots[i], &victims[got]);
+      continue;
+    }
+    for (k = i; k < i + c; k++)
+      slots[k] = append(w, positions[k]);
+    got += evict_to(w, w->budget, victims + got);
+  }
+  *nv = got;
+  return 0;
+}
+
+int evd_window_commit(evd_window_t *w, uint32_t p, uint32_t *dropped,
+                      uint32_t *nd, uint32_t *victims, uint32_t *nv) {
+  uint32_t committed = evd_window_committed(w), d = 0, k;
+
+  if (p < committed)
+    return EVD_EINVAL;
+  /* Drafts are the newest positions held, ascending: the rejected ones are
+   * a suffix. */
+  while (d < w->tentative && evd_window_at(w, w->size - 1 - d, NULL) > p)
+    d++;
+  for (k = d; k > 0; k--)
+    dropped[k - 1] = pop_newest(w);
+  w->newest = d < w->tentative ? evd_window_at(w, w->size - 1, NULL)
+                               : committed;
+  w->tentative = 0;
+  *nd = d;
+  *nv = evict_to(w, w->budget, victims);
+  return 0;
+}
+
+int evd_window_truncate(evd_window_t *w, uint32_t from, uint32_t *removed,
+                        uint32_t *nr) {
+  uint32_t r = 0, k;
+
+  *nr = 0;
+  if (from == 0)
+    return EVD_EINVAL;
+  if (from > w->newest)
+    return 0;
+  while (r < w->size && evd_window_at(w, w->size - 1 - r, NULL) >= from)
+    r++;
+  for (k = r; k > 0; k--)
+    removed[k - 1] = pop_newest(w);
+  /* The drafts were the newest: those left are below `from`, and so must
+   * be what the session has committed to. */
+  w->tentative = w->tentative > r ? w->tentative - r : 0;
+  if (w->tentative != 0 && w->committed > from - 1)
+    w->committed = from - 1;
+  w->newest = from - 1;
+  *nr = r;
   return 0;
 }
 
 int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
-                       uint32_t tail, uint32_t newest) {
-  uint32_t i, prev = 0, count, room;
+                       uint32_t tail, uint32_t newest, uint32_t tentative,
+                       uint32_t committed) {
+  uint32_t i, prev = 0, count, room, np;
 
-  if (size < 1 || size > w->budget + 1 || head > w->budget ||
-      tail > w->budget)
+  if (size > w->last + 1 || head > w->last || tail > w->last ||
+      tentative > size || tentative > w->last + 1 - w->budget ||
+      size - tentative > w->budget)
     return EVD_ECORRUPT;
-  if (size < w->sinks) { /* pins still filling: nothing in the ring yet */
-    if (head != w->sinks || tail != size)
+  np = size < w->sinks ? size : w->sinks;
+  count = size - np;
+  if (count == 0) {
+    if (head != w->sinks || tail != (np < w->sinks ? np : w->sinks))
       return EVD_ECORRUPT;
   } else {
-    count = size - w->sinks;
-    room = w->budget + 1 - head;
-    if (head < w->sinks ||
+    room = w->last + 1 - head;
+    if (head < w->sinks || count > w->last + 1 - w->sinks ||
         tail != (count < room ? head + count : w->sinks + (count - room)))
       return EVD_ECORRUPT;
   }
@@ -145,13 +291,19 @@ int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
   w->head = head;
   w->tail = tail;
   w->newest = newest;
+  w->tentative = tentative;
+  w->committed = tentative != 0 ? committed : newest;
   for (i = 0; i < size; i++) {
     uint32_t p = evd_window_at(w, i, NULL);
     if (i > 0 && p <= prev)
       return EVD_ECORRUPT;
+    if (tentative != 0 && i == size - tentative && p <= committed)
+      return EVD_ECORRUPT;
     prev = p;
   }
-  return prev == newest ? 0 : EVD_ECORRUPT;
+  if (tentative != 0 && committed > newest)
+    return EVD_ECORRUPT;
+  return size == 0 || prev <= newest ? 0 : EVD_ECORRUPT;
 }
 
 uint32_t evd_window_size(const evd_window_t *w) {
@@ -162,20 +314,45 @@ uint32_t evd_window_newest(const evd_window_t *w) {
   return w->newest;
 }
 
+uint32_t evd_window_committed(const evd_window_t *w) {
+  return w->tentative != 0 ? w->committed : w->newest;
+}
+
+uint32_t evd_window_tentative(const evd_window_t *w) {
+  return w->tentative;
+}
+
+uint32_t evd_window_lookahead(const evd_window_t *w) {
+  return w->last + 1 - w->budget;
+}
+
 uint32_t evd_window_at(const evd_window_t *w, uint32_t i, uint32_t *slot) {
-  uint32_t npinned = w->size < w->sinks ? w->size : w->sinks;
+  uint32_t np = npinned(w);
   uint32_t s, room;
 
-  if (i < npinned) {
+  if (i < np) {
     s = i;
   } else {
-    /* k places after the head, wrapped inside sinks..budget; written
-     * without head + k so that nothing can overflow. */
-    uint32_t k = i - npinned;
-    room = w->budget + 1 - w->head;
+    /* k places after the head, wrapped inside sinks..last; written without
+     * head + k so that nothing can overflow. */
+    uint32_t k = i - np;
+    room = w->last + 1 - w->head;
     s = k < room ? w->head + k : w->sinks + (k - room);
   }
   if (slot != NULL)
     *slot = s;
   return w->pos[s];
+}
+
+int evd_window_holds(const evd_window_t *w, uint64_t lo, uint64_t hi) {
+  uint32_t a = 0, b = w->size; /* the first held position >= lo is in [a, b] */
+
+  while (a < b) {
+    uint32_t m = a + (b - a) / 2;
+    if (evd_window_at(w, m, NULL) < lo)
+      a = m + 1;
+    else
+      b = m;
+  }
+  return a < w->size && evd_window_at(w, a, NULL) < hi;
 }

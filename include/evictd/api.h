@@ -16,6 +16,9 @@ typedef struct evd_config_s {
   uint32_t budget;        /* default budget of new sessions */
   uint32_t sinks;         /* default sinks of new sessions */
   uint32_t max_budget;    /* largest budget a session may ask for */
+  uint32_t lookahead;     /* default lookahead of new sessions */
+  uint32_t max_lookahead; /* largest lookahead a session may ask for */
+  uint32_t page_size;     /* default page size of new sessions (0: off) */
   uint32_t max_sessions;  /* live sessions at most */
   uint32_t max_positions; /* positions per step request (or batch item) */
   uint32_t max_batch;     /* items per batch request */
@@ -56,6 +59,9 @@ typedef enum evd_route_e {
   EVD_R_SESSION,   /* /session/{id} */
   EVD_R_STEP,      /* /session/{id}/step */
   EVD_R_EVICT,     /* /session/{id}/evict */
+  EVD_R_COMMIT,    /* /session/{id}/commit */
+  EVD_R_TRUNCATE,  /* /session/{id}/truncate */
+  EVD_R_FORK,      /* /session/{id}/fork */
   EVD_R_COUNT
 } evd_route_t;
 

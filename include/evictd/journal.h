@@ -8,30 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "evictd/record.h"
 #include "evictd/session.h"
 
 typedef enum { EVD_FSYNC_NO, EVD_FSYNC_EVERYSEC, EVD_FSYNC_ALWAYS } evd_fsync_t;
-
-/* One state change. Records hold one or more (a batch request's). */
-typedef enum evd_op_type_e {
-  EVD_OP_CREATE = 1, /* id, budget, sinks */
-  EVD_OP_STEP = 2,   /* id, positions[n] */
-  EVD_OP_EVICT = 3,  /* id, budget */
-  EVD_OP_DELETE = 4, /* id */
-  EVD_OP_REAP = 5    /* id, idle past --idle-ttl */
-} evd_op_type_t;
-
-typedef struct evd_op_s {
-  evd_op_type_t type;
-  const char *id;
-  size_t idlen;
-  uint32_t budget, sinks;
-  const uint32_t *positions;
-  uint32_t n;
-} evd_op_t;
-
-/* Applies one op read back from disk; returns 0 or a negative EVD_E*. */
-typedef int (*evd_apply_fn)(void *ctx, const evd_op_t *op);
 
 typedef struct evd_journal_s evd_journal_t;
 struct uv_loop_s;

@@ -24,7 +24,11 @@ typedef struct evd_metrics_s {
   evd_histogram_t latency[EVD_R_COUNT];
   uint64_t steps;            /* positions stepped */
   uint64_t victims;          /* positions evicted, by steps and evicts */
-  uint64_t replays;          /* step retries answered from the record */
+  uint64_t replays;          /* retries answered from the record */
+  uint64_t commits;          /* commits, alone or in a step */
+  uint64_t dropped;          /* drafts dropped by commits */
+  uint64_t truncates, removed; /* truncations and positions they removed */
+  uint64_t forks;
   uint64_t created, deleted, reaped;
   uint64_t connections;      /* open now */
   uint64_t connections_total;

@@ -1,7 +1,8 @@
 /* The table of sessions: one sliding window per sequence, found by id in
  * O(1), kept in last-use order so that idle ones can be reaped oldest first
- * without scanning, each with the record of its last step request so that a
- * retried request can be answered again. No I/O. */
+ * without scanning, each with the record of its last step, commit or
+ * truncate request so that a retried request can be answered again. No
+ * I/O. */
 #ifndef EVICTD_SESSION_H
 #define EVICTD_SESSION_H
 
@@ -13,8 +14,17 @@
 /* Session ids are 1..EVD_SESSION_ID_MAX bytes of [A-Za-z0-9._~-]. */
 #define EVD_SESSION_ID_MAX 128
 
+/* The largest page size of page-granular answers. */
+#define EVD_MAX_PAGE_SIZE 65536u
+
 typedef struct evd_table_s evd_table_t;
 typedef struct evd_session_s evd_session_t;
+
+/* A session's configuration: the window's and the page size of its
+ * page-granular answers (0: none). */
+typedef struct evd_session_config_s {
+  uint32_t budget, sinks, lookahead, page_size;
+} evd_session_config_t;
 
 /* One session, allocated in one block: this header, the id, then the window
  * with its ring (see evd_session_window). Fields are read-only outside
@@ -24,24 +34,44 @@ struct evd_session_s {
   evd_session_t *lprev, *lnext;       /* last-use list, oldest first */
   uint32_t hash;                      /* keyed hash of the id */
   uint32_t used;                      /* tick of the last use */
-  uint32_t rp_size;                   /* replay: size after the step */
-  uint8_t rp_kind;                    /* replay: which form, see session.c */
-  uint8_t idlen;                      /* bytes of id */
-  uint16_t window_off;                /* offset of the window in the block */
+  uint32_t rp_size;                   /* replay: size after the request */
+  uint32_t page_size;                 /* positions per logical page, or 0 */
   union {
     struct {
       uint32_t victim, slot;          /* one position, at most one victim */
     } one;
-    uint32_t *ext;                    /* anything larger, on the heap */
+    uint32_t *ext;                    /* anything else, on the heap */
   } rp;
+  uint8_t rp_kind;                    /* replay: which form, see session.c */
+  uint8_t idlen;                      /* bytes of id */
+  uint16_t window_off;                /* offset of the window in the block */
   char id[];                          /* idlen bytes, not NUL-terminated */
 };
 
-/* The last applied step request of a session and its response, borrowed
- * from the session until its next step or its removal. */
+/* What a replay record remembers of a request. */
+typedef enum evd_rp_op_e {
+  EVD_RP_STEP = 1,     /* a step (positions, maybe tentative, maybe commit) */
+  EVD_RP_COMMIT = 2,   /* a commit (arg: newest) */
+  EVD_RP_TRUNCATE = 3  /* a truncate (arg: from) */
+} evd_rp_op_t;
+
+/* Flags of a step in a replay record. */
+#define EVD_RP_TENTATIVE 1u /* the positions were drafts */
+#define EVD_RP_COMMIT_ARG 2u /* the step carried "commit": arg */
+
+/* The last applied step, commit or truncate request of a session and its
+ * answer. From evd_session_replay_get the arrays are borrowed from the
+ * session until its next such request or its removal (pages may point into
+ * `inl`); to evd_session_replay_set they are borrowed for the call. `gone`
+ * is the dropped (step with commit, commit) or removed (truncate)
+ * positions. Arrays with a zero count may be NULL. */
 typedef struct evd_replay_s {
-  uint32_t npos, nvictims, size, newest;
-  const uint32_t *positions, *victims, *slots;
+  uint8_t op, flags;
+  uint32_t arg;
+  uint32_t npos, nvictims, ngone, npages_new, npages_freed, size, newest;
+  const uint32_t *positions, *victims, *gone, *slots, *pages_new,
+      *pages_freed;
+  uint32_t inl[2]; /* storage for derived pages of the inline form */
 } evd_replay_t;
 
 /* Returns 1 when id[0..len) is a valid session id, else 0. */
@@ -54,7 +84,8 @@ static inline evd_window_t *evd_session_window(const evd_session_t *s) {
 
 /* Bytes one session block takes (header, id, window and ring), before the
  * allocator's own overhead. */
-size_t evd_session_footprint(size_t idlen, uint32_t budget);
+size_t evd_session_footprint(size_t idlen, uint32_t budget,
+                             uint32_t lookahead);
 
 /* Makes an empty table that will hold at most max_sessions. The hash key is
  * drawn from getrandom(2) so that clients cannot aim ids at one bucket.
@@ -76,11 +107,27 @@ evd_session_t *evd_table_find(evd_table_t *t, const char *id, size_t len);
 
 /* Creates a session (which must not exist yet) whose window holds position
  * 0, marks it used at tick `now`, and stores it in *out. The id must be
- * valid. Returns 0, EVD_EINVAL for a budget/sinks the window refuses,
+ * valid. Returns 0, EVD_EINVAL for a configuration the window refuses,
  * EVD_ELIMIT when max_sessions are live, or EVD_ENOMEM; nothing changes on
  * failure. */
-int evd_table_add(evd_table_t *t, const char *id, size_t len, uint32_t budget,
-                  uint32_t sinks, uint32_t now, evd_session_t **out);
+int evd_table_add(evd_table_t *t, const char *id, size_t len,
+                  const evd_session_config_t *cfg, uint32_t now,
+                  evd_session_t **out);
+
+/* Creates session `id` (which must not exist yet) as an exact copy of
+ * `parent`'s configuration and window, without its replay record; marks it
+ * used at `now`. O(budget). Returns 0, EVD_ELIMIT or EVD_ENOMEM; nothing
+ * changes on failure. */
+int evd_table_fork(evd_table_t *t, const evd_session_t *parent,
+                   const char *id, size_t len, uint32_t now,
+                   evd_session_t **out);
+
+/* The session's configuration. */
+void evd_session_config(const evd_session_t *s, evd_session_config_t *out);
+
+/* 1 when a and b have the same configuration and hold the same positions
+ * in the same slots with the same newest and drafts; else 0. */
+int evd_session_same_state(const evd_session_t *a, const evd_session_t *b);
 
 /* Removes a session from the table and frees it. */
 void evd_table_remove(evd_table_t *t, evd_session_t *s);
@@ -94,14 +141,13 @@ void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now);
 evd_session_t *evd_table_oldest(const evd_table_t *t);
 evd_session_t *evd_table_younger(const evd_session_t *s);
 
-/* Records the last applied step request and its response for retries. Small
- * requests (one position) are kept inline; larger ones take one allocation.
- * Returns 0, or EVD_ENOMEM, in which case the session simply has no replay
- * record (a retry is then refused as stale, never misanswered). */
-int evd_session_replay_set(evd_session_t *s, const uint32_t *positions,
-                           uint32_t npos, const uint32_t *victims,
-                           uint32_t nvictims, const uint32_t *slots,
-                           uint32_t size);
+/* Records the last applied step, commit or truncate request and its
+ * answer for retries (rp->inl is not read). The decode step (one committed
+ * position, the session's newest, at most one victim) is kept inline;
+ * anything else takes one allocation. Returns 0, or EVD_ENOMEM, in which
+ * case the session simply has no replay record (a retry is then refused or
+ * applied as new, never misanswered). */
+int evd_session_replay_set(evd_session_t *s, const evd_replay_t *rp);
 
 /* Fills *out with the replay record. Returns 1 when there is one, else 0. */
 int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out);

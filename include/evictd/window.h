@@ -1,6 +1,9 @@
 /* The sliding-window eviction policy (and streaming-llm, its variant with
- * pinned "attention sink" positions): a ring buffer of exactly budget + 1
- * token positions with O(1) step and evict and no allocation after set-up. */
+ * pinned "attention sink" positions): a ring buffer of budget + lookahead
+ * token positions with O(1) step and evict and no allocation after set-up,
+ * plus the operations engines need around it: multi-position steps in
+ * sub-steps of `lookahead`, tentative (speculative) positions with commit,
+ * and truncation. */
 #ifndef EVICTD_WINDOW_H
 #define EVICTD_WINDOW_H
 
@@ -23,49 +26,61 @@ typedef struct evd_rng_s evd_rng_t;
  * (see evd_window_footprint), but they are read-only outside window.c:
  * use the accessors below.
  *
- * Slots are the ring's own indices 0..budget. Pinned positions (the first
- * `sinks` positions the window ever holds, position 0 included) live in slots
- * 0..sinks-1 for ever; every other position takes the next slot round-robin
- * over sinks..budget. */
+ * Slots are the ring's own indices 0..budget + lookahead - 1. Pinned
+ * positions (the first `sinks` positions held) live in slots 0..sinks-1;
+ * every other position takes the slot after the newest unpinned one held,
+ * round-robin over sinks..last (slot `sinks` when no unpinned one is held).
+ * Held positions increase with their age; the newest `tentative` of them are
+ * tentative (speculative drafts not yet committed). */
 typedef struct evd_window_s {
-  uint32_t budget; /* positions kept after an eviction, >= 1 */
-  uint32_t sinks;  /* leading positions pinned for ever, < budget */
-  uint32_t size;   /* positions held, pinned ones included, 1..budget + 1 */
-  uint32_t head;   /* slot of the oldest unpinned position */
-  uint32_t tail;   /* slot the next position goes to */
-  uint32_t newest; /* the newest position held */
-  uint32_t pos[];  /* budget + 1 entries: the position held in each slot */
+  uint32_t budget;    /* positions kept after an eviction, >= 1 */
+  uint32_t sinks;     /* leading positions pinned, < budget */
+  uint32_t last;      /* the highest slot: budget + lookahead - 1 */
+  uint32_t size;      /* positions held, pinned and tentative included */
+  uint32_t head;      /* slot of the oldest unpinned position (or sinks) */
+  uint32_t tail;      /* slot the next position goes to */
+  uint32_t newest;    /* a new position must be greater than this */
+  uint32_t tentative; /* how many of the newest held positions are drafts */
+  uint32_t committed; /* the newest before the drafts, while there are any */
+  uint32_t pos[];     /* budget + lookahead entries: the position in a slot */
 } evd_window_t;
 
-/* Bytes an evd_window_t with its ring occupies: header plus budget + 1
- * uint32_t slots (2,052 bytes of ring at the default budget of 512). */
-size_t evd_window_footprint(uint32_t budget);
+/* Bytes an evd_window_t with its ring occupies: header plus budget +
+ * lookahead uint32_t slots (2,052 bytes of ring at budget 512, lookahead 1).
+ */
+size_t evd_window_footprint(uint32_t budget, uint32_t lookahead);
 
-/* Initialises a window in caller memory of evd_window_footprint(budget)
- * bytes, suitably aligned for a uint32_t. The window starts holding position
- * 0 in slot 0, with every other slot zeroed (O(budget), once). `rng` is
- * accepted for interface compatibility and never used.
- * Returns 0, or EVD_EINVAL (memory untouched) when budget is 0 ("a cache that
- * holds nothing is not a cache"), above EVD_WINDOW_MAX_BUDGET, or not greater
- * than sinks. Nothing is allocated. */
+/* 1 when (budget, sinks, lookahead) is a configuration the window takes:
+ * budget >= 1, sinks < budget, lookahead >= 1, budget + lookahead slot
+ * indices fitting a uint32. */
+int evd_window_config_valid(uint32_t budget, uint32_t sinks,
+                            uint32_t lookahead);
+
+/* Initialises a window in caller memory of evd_window_footprint(budget,
+ * lookahead) bytes, suitably aligned for a uint32_t. The window starts
+ * holding position 0 in slot 0, with every other slot zeroed (O(budget),
+ * once). `rng` is accepted for interface compatibility and never used.
+ * Returns 0, or EVD_EINVAL (memory untouched) for a configuration
+ * evd_window_config_valid refuses (budget 0: "a cache that holds nothing is
+ * not a cache"). Nothing is allocated. */
 int evd_window_init(evd_window_t *w, uint32_t budget, uint32_t sinks,
-                    evd_rng_t *rng);
+                    uint32_t lookahead, evd_rng_t *rng);
 
 /* As evd_window_init, but allocates the window (one malloc, freed with
  * evd_window_free) and stores it in *out. Returns 0, EVD_EINVAL as above,
  * or EVD_ENOMEM; *out is set only on success. */
 int evd_window_new(evd_window_t **out, uint32_t budget, uint32_t sinks,
-                   evd_rng_t *rng);
+                   uint32_t lookahead, evd_rng_t *rng);
 
 /* Frees a window made by evd_window_new. NULL is accepted. */
 void evd_window_free(evd_window_t *w);
 
-/* Appends position `pos` (the decode step's new token) and stores its slot in
- * *slot. `attention` (n weights) is part of the common policy interface and
- * is never read; NULL is fine. O(1).
+/* Appends position `pos` (the decode step's new token) without evicting and
+ * stores its slot in *slot. `attention` (n weights) is part of the common
+ * policy interface and is never read; NULL is fine. O(1).
  * Returns 0, or, with nothing changed: EVD_ESTALE when pos is not greater
- * than the newest position held (gaps are allowed), EVD_EFULL when the window
- * already holds budget + 1 positions (evict first). */
+ * than the newest position (gaps are allowed), EVD_EBUSY while tentative
+ * positions are pending, EVD_EFULL when every slot is held (evict first). */
 int evd_window_step(evd_window_t *w, uint32_t pos, const float *attention,
                     size_t n, uint32_t *slot);
 
@@ -74,38 +89,93 @@ int evd_window_step(evd_window_t *w, uint32_t pos, const float *attention,
  * window's own; `cap` is the room in `victims` (evd_window_size() always
  * suffices). O(1) per victim.
  * Returns 0, or, with nothing changed: EVD_EINVAL when budget is not greater
- * than the window's sinks (or is 0), or when cap is too small. */
+ * than the window's sinks (or is 0), or when cap is too small; EVD_EBUSY
+ * while tentative positions are pending (drafts never make room). */
 int evd_window_evict(evd_window_t *w, uint32_t budget, uint32_t *victims,
                      uint32_t cap, uint32_t *n);
 
-/* Step and evict to the window's own budget in one call: the operation a
- * server performs once per decoded token, and what the daemon uses. Same
- * effect as evd_window_step followed by evd_window_evict(w, w->budget, ...),
- * which can return at most one victim there. Stores the new position's slot
- * in *slot and, when one position was evicted, that victim in *victim.
- * Returns 1 when a victim was evicted, 0 when none was, or EVD_ESTALE /
- * EVD_EFULL exactly as evd_window_step, with nothing changed. O(1). */
+/* Step and evict to the window's own budget in one call, for one position:
+ * what a server does once per decoded token. Same effect as
+ * evd_window_step followed by evd_window_evict(w, w->budget, ...), which can
+ * return at most one victim there. Stores the new position's slot in *slot
+ * and, when one position was evicted, that victim in *victim.
+ * Returns 1 when a victim was evicted, 0 when none was, or, with nothing
+ * changed, EVD_ESTALE or EVD_EBUSY as evd_window_step, or EVD_EFULL when
+ * the window holds more than budget positions (evict first). O(1). */
 int evd_window_advance(evd_window_t *w, uint32_t pos, uint32_t *slot,
                        uint32_t *victim);
 
-/* Restores a saved state into a window made by evd_window_init with the
- * same budget and sinks, whose pos[] the caller has already filled with the
- * saved ring. Checks that the state is one the window could have reached
- * (cursors in range and consistent with size, kept positions strictly
- * increasing up to `newest`). Returns 0, or EVD_ECORRUPT with the window
- * left in an unspecified state. */
-int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
-                       uint32_t tail, uint32_t newest);
+/* One step request of n positions (strictly increasing). Without
+ * `tentative` they are applied in sub-steps of up to lookahead positions:
+ * each sub-step appends all its positions, then evicts the oldest unpinned
+ * ones until at most budget remain, so that no slot is reused within a
+ * sub-step. With `tentative` they are appended as drafts and nothing is
+ * evicted. Slots go to slots[0..n), victims (oldest first; at most n) to
+ * victims[0..*nv). O(1) per position and victim.
+ * Returns 0, or, with nothing changed: EVD_ESTALE when positions[0] is not
+ * greater than the newest, EVD_EINVAL when the positions do not strictly
+ * increase, EVD_EBUSY for a non-tentative request while drafts are pending,
+ * EVD_EFULL when drafts would exceed lookahead (or, for a non-tentative
+ * request, the window holds more than budget). n = 0 changes nothing. */
+int evd_window_steps(evd_window_t *w, const uint32_t *positions, uint32_t n,
+                     int tentative, uint32_t *slots, uint32_t *victims,
+                     uint32_t *nv);
 
-/* Number of positions held (pinned and unpinned). */
+/* Resolves the drafts: keeps the tentative positions <= p, drops the others
+ * (written ascending to dropped[0..*nd); their slots are free again), then
+ * evicts down to the budget (victims[0..*nv), oldest first). Both arrays
+ * need room for evd_window_tentative(w) entries. The newest becomes the
+ * last kept draft, or the committed newest when none is kept. Valid with no
+ * drafts pending. Returns 0, or EVD_EINVAL (nothing changed) when p is below
+ * evd_window_committed(w). O(1) per draft and victim. */
+int evd_window_commit(evd_window_t *w, uint32_t p, uint32_t *dropped,
+                      uint32_t *nd, uint32_t *victims, uint32_t *nv);
+
+/* Removes every held position >= from (pinned and tentative ones too),
+ * writing them ascending to removed[0..*nr) (room: evd_window_size(w)).
+ * When from <= the newest, the newest becomes from - 1, so that from may be
+ * stepped again; above it, nothing changes. Evicted positions never come
+ * back: the window may hold fewer than budget positions, or none. Freed
+ * pinned slots are taken again by the next positions appended. Returns 0,
+ * or EVD_EINVAL when from is 0 (position 0 exists before any step). O(1)
+ * per position removed. */
+int evd_window_truncate(evd_window_t *w, uint32_t from, uint32_t *removed,
+                        uint32_t *nr);
+
+/* Restores a saved state into a window made by evd_window_init with the
+ * same budget, sinks and lookahead, whose pos[] the caller has already
+ * filled with the saved ring. Checks that the state is one the window could
+ * have reached (cursors in range and consistent with size, held positions
+ * strictly increasing and not above `newest`, drafts within lookahead, at
+ * most budget committed ones). `committed` is read only when tentative > 0.
+ * Returns 0, or EVD_ECORRUPT with the window left in an unspecified state. */
+int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
+                       uint32_t tail, uint32_t newest, uint32_t tentative,
+                       uint32_t committed);
+
+/* Number of positions held (pinned, unpinned and tentative). */
 uint32_t evd_window_size(const evd_window_t *w);
 
-/* The newest position held; 0 in the start state. */
+/* The newest position; a new one must be greater. 0 in the start state. */
 uint32_t evd_window_newest(const evd_window_t *w);
+
+/* The newest position before the pending drafts (the newest when there are
+ * none): a commit must name at least this. */
+uint32_t evd_window_committed(const evd_window_t *w);
+
+/* Number of tentative positions pending (the newest ones held). */
+uint32_t evd_window_tentative(const evd_window_t *w);
+
+/* The lookahead: slots beyond the budget. */
+uint32_t evd_window_lookahead(const evd_window_t *w);
 
 /* The i-th oldest position held, 0 <= i < evd_window_size(w), with its slot
  * stored in *slot when slot is not NULL. Positions come out in ascending
  * order. O(1). */
 uint32_t evd_window_at(const evd_window_t *w, uint32_t i, uint32_t *slot);
+
+/* 1 when the window holds a position p with lo <= p < hi, else 0.
+ * O(log size). */
+int evd_window_holds(const evd_window_t *w, uint64_t lo, uint64_t hi);
 
 #endif

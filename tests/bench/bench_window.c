@@ -91,7 +91,7 @@ static double run(int v, uint32_t steps, uint64_t *sum) {
     free(nw);
   } else {
     evd_window_t *w;
-    if (evd_window_new(&w, BUDGET, 0, NULL) != 0)
+    if (evd_window_new(&w, BUDGET, 0, 1, NULL) != 0)
       abort();
     t0 = now_s();
     *sum += v == 0 ? ring_loop(w, steps) : advance_loop(w, steps);

@@ -26,7 +26,8 @@ sys.dont_write_bytecode = True
 from evdlib import (DEFAULT_BUDGET, Client, Fleet, expect, run_cases,  # noqa
                     segments, session_ids, verify)
 
-SEG_MAGIC = b"EVDJRNL1"
+# Segments this release writes (version 2; version 1 is still read).
+SEG_MAGICS = (b"EVDJRNL2", b"EVDJRNL1")
 
 
 def seg_path(state, n):
@@ -36,7 +37,7 @@ def seg_path(state, n):
 def records(data):
     """(offset, length on disk, lsn) of each record of a segment, as its
     format says: u32 len, u64 lsn, payload[len], u32 crc."""
-    expect(data[:8] == SEG_MAGIC, "not a journal segment")
+    expect(data[:8] in SEG_MAGICS, "not a journal segment")
     out, at = [], 8
     while at + 12 <= len(data):
         n, lsn = struct.unpack_from("<IQ", data, at)

@@ -83,7 +83,7 @@ static void session_id(text_t *t) {
 
 /* One step object; in a batch, with a "session". */
 static void step_object(text_t *t, int in_batch) {
-  const char *fields[8];
+  const char *fields[12];
   unsigned nf = 0, i, j;
   uint32_t p = (uint32_t)pick(100);
 
@@ -101,6 +101,12 @@ static void step_object(text_t *t, int in_batch) {
     fields[nf++] = "sinks";
   if (pick(25) == 0)
     fields[nf++] = "attention";
+  if (pick(4) == 0)
+    fields[nf++] = "tentative";
+  if (pick(4) == 0)
+    fields[nf++] = "commit";
+  if (pick(20) == 0)
+    fields[nf++] = pick(2) ? "lookahead" : "page_size";
   if (pick(40) == 0)
     fields[nf++] = "extra";
   if (nf > 0 && pick(40) == 0)
@@ -137,6 +143,16 @@ static void step_object(text_t *t, int in_batch) {
     } else if (strcmp(fields[i], "budget") == 0) {
       number(t, pick(8));
     } else if (strcmp(fields[i], "sinks") == 0) {
+      number(t, pick(5));
+    } else if (strcmp(fields[i], "tentative") == 0) {
+      static const char *const b[] = {"true", "false", "\"true\"", "1",
+                                      "null", "tru", "False"};
+      unsigned k = pick(20);
+      put(t, b[k < 7 ? k : k % 2]);
+    } else if (strcmp(fields[i], "commit") == 0) {
+      number(t, p);
+    } else if (strcmp(fields[i], "lookahead") == 0 ||
+               strcmp(fields[i], "page_size") == 0) {
       number(t, pick(5));
     } else if (strcmp(fields[i], "attention") == 0) {
       put(t, pick(2) ? "[0.5,0.25]" : "null");
@@ -188,10 +204,11 @@ static evd_api_t *make_api(void) {
 
 static void same(const evd_api_t *api, const copy_t *fast,
                  const evd__step_t *slow, const text_t *t, int in_batch) {
-  ck_assert_msg(fast->r.n == slow->n && fast->r.has_budget == slow->has_budget &&
-                    fast->r.has_sinks == slow->has_sinks &&
-                    (!slow->has_budget || fast->r.budget == slow->budget) &&
-                    (!slow->has_sinks || fast->r.sinks == slow->sinks) &&
+  ck_assert_msg(fast->r.n == slow->n && fast->r.op == slow->op &&
+                    memcmp(&fast->r.cfg, &slow->cfg, sizeof slow->cfg) == 0 &&
+                    fast->r.tentative == slow->tentative &&
+                    fast->r.has_arg == slow->has_arg &&
+                    (!slow->has_arg || fast->r.arg == slow->arg) &&
                     memcmp(fast->pos, api->pos + slow->first,
                            slow->n * sizeof(uint32_t)) == 0,
                 "fast and general paths read different values from: %.*s",

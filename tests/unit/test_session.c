@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "evictd/error.h"
@@ -29,10 +30,17 @@ static evd_table_t *new_table(uint32_t max) {
   return t;
 }
 
+/* evd_table_add with lookahead 1 and no pages. */
+static int add_n(evd_table_t *t, const char *id, size_t len, uint32_t budget,
+                 uint32_t sinks, uint32_t now, evd_session_t **out) {
+  evd_session_config_t cfg = {budget, sinks, 1, 0};
+  return evd_table_add(t, id, len, &cfg, now, out);
+}
+
 static evd_session_t *add(evd_table_t *t, const char *id, uint32_t budget,
                           uint32_t sinks, uint32_t now) {
   evd_session_t *s = NULL;
-  int err = evd_table_add(t, id, strlen(id), budget, sinks, now, &s);
+  int err = add_n(t, id, strlen(id), budget, sinks, now, &s);
 
   ck_assert_msg(err == 0, "add %s: %s", id, evd_strerror(err));
   ck_assert_ptr_nonnull(s);
@@ -166,12 +174,18 @@ START_TEST(add_refuses_bad_window_config_unchanged) {
   evd_table_t *t = new_table(100);
   evd_session_t *s = NULL; /* must stay untouched */
 
-  ck_assert_int_eq(evd_table_add(t, "x", 1, 0, 0, 0, &s), EVD_EINVAL);
-  ck_assert_int_eq(evd_table_add(t, "x", 1, 4, 4, 0, &s), EVD_EINVAL);
-  ck_assert_int_eq(evd_table_add(t, "x", 1, 4, 5, 0, &s), EVD_EINVAL);
+  ck_assert_int_eq(add_n(t, "x", 1, 0, 0, 0, &s), EVD_EINVAL);
+  ck_assert_int_eq(add_n(t, "x", 1, 4, 4, 0, &s), EVD_EINVAL);
+  ck_assert_int_eq(add_n(t, "x", 1, 4, 5, 0, &s), EVD_EINVAL);
   ck_assert_int_eq(
-      evd_table_add(t, "x", 1, EVD_WINDOW_MAX_BUDGET + 1u, 0, 0, &s),
+      add_n(t, "x", 1, EVD_WINDOW_MAX_BUDGET + 1u, 0, 0, &s),
       EVD_EINVAL);
+  {
+    evd_session_config_t c = {4, 0, 0, 0}; /* lookahead 0 */
+    ck_assert_int_eq(evd_table_add(t, "x", 1, &c, 0, &s), EVD_EINVAL);
+    c = (evd_session_config_t){UINT32_MAX - 3, 0, 4, 0}; /* slots overflow */
+    ck_assert_int_eq(evd_table_add(t, "x", 1, &c, 0, &s), EVD_EINVAL);
+  }
   ck_assert_ptr_null(s);
   ck_assert_uint_eq(evd_table_count(t), 0);
   ck_assert_ptr_null(find(t, "x"));
@@ -187,7 +201,7 @@ START_TEST(session_limit_refuses_unchanged) {
   a = add(t, "a", 4, 0, 1);
   add(t, "b", 4, 0, 2);
   add(t, "c", 4, 0, 3);
-  ck_assert_int_eq(evd_table_add(t, "d", 1, 4, 0, 4, &s), EVD_ELIMIT);
+  ck_assert_int_eq(add_n(t, "d", 1, 4, 0, 4, &s), EVD_ELIMIT);
   ck_assert_ptr_null(s);
   ck_assert_uint_eq(evd_table_count(t), 3);
   ck_assert_ptr_null(find(t, "d"));
@@ -196,7 +210,7 @@ START_TEST(session_limit_refuses_unchanged) {
   evd_table_remove(t, a);
   add(t, "d", 4, 0, 5);
   ck_assert_uint_eq(evd_table_count(t), 3);
-  ck_assert_int_eq(evd_table_add(t, "e", 1, 4, 0, 6, &s), EVD_ELIMIT);
+  ck_assert_int_eq(add_n(t, "e", 1, 4, 0, 6, &s), EVD_ELIMIT);
   evd_table_free(t);
 }
 END_TEST
@@ -205,7 +219,7 @@ START_TEST(session_limit_zero_refuses_all) {
   evd_table_t *t = new_table(0);
   evd_session_t *s = NULL;
 
-  ck_assert_int_eq(evd_table_add(t, "a", 1, 4, 0, 0, &s), EVD_ELIMIT);
+  ck_assert_int_eq(add_n(t, "a", 1, 4, 0, 0, &s), EVD_ELIMIT);
   ck_assert_uint_eq(evd_table_count(t), 0);
   evd_table_free(t);
 }
@@ -451,7 +465,7 @@ START_TEST(random_ops_match_plain_arrays) {
       REQUIRE(k < REF_MAX, "too many keys");
       len = key_id(k, id);
       s = NULL;
-      REQUIRE(evd_table_add(t, id, len, budget, sinks, r.nstamps, &s) == 0,
+      REQUIRE(add_n(t, id, len, budget, sinks, r.nstamps, &s) == 0,
                     "seed %" PRIu64 " op %ld: add %.*s", seed, op, (int)len,
                     id);
       REQUIRE(s->idlen == len && memcmp(s->id, id, len) == 0,
@@ -519,6 +533,16 @@ END_TEST
 
 /* ---- replay records ----------------------------------------------------- */
 
+/* Records a step of n positions with its answer, the way step.c does. */
+static int set_step(evd_session_t *s, const uint32_t *pos, uint32_t n,
+                    const uint32_t *victims, uint32_t nv,
+                    const uint32_t *slots, uint32_t size) {
+  evd_replay_t rp = {.op = EVD_RP_STEP, .npos = n, .positions = pos,
+                     .nvictims = nv, .victims = victims, .slots = slots,
+                     .size = size, .newest = pos[n - 1]};
+  return evd_session_replay_set(s, &rp);
+}
+
 START_TEST(no_replay_record_at_first) {
   evd_table_t *t = new_table(10);
   evd_session_t *s = add(t, "a", 4, 0, 0);
@@ -537,7 +561,7 @@ START_TEST(replay_one_position_without_victim) {
   evd_replay_t rp;
 
   ck_assert_int_eq(evd_window_advance(w, pos, &slot, &victim), 0);
-  ck_assert_int_eq(evd_session_replay_set(s, &pos, 1, &victim, 0, &slot,
+  ck_assert_int_eq(set_step(s, &pos, 1, &victim, 0, &slot,
                                           evd_window_size(w)),
                    0);
   pos = 999; /* the record holds its own copy */
@@ -562,7 +586,7 @@ START_TEST(replay_one_position_with_victim) {
 
   ck_assert_int_eq(evd_window_advance(w, pos, &slot, &victim), 1);
   ck_assert_uint_eq(victim, 0);
-  ck_assert_int_eq(evd_session_replay_set(s, &pos, 1, &victim, 1, &slot, 1),
+  ck_assert_int_eq(set_step(s, &pos, 1, &victim, 1, &slot, 1),
                    0);
   ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
   ck_assert_uint_eq(rp.npos, 1);
@@ -595,7 +619,7 @@ START_TEST(replay_several_positions) {
     nv += (uint32_t)r;
   }
   ck_assert_uint_eq(nv, 2); /* 0 and 4 */
-  ck_assert_int_eq(evd_session_replay_set(s, pos, 3, victims, nv, slots,
+  ck_assert_int_eq(set_step(s, pos, 3, victims, nv, slots,
                                           evd_window_size(w)),
                    0);
   /* Scribble over the caller's arrays: the record is a copy. */
@@ -628,11 +652,11 @@ START_TEST(replay_forms_replace_each_other) {
 
   for (i = 0; i < 2; i++)
     nv += (uint32_t)evd_window_advance(w, p2[i], &s2[i], &v[nv]);
-  ck_assert_int_eq(evd_session_replay_set(s, p2, 2, v, nv, s2, 3), 0);
+  ck_assert_int_eq(set_step(s, p2, 2, v, nv, s2, 3), 0);
   /* heap form replaced by the inline one: the heap record is freed */
   one = 3;
   nv = (uint32_t)evd_window_advance(w, one, &slot, &victim);
-  ck_assert_int_eq(evd_session_replay_set(s, &one, 1, &victim, nv, &slot, 3),
+  ck_assert_int_eq(set_step(s, &one, 1, &victim, nv, &slot, 3),
                    0);
   ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
   ck_assert_uint_eq(rp.npos, 1);
@@ -645,7 +669,7 @@ START_TEST(replay_forms_replace_each_other) {
   nv = 0;
   for (i = 0; i < 2; i++)
     nv += (uint32_t)evd_window_advance(w, p2[i], &s2[i], &v[nv]);
-  ck_assert_int_eq(evd_session_replay_set(s, p2, 2, v, nv, s2, 3), 0);
+  ck_assert_int_eq(set_step(s, p2, 2, v, nv, s2, 3), 0);
   ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
   ck_assert_uint_eq(rp.npos, 2);
   ck_assert_uint_eq(rp.positions[1], 5);
@@ -668,7 +692,7 @@ START_TEST(replay_one_position_with_two_victims) {
   evd_replay_t rp;
 
   ck_assert_int_eq(evd_window_advance(w, pos, &slot, &victim), 0);
-  ck_assert_int_eq(evd_session_replay_set(s, &pos, 1, victims, 2, &slot, 2),
+  ck_assert_int_eq(set_step(s, &pos, 1, victims, 2, &slot, 2),
                    0);
   ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
   ck_assert_uint_eq(rp.npos, 1);
@@ -693,7 +717,7 @@ START_TEST(replay_one_position_not_the_newest) {
 
   ck_assert_int_eq(evd_window_advance(w, 9, &slot, &victim), 0);
   ck_assert_int_eq(
-      evd_session_replay_set(s, &pos, 1, &victim, 0, &rslot, 2), 0);
+      set_step(s, &pos, 1, &victim, 0, &rslot, 2), 0);
   ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
   ck_assert_uint_eq(rp.npos, 1);
   ck_assert_uint_eq(rp.positions[0], 2);
@@ -712,17 +736,17 @@ START_TEST(footprint_is_header_id_and_window) {
 
   for (idlen = 1; idlen <= EVD_SESSION_ID_MAX; idlen++) {
     for (i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
-      size_t f = evd_session_footprint(idlen, budgets[i]);
-      size_t head = f - evd_window_footprint(budgets[i]);
-      ck_assert_msg(head >= sizeof(evd_session_t) + idlen &&
-                        head < sizeof(evd_session_t) + idlen + 4 &&
+      size_t f = evd_session_footprint(idlen, budgets[i], 1);
+      size_t head = f - evd_window_footprint(budgets[i], 1);
+      ck_assert_msg(head >= offsetof(evd_session_t, id) + idlen &&
+                        head < offsetof(evd_session_t, id) + idlen + 4 &&
                         head % sizeof(uint32_t) == 0,
                     "idlen %zu budget %u: %zu bytes before the window",
                     idlen, budgets[i], head);
     }
     /* One more budget costs exactly one more uint32 slot. */
-    ck_assert_uint_eq(evd_session_footprint(idlen, 513) -
-                          evd_session_footprint(idlen, 512),
+    ck_assert_uint_eq(evd_session_footprint(idlen, 513, 1) -
+                          evd_session_footprint(idlen, 512, 1),
                       sizeof(uint32_t));
   }
 }
@@ -740,11 +764,11 @@ START_TEST(window_sits_inside_the_block) {
     evd_session_t *s = NULL;
     evd_window_t *w;
     uint32_t p, slot, victim;
-    ck_assert_int_eq(evd_table_add(t, id, idlen, 3, 1, 0, &s), 0);
+    ck_assert_int_eq(add_n(t, id, idlen, 3, 1, 0, &s), 0);
     w = evd_session_window(s);
     ck_assert_uint_eq((size_t)s->window_off,
-                      evd_session_footprint(idlen, 3) -
-                          evd_window_footprint(3));
+                      evd_session_footprint(idlen, 3, 1) -
+                          evd_window_footprint(3, 1));
     ck_assert((char *)w >= s->id + idlen);
     for (p = 1; p <= 10; p++) /* fills every slot of the ring */
       ck_assert_int_ge(evd_window_advance(w, p, &slot, &victim), 0);

@@ -167,7 +167,7 @@ static int replay_file(const char *path) {
       evd_window_new(&w,
                      (uint32_t)json_integer_value(json_object_get(vec, "budget")),
                      (uint32_t)json_integer_value(json_object_get(vec, "sinks")),
-                     NULL),
+                     1, NULL),
       0);
   ops = json_object_get(vec, "ops");
   ck_assert_msg(json_array_size(ops) > 0, "%s: no ops", path);
@@ -213,32 +213,32 @@ END_TEST
 
 START_TEST(budget_zero_refused) {
   evd_window_t *w = NULL;
-  ck_assert_int_eq(evd_window_new(&w, 0, 0, NULL), EVD_EINVAL);
+  ck_assert_int_eq(evd_window_new(&w, 0, 0, 1, NULL), EVD_EINVAL);
   ck_assert_ptr_null(w);
 }
 END_TEST
 
 START_TEST(sinks_must_be_below_budget) {
   evd_window_t *w = NULL;
-  ck_assert_int_eq(evd_window_new(&w, 4, 4, NULL), EVD_EINVAL);
-  ck_assert_int_eq(evd_window_new(&w, 4, 9, NULL), EVD_EINVAL);
+  ck_assert_int_eq(evd_window_new(&w, 4, 4, 1, NULL), EVD_EINVAL);
+  ck_assert_int_eq(evd_window_new(&w, 4, 9, 1, NULL), EVD_EINVAL);
   ck_assert_ptr_null(w);
-  ck_assert_int_eq(evd_window_new(&w, 4, 3, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 4, 3, 1, NULL), 0);
   evd_window_free(w);
 }
 END_TEST
 
 START_TEST(budget_above_max_refused) {
   evd_window_t *w = NULL;
-  ck_assert_int_eq(evd_window_new(&w, UINT32_MAX, 0, NULL), EVD_EINVAL);
+  ck_assert_int_eq(evd_window_new(&w, UINT32_MAX, 0, 1, NULL), EVD_EINVAL);
   ck_assert_ptr_null(w);
 }
 END_TEST
 
 START_TEST(footprint_is_budget_plus_one_slots) {
   /* The design card: 2,052 bytes of ring at budget 512, plus the struct. */
-  ck_assert_uint_eq(evd_window_footprint(512) - sizeof(evd_window_t), 2052);
-  ck_assert_uint_eq(evd_window_footprint(1) - sizeof(evd_window_t), 8);
+  ck_assert_uint_eq(evd_window_footprint(512, 1) - sizeof(evd_window_t), 2052);
+  ck_assert_uint_eq(evd_window_footprint(1, 1) - sizeof(evd_window_t), 8);
 }
 END_TEST
 
@@ -246,7 +246,7 @@ START_TEST(start_state_holds_position_zero) {
   evd_window_t *w;
   uint32_t slot = 99;
 
-  ck_assert_int_eq(evd_window_new(&w, 512, 4, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 512, 4, 1, NULL), 0);
   ck_assert_uint_eq(evd_window_size(w), 1);
   ck_assert_uint_eq(evd_window_newest(w), 0);
   ck_assert_uint_eq(evd_window_at(w, 0, &slot), 0);
@@ -260,7 +260,7 @@ START_TEST(budget_one_keeps_only_newest) {
   evd_window_t *w;
   uint32_t slot, v[2], n, p;
 
-  ck_assert_int_eq(evd_window_new(&w, 1, 0, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 1, 0, 1, NULL), 0);
   for (p = 1; p <= 1000; p++) {
     ck_assert_int_eq(evd_window_step(w, p, NULL, 0, &slot), 0);
     ck_assert_uint_eq(slot, p % 2);
@@ -277,7 +277,7 @@ START_TEST(step_when_full_refused_unchanged) {
   evd_window_t *w;
   uint32_t slot = 7, p;
 
-  ck_assert_int_eq(evd_window_new(&w, 3, 0, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 3, 0, 1, NULL), 0);
   for (p = 1; p <= 3; p++)
     ck_assert_int_eq(evd_window_step(w, p, NULL, 0, &slot), 0);
   /* budget + 1 = 4 positions held: the ring has no free slot left. */
@@ -294,7 +294,7 @@ START_TEST(advance_refuses_full_window_unchanged) {
   evd_window_t *w;
   uint32_t slot = 7, victim = 8, p;
 
-  ck_assert_int_eq(evd_window_new(&w, 3, 1, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 3, 1, 1, NULL), 0);
   for (p = 1; p <= 3; p++)
     ck_assert_int_eq(evd_window_step(w, p, NULL, 0, &slot), 0);
   slot = 7;
@@ -311,7 +311,7 @@ START_TEST(max_position_then_everything_stale) {
   evd_window_t *w;
   uint32_t slot, v[3], n;
 
-  ck_assert_int_eq(evd_window_new(&w, 2, 0, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 2, 0, 1, NULL), 0);
   ck_assert_int_eq(evd_window_step(w, UINT32_MAX, NULL, 0, &slot), 0);
   ck_assert_uint_eq(evd_window_newest(w), UINT32_MAX);
   ck_assert_int_eq(evd_window_step(w, UINT32_MAX, NULL, 0, &slot), EVD_ESTALE);
@@ -328,7 +328,7 @@ START_TEST(non_increasing_position_refused) {
   evd_window_t *w;
   uint32_t slot;
 
-  ck_assert_int_eq(evd_window_new(&w, 8, 0, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 8, 0, 1, NULL), 0);
   ck_assert_int_eq(evd_window_step(w, 10, NULL, 0, &slot), 0);
   ck_assert_int_eq(evd_window_step(w, 10, NULL, 0, &slot), EVD_ESTALE);
   ck_assert_int_eq(evd_window_step(w, 9, NULL, 0, &slot), EVD_ESTALE);
@@ -342,7 +342,7 @@ START_TEST(sinks_budget_minus_one_never_loses_pins) {
   evd_window_t *w;
   uint32_t slot, v[4], n, p, i;
 
-  ck_assert_int_eq(evd_window_new(&w, 4, 3, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 4, 3, 1, NULL), 0);
   for (p = 1; p < 500; p++) {
     ck_assert_int_eq(evd_window_step(w, p, NULL, 0, &slot), 0);
     ck_assert_int_eq(evd_window_evict(w, 4, v, 4, &n), 0);
@@ -359,7 +359,7 @@ START_TEST(evict_with_small_buffer_refused_unchanged) {
   evd_window_t *w;
   uint32_t slot, v[8], n = 99, p;
 
-  ck_assert_int_eq(evd_window_new(&w, 8, 0, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 8, 0, 1, NULL), 0);
   for (p = 1; p <= 8; p++)
     ck_assert_int_eq(evd_window_step(w, p, NULL, 0, &slot), 0);
   ck_assert_int_eq(evd_window_evict(w, 2, v, 6, &n), EVD_EINVAL);
@@ -378,7 +378,7 @@ START_TEST(attention_is_never_read) {
    * flagged by the sanitizers. */
   const float *poison = (const float *)(uintptr_t)0x10;
 
-  ck_assert_int_eq(evd_window_new(&w, 4, 0, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&w, 4, 0, 1, NULL), 0);
   ck_assert_int_eq(evd_window_step(w, 1, poison, 1u << 30, &slot), 0);
   evd_window_free(w);
 }
@@ -391,10 +391,10 @@ START_TEST(init_in_caller_memory) {
   } mem;
   uint32_t slot;
 
-  ck_assert_uint_eq(evd_window_footprint(5), sizeof mem.bytes);
+  ck_assert_uint_eq(evd_window_footprint(5, 1), sizeof mem.bytes);
   memset(&mem, 0xab, sizeof mem);
-  ck_assert_int_eq(evd_window_init(&mem.w, 0, 0, NULL), EVD_EINVAL);
-  ck_assert_int_eq(evd_window_init(&mem.w, 5, 0, NULL), 0);
+  ck_assert_int_eq(evd_window_init(&mem.w, 0, 0, 1, NULL), EVD_EINVAL);
+  ck_assert_int_eq(evd_window_init(&mem.w, 5, 0, 1, NULL), 0);
   ck_assert_int_eq(evd_window_step(&mem.w, 3, NULL, 0, &slot), 0);
   ck_assert_uint_eq(slot, 1);
 }
@@ -470,7 +470,7 @@ START_TEST(random_ops_match_plain_array_model) {
       if (sinks >= budget)
         sinks = 0;
       evd_window_free(w);
-      ck_assert_int_eq(evd_window_new(&w, budget, sinks, NULL), 0);
+      ck_assert_int_eq(evd_window_new(&w, budget, sinks, 1, NULL), 0);
       model_init(&m, budget, sinks);
       continue;
     }
