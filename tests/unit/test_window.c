@@ -552,6 +552,424 @@ START_TEST(random_ops_match_plain_array_model) {
 }
 END_TEST
 
+
+/* ---- engine operations: lookahead, drafts, commit, truncate ----------- */
+
+START_TEST(chunk_longer_than_budget_uses_lookahead_slots) {
+  /* Budget 8, lookahead 16: one request of 16 positions is one sub-step,
+   * so all 16 take distinct slots and then 0..8 are evicted together. */
+  evd_window_t *w;
+  uint32_t pos[16], slots[16], victims[16], nv, i;
+
+  ck_assert_int_eq(evd_window_new(&w, 8, 0, 16, NULL), 0);
+  ck_assert_uint_eq(evd_window_lookahead(w), 16);
+  for (i = 0; i < 16; i++)
+    pos[i] = i + 1;
+  ck_assert_int_eq(evd_window_steps(w, pos, 16, 0, slots, victims, &nv), 0);
+  for (i = 0; i < 16; i++)
+    ck_assert_uint_eq(slots[i], i + 1);
+  ck_assert_uint_eq(nv, 9);
+  for (i = 0; i < 9; i++)
+    ck_assert_uint_eq(victims[i], i);
+  ck_assert_uint_eq(evd_window_size(w), 8);
+  ck_assert_uint_eq(evd_window_at(w, 0, NULL), 9);
+  /* The next position takes slot 17, the one after the newest. */
+  ck_assert_int_eq(evd_window_advance(w, 17, &slots[0], &victims[0]), 1);
+  ck_assert_uint_eq(slots[0], 17);
+  ck_assert_uint_eq(victims[0], 9);
+  evd_window_free(w);
+}
+END_TEST
+
+START_TEST(lookahead_one_sub_steps_are_single_steps) {
+  /* At lookahead 1 a request of many positions is exactly one step per
+   * position (today's behaviour); at lookahead 4 the victims are the same
+   * and only the slots differ. */
+  evd_window_t *a, *b;
+  uint32_t pos[10], sa[10], sb[10], va[10], vb[10], na, nb, i;
+
+  ck_assert_int_eq(evd_window_new(&a, 3, 1, 1, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&b, 3, 1, 4, NULL), 0);
+  for (i = 0; i < 10; i++)
+    pos[i] = 2 * i + 1;
+  ck_assert_int_eq(evd_window_steps(a, pos, 10, 0, sa, va, &na), 0);
+  ck_assert_int_eq(evd_window_steps(b, pos, 10, 0, sb, vb, &nb), 0);
+  ck_assert_uint_eq(na, nb);
+  ck_assert_mem_eq(va, vb, na * sizeof va[0]);
+  ck_assert_uint_eq(evd_window_size(a), 3);
+  ck_assert_uint_eq(evd_window_size(b), 3);
+  for (i = 0; i < 10; i++) {
+    ck_assert_uint_ge(sa[i], 1);
+    ck_assert_uint_le(sa[i], 3);  /* ring slots 1..budget */
+    ck_assert_uint_le(sb[i], 6);  /* ring slots 1..budget + 3 */
+  }
+  evd_window_free(a);
+  evd_window_free(b);
+}
+END_TEST
+
+START_TEST(drafts_then_partial_commit) {
+  evd_window_t *w;
+  uint32_t pos[4] = {9, 10, 11, 12}, slots[4], v[8], d[8], nv, nd, i, slot;
+
+  ck_assert_int_eq(evd_window_new(&w, 4, 0, 4, NULL), 0);
+  for (i = 1; i <= 8; i++)
+    ck_assert_int_ge(evd_window_advance(w, i, &slot, &v[0]), 0);
+  ck_assert_int_eq(evd_window_steps(w, pos, 4, 1, slots, v, &nv), 0);
+  ck_assert_uint_eq(nv, 0); /* drafts evict nothing */
+  ck_assert_uint_eq(evd_window_size(w), 8);
+  ck_assert_uint_eq(evd_window_tentative(w), 4);
+  ck_assert_uint_eq(evd_window_newest(w), 12);
+  ck_assert_uint_eq(evd_window_committed(w), 8);
+  /* No room for more drafts, no plain step, no eviction while pending. */
+  ck_assert_int_eq(evd_window_steps(w, (uint32_t[]){13}, 1, 1, slots, v, &nv),
+                   EVD_EFULL);
+  ck_assert_int_eq(evd_window_steps(w, (uint32_t[]){13}, 1, 0, slots, v, &nv),
+                   EVD_EBUSY);
+  ck_assert_int_eq(evd_window_advance(w, 13, &slot, &v[0]), EVD_EBUSY);
+  ck_assert_int_eq(evd_window_evict(w, 4, v, 8, &nv), EVD_EBUSY);
+  ck_assert_int_eq(evd_window_commit(w, 7, d, &nd, v, &nv), EVD_EINVAL);
+  ck_assert_uint_eq(evd_window_size(w), 8);
+  /* Accept 9 and 10: 11 and 12 are dropped, then 5 and 6 evicted. */
+  ck_assert_int_eq(evd_window_commit(w, 10, d, &nd, v, &nv), 0);
+  ck_assert_uint_eq(nd, 2);
+  ck_assert_uint_eq(d[0], 11);
+  ck_assert_uint_eq(d[1], 12);
+  ck_assert_uint_eq(nv, 2);
+  ck_assert_uint_eq(v[0], 5);
+  ck_assert_uint_eq(v[1], 6);
+  ck_assert_uint_eq(evd_window_newest(w), 10);
+  ck_assert_uint_eq(evd_window_tentative(w), 0);
+  /* 11 may come again; its slot is the one the dropped 11 left. */
+  ck_assert_int_eq(evd_window_advance(w, 11, &slot, &v[0]), 1);
+  ck_assert_uint_eq(slot, slots[2]);
+  /* Rejecting every draft leaves the committed newest. */
+  ck_assert_int_eq(evd_window_steps(w, (uint32_t[]){20, 21}, 2, 1, slots, v,
+                                    &nv), 0);
+  ck_assert_int_eq(evd_window_commit(w, 11, d, &nd, v, &nv), 0);
+  ck_assert_uint_eq(nd, 2);
+  ck_assert_uint_eq(nv, 0);
+  ck_assert_uint_eq(evd_window_newest(w), 11);
+  evd_window_free(w);
+}
+END_TEST
+
+START_TEST(truncate_into_the_sinks_repins) {
+  evd_window_t *w;
+  uint32_t r[16], slot, v, n, i;
+
+  ck_assert_int_eq(evd_window_new(&w, 6, 4, 1, NULL), 0);
+  for (i = 1; i <= 9; i++)
+    ck_assert_int_ge(evd_window_advance(w, i, &slot, &v), 0);
+  /* Held: 0 1 2 3 | 7 8 9 (budget 6... 4 pinned + 2 newest) */
+  ck_assert_uint_eq(evd_window_size(w), 6);
+  ck_assert_int_eq(evd_window_truncate(w, 0, r, &n), EVD_EINVAL);
+  ck_assert_int_eq(evd_window_truncate(w, 100, r, &n), 0);
+  ck_assert_uint_eq(n, 0);
+  ck_assert_uint_eq(evd_window_newest(w), 9);
+  ck_assert_int_eq(evd_window_truncate(w, 2, r, &n), 0);
+  ck_assert_uint_eq(n, 4);
+  ck_assert_uint_eq(r[0], 2);
+  ck_assert_uint_eq(r[1], 3);
+  ck_assert_uint_eq(r[2], 8);
+  ck_assert_uint_eq(r[3], 9);
+  ck_assert_uint_eq(evd_window_size(w), 2);
+  ck_assert_uint_eq(evd_window_newest(w), 1);
+  /* 2 and 3 are pinned again in slots 2 and 3; 4 starts the ring at the
+   * first ring slot, 4. */
+  ck_assert_int_eq(evd_window_advance(w, 2, &slot, &v), 0);
+  ck_assert_uint_eq(slot, 2);
+  ck_assert_int_eq(evd_window_advance(w, 3, &slot, &v), 0);
+  ck_assert_uint_eq(slot, 3);
+  ck_assert_int_eq(evd_window_advance(w, 4, &slot, &v), 0);
+  ck_assert_uint_eq(slot, 4);
+  /* Truncating everything (sinks 0) leaves an empty window. */
+  evd_window_free(w);
+  ck_assert_int_eq(evd_window_new(&w, 3, 0, 1, NULL), 0);
+  for (i = 1; i <= 7; i++)
+    ck_assert_int_ge(evd_window_advance(w, i, &slot, &v), 0);
+  ck_assert_int_eq(evd_window_truncate(w, 1, r, &n), 0);
+  ck_assert_uint_eq(n, 3);
+  ck_assert_uint_eq(evd_window_size(w), 0);
+  ck_assert_uint_eq(evd_window_newest(w), 0);
+  ck_assert_int_eq(evd_window_holds(w, 0, UINT64_MAX), 0);
+  ck_assert_int_eq(evd_window_evict(w, 3, r, 16, &n), 0);
+  ck_assert_uint_eq(n, 0);
+  ck_assert_int_eq(evd_window_advance(w, 1, &slot, &v), 0);
+  ck_assert_uint_eq(slot, 0); /* slot `sinks` when nothing unpinned */
+  ck_assert_uint_eq(evd_window_size(w), 1);
+  evd_window_free(w);
+}
+END_TEST
+
+START_TEST(restore_refuses_impossible_states) {
+  evd_window_t *w;
+  uint32_t slot, v, i;
+
+  ck_assert_int_eq(evd_window_new(&w, 4, 1, 2, NULL), 0);
+  for (i = 1; i <= 3; i++)
+    ck_assert_int_ge(evd_window_advance(w, i, &slot, &v), 0);
+  /* 0 | 1 2 3 in slots 0 | 1 2 3, head 1, tail 4 */
+  ck_assert_int_eq(evd_window_restore(w, 4, 1, 4, 3, 0, 0), 0);
+  ck_assert_int_eq(evd_window_restore(w, 4, 1, 4, 2, 0, 0), EVD_ECORRUPT);
+  ck_assert_int_eq(evd_window_restore(w, 4, 1, 3, 3, 0, 0), EVD_ECORRUPT);
+  ck_assert_int_eq(evd_window_restore(w, 7, 1, 4, 3, 0, 0), EVD_ECORRUPT);
+  /* drafts: at most lookahead, above the committed newest */
+  ck_assert_int_eq(evd_window_restore(w, 4, 1, 4, 3, 2, 1), 0);
+  ck_assert_uint_eq(evd_window_committed(w), 1);
+  ck_assert_int_eq(evd_window_restore(w, 4, 1, 4, 3, 2, 2), EVD_ECORRUPT);
+  ck_assert_int_eq(evd_window_restore(w, 4, 1, 4, 3, 3, 0), EVD_ECORRUPT);
+  /* empty, and newest above what is held */
+  ck_assert_int_eq(evd_window_restore(w, 0, 1, 0, 50, 0, 0), 0);
+  ck_assert_int_eq(evd_window_restore(w, 0, 1, 1, 50, 0, 0), EVD_ECORRUPT);
+  ck_assert_int_eq(evd_window_restore(w, 0, 2, 0, 50, 0, 0), EVD_ECORRUPT);
+  evd_window_free(w);
+}
+END_TEST
+
+/* The engine model: positions with their slots oldest first, pinned ones
+ * counted, drafts counted at the end. The next unpinned slot is computed
+ * from the newest unpinned entry, as the contract words it, not kept in a
+ * cursor. */
+typedef struct {
+  uint32_t budget, sinks, lookahead, npinned, newest, committed, drafts, n;
+  uint32_t pos[256], slot[256];
+} emodel_t;
+
+static void emodel_init(emodel_t *m, uint32_t budget, uint32_t sinks,
+                        uint32_t lookahead) {
+  memset(m, 0, sizeof *m);
+  m->budget = budget;
+  m->sinks = sinks;
+  m->lookahead = lookahead;
+  m->n = 1;
+  m->npinned = sinks > 0;
+}
+
+static void emodel_push(emodel_t *m, uint32_t p) {
+  uint32_t s;
+
+  if (m->npinned < m->sinks) {
+    s = m->npinned++;
+  } else if (m->n == m->npinned) {
+    s = m->sinks;
+  } else {
+    s = m->slot[m->n - 1] + 1;
+    if (s == m->budget + m->lookahead)
+      s = m->sinks;
+  }
+  m->pos[m->n] = p;
+  m->slot[m->n++] = s;
+  m->newest = p;
+}
+
+static uint32_t emodel_pop_oldest(emodel_t *m) {
+  uint32_t at = m->npinned, p = m->pos[at];
+
+  memmove(&m->pos[at], &m->pos[at + 1], (m->n - at - 1) * sizeof(uint32_t));
+  memmove(&m->slot[at], &m->slot[at + 1], (m->n - at - 1) * sizeof(uint32_t));
+  m->n--;
+  return p;
+}
+
+static uint32_t emodel_pop_newest(emodel_t *m) {
+  m->n--;
+  if (m->n < m->npinned) /* pinned ones are the oldest */
+    m->npinned--;
+  return m->pos[m->n];
+}
+
+static uint32_t emodel_evict(emodel_t *m, uint32_t *v) {
+  uint32_t k = 0;
+
+  while (m->n > m->budget)
+    v[k++] = emodel_pop_oldest(m);
+  return k;
+}
+
+static void emodel_check(const evd_window_t *w, const emodel_t *m,
+                         uint64_t seed, long op) {
+  uint32_t i, slot;
+
+  ck_assert_msg(evd_window_size(w) == m->n && evd_window_newest(w) ==
+                    m->newest && evd_window_tentative(w) == m->drafts,
+                "seed %" PRIu64 " op %ld: size %u/%u newest %u/%u drafts "
+                "%u/%u", seed, op, evd_window_size(w), m->n,
+                evd_window_newest(w), m->newest, evd_window_tentative(w),
+                m->drafts);
+  if (m->drafts > 0)
+    ck_assert_uint_eq(evd_window_committed(w), m->committed);
+  for (i = 0; i < m->n; i++)
+    ck_assert_msg(evd_window_at(w, i, &slot) == m->pos[i] &&
+                      slot == m->slot[i],
+                  "seed %" PRIu64 " op %ld: entry %u is %u@%u, model %u@%u",
+                  seed, op, i, evd_window_at(w, i, NULL), slot, m->pos[i],
+                  m->slot[i]);
+}
+
+START_TEST(random_engine_ops_match_model) {
+  const char *env = getenv("EVD_SEED");
+  uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : 20261203u;
+  uint64_t s = seed;
+  evd_window_t *w = NULL, *copy = NULL;
+  emodel_t m;
+  long op;
+  uint32_t pos[64], slots[64], v[128], d[128], mv[128], nv, nd, i, k;
+
+  for (op = 0; op < 200000; op++) {
+    uint64_t r = rng_next(&s);
+    if (op % 4000 == 0) {
+      uint32_t budget = 1 + (uint32_t)(r % 30), sinks = (uint32_t)(r >> 8) % 5;
+      uint32_t la = 1 + (uint32_t)(r >> 16) % 9;
+      if (sinks >= budget)
+        sinks = 0;
+      evd_window_free(w);
+      evd_window_free(copy);
+      ck_assert_int_eq(evd_window_new(&w, budget, sinks, la, NULL), 0);
+      ck_assert_int_eq(evd_window_new(&copy, budget, sinks, la, NULL), 0);
+      emodel_init(&m, budget, sinks, la);
+      continue;
+    }
+    switch (r % 10) {
+    case 0: case 1: case 2: case 3: { /* a step request */
+      uint32_t n = 1 + (uint32_t)(r >> 8) % (2 * m.lookahead + 1), p = m.newest;
+      int tent = (r >> 20) % 3 == 0, want, got;
+      for (i = 0; i < n; i++) {
+        p += (r >> (24 + i % 8)) % 7 == 0 ? 3 : 1;
+        pos[i] = p;
+      }
+      if ((r >> 40) % 40 == 0)
+        pos[0] = m.newest; /* stale */
+      want = pos[0] <= m.newest                             ? EVD_ESTALE
+             : tent && n > m.lookahead - m.drafts ? EVD_EFULL
+             : !tent && m.drafts > 0                        ? EVD_EBUSY
+                                                            : 0;
+      got = evd_window_steps(w, pos, n, tent, slots, v, &nv);
+      ck_assert_msg(got == want, "seed %" PRIu64 " op %ld: steps -> %d, "
+                    "model %d", seed, op, got, want);
+      if (want != 0)
+        break;
+      k = 0;
+      if (tent) {
+        if (m.drafts == 0)
+          m.committed = m.newest;
+        for (i = 0; i < n; i++) {
+          emodel_push(&m, pos[i]);
+          ck_assert_uint_eq(slots[i], m.slot[m.n - 1]);
+        }
+        m.drafts += n;
+      } else {
+        for (i = 0; i < n; i += m.lookahead) {
+          uint32_t j;
+          for (j = i; j < n && j < i + m.lookahead; j++) {
+            emodel_push(&m, pos[j]);
+            ck_assert_msg(slots[j] == m.slot[m.n - 1], "seed %" PRIu64
+                          " op %ld: slot %u of %u, model %u", seed, op,
+                          slots[j], pos[j], m.slot[m.n - 1]);
+          }
+          k += emodel_evict(&m, mv + k);
+        }
+      }
+      ck_assert_uint_eq(nv, k);
+      ck_assert_mem_eq(v, mv, k * sizeof v[0]);
+      ck_assert_uint_le(evd_window_size(w), m.budget + m.lookahead);
+      break;
+    }
+    case 4: case 5: { /* commit */
+      uint32_t c = m.drafts ? m.committed : m.newest;
+      uint32_t p = c + (uint32_t)(r >> 8) % (m.newest - c + 3) - 1;
+      int got = evd_window_commit(w, p, d, &nd, v, &nv);
+      if (p < c) {
+        ck_assert_int_eq(got, EVD_EINVAL);
+        break;
+      }
+      ck_assert_int_eq(got, 0);
+      k = 0;
+      while (m.drafts > 0 && m.pos[m.n - 1] > p) {
+        m.drafts--;
+        mv[k++] = emodel_pop_newest(&m);
+      }
+      ck_assert_uint_eq(nd, k);
+      for (i = 0; i < k; i++)
+        ck_assert_uint_eq(d[i], mv[k - 1 - i]);
+      m.newest = m.drafts > 0 ? m.pos[m.n - 1] : c;
+      m.drafts = 0;
+      k = emodel_evict(&m, mv);
+      ck_assert_uint_eq(nv, k);
+      ck_assert_mem_eq(v, mv, k * sizeof v[0]);
+      break;
+    }
+    case 6: { /* truncate, often near the newest, sometimes into the sinks */
+      uint32_t from = (r >> 8) % 8 == 0 ? (uint32_t)(r >> 12) % 6
+                                        : m.newest - (uint32_t)(r >> 12) % 8;
+      int got = evd_window_truncate(w, from, d, &nd);
+      if (from == 0) {
+        ck_assert_int_eq(got, EVD_EINVAL);
+        break;
+      }
+      ck_assert_int_eq(got, 0);
+      if (from > m.newest) {
+        ck_assert_uint_eq(nd, 0);
+        break;
+      }
+      k = 0;
+      while (m.n > 0 && m.pos[m.n - 1] >= from) {
+        mv[k++] = emodel_pop_newest(&m);
+        if (m.drafts > 0)
+          m.drafts--;
+      }
+      ck_assert_uint_eq(nd, k);
+      for (i = 0; i < k; i++)
+        ck_assert_uint_eq(d[i], mv[k - 1 - i]);
+      if (m.drafts > 0 && m.committed > from - 1)
+        m.committed = from - 1;
+      m.newest = from - 1;
+      break;
+    }
+    case 7: { /* evict */
+      uint32_t b = (r >> 8) % 3 == 0 ? m.sinks + 1 + (uint32_t)(r >> 12) % 3
+                                     : m.budget;
+      int got = evd_window_evict(w, b, v, 128, &nv);
+      if (m.drafts > 0) {
+        ck_assert_int_eq(got, EVD_EBUSY);
+        break;
+      }
+      ck_assert_int_eq(got, 0);
+      for (k = 0; m.n > b; k++)
+        ck_assert_uint_eq(v[k], emodel_pop_oldest(&m));
+      ck_assert_uint_eq(nv, k);
+      break;
+    }
+    case 8: { /* holds() against a brute-force look */
+      uint64_t lo = (r >> 8) % (m.newest + 3), hi = lo + (r >> 32) % 6;
+      int want = 0;
+      for (i = 0; i < m.n; i++)
+        want |= m.pos[i] >= lo && m.pos[i] < hi;
+      ck_assert_msg(evd_window_holds(w, lo, hi) == want, "seed %" PRIu64
+                    " op %ld: holds [%" PRIu64 ", %" PRIu64 ")", seed, op,
+                    lo, hi);
+      break;
+    }
+    case 9: /* saved and restored, the state is the same */
+      memcpy(copy->pos, w->pos,
+             ((size_t)w->budget + evd_window_lookahead(w)) * sizeof(uint32_t));
+      ck_assert_int_eq(evd_window_restore(copy, w->size, w->head, w->tail,
+                                          w->newest, w->tentative,
+                                          evd_window_committed(w)),
+                       0);
+      ck_assert(copy->size == w->size && copy->head == w->head &&
+                copy->tail == w->tail && copy->newest == w->newest &&
+                copy->tentative == w->tentative &&
+                evd_window_committed(copy) == evd_window_committed(w));
+      break;
+    }
+    emodel_check(w, &m, seed, op);
+  }
+  evd_window_free(w);
+  evd_window_free(copy);
+}
+END_TEST
+
 static Suite *window_suite(void) {
   Suite *s = suite_create("window");
   TCase *tc = tcase_create("core");
@@ -573,6 +991,12 @@ static Suite *window_suite(void) {
   tcase_add_test(tc, attention_is_never_read);
   tcase_add_test(tc, init_in_caller_memory);
   tcase_add_test(tc, random_ops_match_plain_array_model);
+  tcase_add_test(tc, chunk_longer_than_budget_uses_lookahead_slots);
+  tcase_add_test(tc, lookahead_one_sub_steps_are_single_steps);
+  tcase_add_test(tc, drafts_then_partial_commit);
+  tcase_add_test(tc, truncate_into_the_sinks_repins);
+  tcase_add_test(tc, restore_refuses_impossible_states);
+  tcase_add_test(tc, random_engine_ops_match_model);
   suite_add_tcase(s, tc);
   return s;
 }
