@@ -51,7 +51,8 @@ static int code_status(const char *code) {
       {"not_found", 404},          {"method_not_allowed", 405},
       {"session_exists", 409},     {"stale_position", 409},
       {"body_too_large", 413},     {"session_limit", 503},
-      {"out_of_memory", 503}};
+      {"out_of_memory", 503},      {"invalid_lookahead", 400},
+      {"invalid_page_size", 400},  {"tentative_pending", 409}};
   size_t i;
 
   for (i = 0; i < sizeof codes / sizeof codes[0]; i++)
@@ -940,77 +941,382 @@ static const char *vectors_dir(void) {
   return d != NULL ? d : EVD_VECTORS_DIR;
 }
 
-static void expect_field(json_t *op, const char *k, const char *where) {
-  json_t *want = json_object_get(op, k), *got = json_object_get(body, k);
+/* The keys of a vector op that describe the request, not the answer. */
+static int request_key(const char *k) {
+  static const char *const keys[] = {"step",  "tentative", "commit", "evict",
+                                     "truncate", "fork",   "check",  "session",
+                                     "error", NULL};
+  const char *const *p;
 
-  ck_assert_msg(want != NULL, "%s: vector lacks %s", where, k);
-  ck_assert_msg(json_equal(want, got), "%s: %s differs: got %.*s", where, k,
-                (int)out.len, out.data);
+  for (p = keys; *p != NULL; p++)
+    if (strcmp(k, *p) == 0)
+      return 1;
+  return 0;
 }
 
-static void replay_vector(const char *path) {
+/* The answer must have exactly the op's expected fields, with its values. */
+static void expect_answer(json_t *op, const char *where) {
+  const char *k;
+  json_t *want;
+  size_t n = 0;
+
+  json_object_foreach(op, k, want) {
+    if (request_key(k))
+      continue;
+    n++;
+    ck_assert_msg(json_equal(want, json_object_get(body, k)),
+                  "%s: %s differs: got %.*s", where, k, (int)out.len,
+                  out.data);
+  }
+  ck_assert_msg(json_object_size(body) == n, "%s: answer has other fields: "
+                "%.*s", where, (int)out.len, out.data);
+}
+
+/* The view must show what the check lists; a missing "tentative" or
+ * "pages" in the view reads as []. */
+static void expect_check(json_t *check, const char *where) {
+  const char *k;
+  json_t *want;
+
+  json_object_foreach(check, k, want) {
+    json_t *got = json_object_get(body, k), *empty = json_array();
+    int ok = json_equal(want, got) ||
+             (got == NULL && json_equal(want, empty) &&
+              (strcmp(k, "tentative") == 0 || strcmp(k, "pages") == 0));
+    json_decref(empty);
+    ck_assert_msg(ok, "%s: view's %s differs: %.*s", where, k, (int)out.len,
+                  out.data);
+  }
+}
+
+static void replay_vector(const char *path, int index) {
   json_error_t jerr;
   json_t *vec = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr), *op;
-  char where[4200], *b;
+  char where[4200], base[32], sp[200], *b;
   size_t i;
 
   ck_assert_msg(vec != NULL, "%s: %s", path, jerr.text);
+  snprintf(base, sizeof base, "v%d", index);
   {
     json_t *cfg = json_pack("{s:O,s:O}", "budget",
                             json_object_get(vec, "budget"), "sinks",
                             json_object_get(vec, "sinks"));
+    if (json_object_get(vec, "lookahead") != NULL)
+      json_object_set(cfg, "lookahead", json_object_get(vec, "lookahead"));
+    if (json_object_get(vec, "page_size") != NULL)
+      json_object_set(cfg, "page_size", json_object_get(vec, "page_size"));
     b = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
   }
-  if (req(DEL, "/session/v", NULL) != 204)
-    ck_assert_int_eq(reply.status, 404);
-  ck_assert_msg(req(PUT, "/session/v", b) == 201, "%s: PUT %s: %.*s", path, b,
+  snprintf(sp, sizeof sp, "/session/%s", base);
+  ck_assert_msg(req(PUT, sp, b) == 201, "%s: PUT %s: %.*s", path, b,
                 (int)out.len, out.data);
   free(b);
   json_array_foreach(json_object_get(vec, "ops"), i, op) {
-    json_t *err = json_object_get(op, "error"), *rq;
+    json_t *err = json_object_get(op, "error"), *rq = json_object();
+    const char *sess = json_string_value(json_object_get(op, "session"));
+    char id[100];
     int st;
+    if (sess != NULL)
+      snprintf(id, sizeof id, "%s.%s", base, sess);
+    else
+      snprintf(id, sizeof id, "%s", base);
     snprintf(where, sizeof where, "%s op %zu", path, i);
     if (json_object_get(op, "step") != NULL) {
-      rq = json_pack("{s:O}", "positions", json_object_get(op, "step"));
-      b = json_dumps(rq, JSON_COMPACT);
-      json_decref(rq);
-      st = req(POST, "/session/v/step", b);
+      json_t *list = json_object_get(op, "step");
+      if (json_array_size(list) > 0)
+        json_object_set(rq, "positions", list);
+      if (json_object_get(op, "tentative") != NULL)
+        json_object_set(rq, "tentative", json_object_get(op, "tentative"));
+      if (json_object_get(op, "commit") != NULL)
+        json_object_set(rq, "commit", json_object_get(op, "commit"));
+      snprintf(sp, sizeof sp, "/session/%s/step", id);
+    } else if (json_object_get(op, "commit") != NULL) {
+      json_object_set(rq, "newest", json_object_get(op, "commit"));
+      snprintf(sp, sizeof sp, "/session/%s/commit", id);
+    } else if (json_object_get(op, "truncate") != NULL) {
+      json_object_set(rq, "from", json_object_get(op, "truncate"));
+      snprintf(sp, sizeof sp, "/session/%s/truncate", id);
     } else if (json_object_get(op, "evict") != NULL) {
-      rq = json_pack("{s:O}", "budget", json_object_get(op, "evict"));
-      b = json_dumps(rq, JSON_COMPACT);
-      json_decref(rq);
-      st = req(POST, "/session/v/evict", b);
+      json_object_set(rq, "budget", json_object_get(op, "evict"));
+      snprintf(sp, sizeof sp, "/session/%s/evict", id);
+    } else if (json_object_get(op, "fork") != NULL) {
+      char child[100];
+      snprintf(child, sizeof child, "%s.%s", base,
+               json_string_value(json_object_get(op, "fork")));
+      json_object_set_new(rq, "into", json_string(child));
+      snprintf(sp, sizeof sp, "/session/%s/fork", id);
     } else {
-      json_t *check = json_object_get(op, "check");
-      st = req(GET, "/session/v", NULL);
+      json_decref(rq);
+      snprintf(sp, sizeof sp, "/session/%s", id);
+      st = req(GET, sp, NULL);
       ck_assert_msg(st == 200, "%s: GET %d", where, st);
-      ck_assert_msg(json_equal(json_object_get(check, "kept"),
-                               json_object_get(body, "kept")) &&
-                        json_equal(json_object_get(check, "slots"),
-                                   json_object_get(body, "slots")),
-                    "%s: view %.*s", where, (int)out.len, out.data);
+      expect_check(json_object_get(op, "check"), where);
       continue;
     }
+    b = json_dumps(rq, JSON_COMPACT);
+    json_decref(rq);
+    st = req(POST, sp, b);
     if (err != NULL) {
       ck_assert_msg(st >= 400 && strcmp(error_code(), json_string_value(err))
                                      == 0,
                     "%s: %s expected, got %d %.*s", where,
                     json_string_value(err), st, (int)out.len, out.data);
+    } else if (json_object_get(op, "fork") != NULL) {
+      ck_assert_msg(st == 201, "%s: fork %d %.*s", where, st, (int)out.len,
+                    out.data);
     } else {
       ck_assert_msg(st == 200, "%s: %s: %d %.*s", where, b, st, (int)out.len,
                     out.data);
-      expect_field(op, "victims", where);
-      expect_field(op, "size", where);
-      if (json_object_get(op, "step") != NULL) {
-        expect_field(op, "slots", where);
-        expect_field(op, "newest", where);
-      }
+      expect_answer(op, where);
     }
     free(b);
   }
   json_decref(vec);
 }
+
+
+/* ---- engine workflows: lookahead, pages, drafts, commit, truncate, fork -- */
+
+START_TEST(engine_config_fields) {
+  char *before;
+
+  start();
+  expect_ok(PUT, "/session/a", "{\"budget\":4,\"lookahead\":3,\"page_size\":2}",
+            201,
+            "{\"id\":\"a\",\"budget\":4,\"sinks\":0,\"lookahead\":3,"
+            "\"page_size\":2,\"size\":1,\"newest\":0,\"kept\":[0],"
+            "\"slots\":[0],\"pages\":[0]}");
+  expect_ok(PUT, "/session/a", "{\"budget\":4,\"lookahead\":3,\"page_size\":2}",
+            200, NULL);
+  before = view_of("a");
+  expect_error(PUT, "/session/a", "{\"budget\":4,\"page_size\":2}", 409,
+               "session_exists");
+  expect_error(PUT, "/session/a", "{\"budget\":4,\"lookahead\":3}", 409,
+               "session_exists");
+  expect_view("a", before);
+  free(before);
+  expect_error(PUT, "/session/b", "{\"lookahead\":0}", 400,
+               "invalid_lookahead");
+  expect_error(PUT, "/session/b", "{\"lookahead\":65537}", 400,
+               "invalid_lookahead");
+  expect_error(PUT, "/session/b", "{\"lookahead\":\"2\"}", 400,
+               "invalid_field");
+  expect_error(PUT, "/session/b", "{\"page_size\":65537}", 400,
+               "invalid_page_size");
+  expect_error(PUT, "/session/b", "{\"page_size\":-1}", 400,
+               "invalid_page_size");
+  expect_error(PUT, "/session/b", "{\"page_size\":1.5}", 400,
+               "invalid_field");
+  expect_error(POST, "/session/b/step", "{\"pos\":1,\"lookahead\":0}", 400,
+               "invalid_lookahead");
+  ck_assert_uint_eq(evd_table_count(evd_api_table(api)), 1);
+  /* An autocreating step takes them; its answer lists page 0 as new. */
+  expect_ok(POST, "/session/b/step",
+            "{\"positions\":[1,2,3,4,5],\"budget\":2,\"lookahead\":5,"
+            "\"page_size\":2}",
+            200,
+            "{\"victims\":[0,1,2,3],\"slots\":[1,2,3,4,5],\"size\":2,"
+            "\"newest\":5,\"pages_new\":[2],\"pages_freed\":[]}");
+  expect_ok(GET, "/session/b", NULL, 200,
+            "{\"id\":\"b\",\"budget\":2,\"sinks\":0,\"lookahead\":5,"
+            "\"page_size\":2,\"size\":2,\"newest\":5,\"kept\":[4,5],"
+            "\"slots\":[4,5],\"pages\":[2]}");
+  /* ... and they are creation parameters only. */
+  expect_ok(POST, "/session/b/step", "{\"pos\":6,\"lookahead\":1}", 200,
+            "{\"victims\":[4],\"slots\":[6],\"size\":2,\"newest\":6,"
+            "\"pages_new\":[3],\"pages_freed\":[]}");
+  expect_ok(POST, "/session/c/step", "{\"pos\":1,\"page_size\":4}", 200,
+            "{\"victims\":[],\"slots\":[1],\"size\":2,\"newest\":1,"
+            "\"pages_new\":[0],\"pages_freed\":[]}");
+  stop();
+}
+END_TEST
+
+START_TEST(drafts_commit_and_their_refusals) {
+  char *before;
+
+  start();
+  expect_ok(PUT, "/session/a", "{\"budget\":3,\"lookahead\":2}", 201, NULL);
+  expect_ok(POST, "/session/a/step", "{\"positions\":[1,2,3]}", 200, NULL);
+  expect_ok(POST, "/session/a/step", "{\"positions\":[4,5],\"tentative\":true}",
+            200,
+            "{\"victims\":[],\"slots\":[4,0],\"size\":5,\"newest\":5}");
+  expect_ok(GET, "/session/a", NULL, 200,
+            "{\"id\":\"a\",\"budget\":3,\"sinks\":0,\"lookahead\":2,"
+            "\"size\":5,\"newest\":5,\"kept\":[1,2,3,4,5],"
+            "\"slots\":[1,2,3,4,0],\"tentative\":[4,5]}");
+  before = view_of("a");
+  expect_error(POST, "/session/a/step", "{\"pos\":6}", 409,
+               "tentative_pending");
+  expect_error(POST, "/session/a/evict", NULL, 409, "tentative_pending");
+  expect_error(POST, "/session/a/step", "{\"pos\":6,\"tentative\":true}", 400,
+               "too_many_positions");
+  expect_error(POST, "/session/a/step", "{\"pos\":5,\"tentative\":true}", 409,
+               "stale_position");
+  expect_error(POST, "/session/a/step", "{\"pos\":6,\"tentative\":1}", 400,
+               "invalid_field");
+  expect_error(POST, "/session/a/commit", "{\"newest\":2}", 400,
+               "invalid_position");
+  expect_error(POST, "/session/a/commit", "{\"newest\":-1}", 400,
+               "invalid_position");
+  expect_error(POST, "/session/a/commit", "{}", 400, "invalid_field");
+  expect_error(POST, "/session/a/commit", NULL, 400, "invalid_json");
+  expect_error(POST, "/session/a/commit", "{\"newest\":4,\"x\":1}", 400,
+               "invalid_field");
+  expect_error(POST, "/session/z/commit", "{\"newest\":4}", 404,
+               "unknown_session");
+  /* A step with a commit must still go above the commit's newest. */
+  expect_error(POST, "/session/a/step", "{\"commit\":4,\"pos\":4}", 409,
+               "stale_position");
+  expect_error(POST, "/session/a/step", "{\"commit\":2,\"pos\":9}", 400,
+               "invalid_position");
+  expect_view("a", before);
+  free(before);
+  ck_assert_uint_eq(evd_table_count(evd_api_table(api)), 1);
+  /* Accept 4, drop 5; a resend is replayed. */
+  expect_ok(POST, "/session/a/commit", "{\"newest\":4}", 200,
+            "{\"victims\":[1],\"dropped\":[5],\"size\":3,\"newest\":4}");
+  expect_ok(POST, "/session/a/commit", "{\"newest\":4}", 200,
+            "{\"victims\":[1],\"dropped\":[5],\"size\":3,\"newest\":4,"
+            "\"replayed\":true}");
+  /* Commit and the next drafts in one request, and its replay. */
+  expect_ok(POST, "/session/a/step",
+            "{\"commit\":4,\"positions\":[5,6],\"tentative\":true}", 200,
+            "{\"victims\":[],\"slots\":[0,1],\"size\":5,\"newest\":6,"
+            "\"dropped\":[]}");
+  expect_ok(POST, "/session/a/step",
+            "{\"commit\":6,\"positions\":[7],\"tentative\":true}", 200,
+            "{\"victims\":[2,3],\"slots\":[2],\"size\":4,\"newest\":7,"
+            "\"dropped\":[]}");
+  expect_ok(POST, "/session/a/step",
+            "{\"commit\":6,\"positions\":[7],\"tentative\":true}", 200,
+            "{\"victims\":[2,3],\"slots\":[2],\"size\":4,\"newest\":7,"
+            "\"dropped\":[],\"replayed\":true}");
+  /* The same positions without the flag are another request: drop the
+   * draft 7, then step 7 for good. */
+  expect_ok(POST, "/session/a/step", "{\"commit\":6,\"positions\":[7]}", 200,
+            "{\"victims\":[4],\"slots\":[2],\"size\":3,\"newest\":7,"
+            "\"dropped\":[7]}");
+  /* A commit-only step, rejecting every draft. */
+  expect_ok(POST, "/session/a/step", "{\"pos\":8,\"tentative\":true}", 200,
+            NULL);
+  expect_ok(POST, "/session/a/step", "{\"commit\":7}", 200,
+            "{\"victims\":[],\"slots\":[],\"size\":3,\"newest\":7,"
+            "\"dropped\":[8]}");
+  expect_ok(POST, "/session/a/step", "{\"pos\":8}", 200,
+            "{\"victims\":[5],\"slots\":[3],\"size\":3,\"newest\":8}");
+  stop();
+}
+END_TEST
+
+START_TEST(truncate_forms_and_refusals) {
+  start();
+  expect_ok(PUT, "/session/a", "{\"budget\":4,\"sinks\":2,\"page_size\":2}",
+            201, NULL);
+  expect_ok(POST, "/session/a/step", "{\"positions\":[1,2,3,4,5,6,7]}", 200,
+            NULL);
+  expect_error(POST, "/session/a/truncate", "{\"from\":0}", 400,
+               "invalid_position");
+  expect_error(POST, "/session/a/truncate", "{\"from\":\"1\"}", 400,
+               "invalid_position");
+  expect_error(POST, "/session/a/truncate", "{}", 400, "invalid_field");
+  expect_error(POST, "/session/z/truncate", "{\"from\":1}", 404,
+               "unknown_session");
+  expect_ok(POST, "/session/a/truncate", "{\"from\":50}", 200,
+            "{\"removed\":[],\"size\":4,\"newest\":7,\"pages_new\":[],"
+            "\"pages_freed\":[]}");
+  expect_ok(POST, "/session/a/truncate", "{\"from\":1}", 200,
+            "{\"removed\":[1,6,7],\"size\":1,\"newest\":0,\"pages_new\":[],"
+            "\"pages_freed\":[3]}");
+  expect_ok(POST, "/session/a/truncate", "{\"from\":1}", 200,
+            "{\"removed\":[1,6,7],\"size\":1,\"newest\":0,\"pages_new\":[],"
+            "\"pages_freed\":[3],\"replayed\":true}");
+  /* 1 is pinned again in slot 1; 2 starts the ring at slot 2. */
+  expect_ok(POST, "/session/a/step", "{\"positions\":[1,2]}", 200,
+            "{\"victims\":[],\"slots\":[1,2],\"size\":3,\"newest\":2,"
+            "\"pages_new\":[1],\"pages_freed\":[]}");
+  stop();
+}
+END_TEST
+
+START_TEST(fork_forms_and_refusals) {
+  evd_config_t cfg;
+
+  default_cfg(&cfg);
+  cfg.max_sessions = 3;
+  start_with(&cfg);
+  expect_ok(PUT, "/session/p", "{\"budget\":3,\"lookahead\":2}", 201, NULL);
+  expect_ok(POST, "/session/p/step", "{\"positions\":[1,2,3,4]}", 200, NULL);
+  expect_ok(POST, "/session/p/step", "{\"pos\":5,\"tentative\":true}", 200,
+            NULL);
+  expect_error(POST, "/session/p/fork", "{}", 400, "invalid_field");
+  expect_error(POST, "/session/p/fork", "{\"into\":7}", 400, "invalid_field");
+  expect_error(POST, "/session/p/fork", "{\"into\":\"a b\"}", 400,
+               "invalid_session_id");
+  expect_error(POST, "/session/z/fork", "{\"into\":\"c\"}", 404,
+               "unknown_session");
+  ck_assert_uint_eq(evd_table_count(evd_api_table(api)), 1);
+  expect_ok(POST, "/session/p/fork", "{\"into\":\"c\"}", 201,
+            "{\"id\":\"c\",\"budget\":3,\"sinks\":0,\"lookahead\":2,"
+            "\"size\":4,\"newest\":5,\"kept\":[2,3,4,5],"
+            "\"slots\":[2,3,4,0],\"tentative\":[5]}");
+  expect_ok(POST, "/session/p/fork", "{\"into\":\"c\"}", 200, NULL);
+  expect_ok(POST, "/session/p/fork", "{\"into\":\"p\"}", 200, NULL);
+  /* The child's drafts are its own; so is its commit. */
+  expect_ok(POST, "/session/c/commit", "{\"newest\":4}", 200,
+            "{\"victims\":[],\"dropped\":[5],\"size\":3,\"newest\":4}");
+  expect_ok(POST, "/session/p/commit", "{\"newest\":5}", 200,
+            "{\"victims\":[2],\"dropped\":[],\"size\":3,\"newest\":5}");
+  expect_error(POST, "/session/p/fork", "{\"into\":\"c\"}", 409,
+               "session_exists");
+  /* The child has no replay record: the parent's last request is new
+   * there (and, here, applies). */
+  expect_ok(POST, "/session/c/commit", "{\"newest\":5}", 200,
+            "{\"victims\":[],\"dropped\":[],\"size\":3,\"newest\":4}");
+  expect_ok(POST, "/session/p/fork", "{\"into\":\"d\"}", 201, NULL);
+  expect_error(POST, "/session/p/fork", "{\"into\":\"e\"}", 503,
+               "session_limit");
+  stop();
+}
+END_TEST
+
+START_TEST(batch_items_with_drafts_and_commits) {
+  json_t *results;
+
+  start();
+  ck_assert_int_eq(req(POST, "/step",
+                       "{\"steps\":[{\"session\":\"a\",\"positions\":[1,2],"
+                       "\"tentative\":true,\"lookahead\":2,\"budget\":2},"
+                       "{\"session\":\"a\",\"pos\":3},"
+                       "{\"session\":\"a\",\"commit\":1,\"pos\":2},"
+                       "{\"session\":\"a\",\"commit\":2},"
+                       "{\"session\":\"b\",\"commit\":0,\"pos\":1}]}"),
+                   200);
+  results = json_object_get(body, "results");
+  ck_assert_uint_eq(json_array_size(results), 5);
+  ck_assert_str_eq(check_error_object(json_object_get(
+                                          json_array_get(results, 1), "error"),
+                                      0, 1),
+                   "tentative_pending");
+  {
+    json_t *want = json_loads(
+        "[{\"victims\":[],\"slots\":[1,2],\"size\":3,\"newest\":2},"
+        "{\"victims\":[0],\"slots\":[2],\"size\":2,\"newest\":2,"
+        "\"dropped\":[2]},"
+        "{\"victims\":[],\"slots\":[],\"size\":2,\"newest\":2,"
+        "\"dropped\":[]},"
+        "{\"victims\":[],\"slots\":[1],\"size\":2,\"newest\":1,"
+        "\"dropped\":[]}]",
+        0, NULL);
+    json_array_remove(results, 1);
+    ck_assert_msg(json_equal(want, results), "got %.*s", (int)out.len,
+                  out.data);
+    json_decref(want);
+  }
+  stop();
+}
+END_TEST
 
 START_TEST(vectors_replay_through_the_api) {
   DIR *d = opendir(vectors_dir());
@@ -1025,7 +1331,7 @@ START_TEST(vectors_replay_through_the_api) {
     if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
       continue;
     snprintf(path, sizeof path, "%s/%s", vectors_dir(), e->d_name);
-    replay_vector(path);
+    replay_vector(path, files);
     files++;
   }
   closedir(d);
@@ -1178,6 +1484,11 @@ static Suite *api_suite(void) {
   tcase_add_loop_test(ops, error_messages_stay_valid_json, 0,
                       (int)(sizeof odd_bodies / sizeof odd_bodies[0]));
   tcase_add_test(ops, vectors_replay_through_the_api);
+  tcase_add_test(ops, engine_config_fields);
+  tcase_add_test(ops, drafts_commit_and_their_refusals);
+  tcase_add_test(ops, truncate_forms_and_refusals);
+  tcase_add_test(ops, fork_forms_and_refusals);
+  tcase_add_test(ops, batch_items_with_drafts_and_commits);
   suite_add_tcase(s, ops);
 
   tcase_set_timeout(reaper, 120);
