@@ -14,13 +14,21 @@
 static char *names[MAX_VECTORS];
 static int nnames;
 
-/* One vector as the replay needs it. */
+#define MAX_SESSIONS 16
+
+/* One vector as the replay needs it: its main session and the ones forked
+ * from it, each with the newest position its answers said. */
 typedef struct {
   json_t *root; /* the whole file */
   const char *name;
   json_t *ops;
-  json_int_t budget, sinks, newest;
-  char id[160];
+  json_int_t budget, sinks, lookahead, page_size;
+  int nsess;
+  struct {
+    char name[64]; /* "" for the main session */
+    char id[240];
+    json_int_t newest;
+  } sess[MAX_SESSIONS];
 } vec_t;
 
 static int is_json(const struct dirent *e) {
@@ -63,36 +71,83 @@ static void vec_load(vec_t *v, const char *file, const char *id_prefix) {
                 path);
   v->budget = json_integer_value(json_object_get(v->root, "budget"));
   v->sinks = json_integer_value(json_object_get(v->root, "sinks"));
-  snprintf(v->id, sizeof v->id, "%s%s", id_prefix, v->name);
+  v->lookahead = json_object_get(v->root, "lookahead") != NULL
+                     ? json_integer_value(json_object_get(v->root, "lookahead"))
+                     : 1;
+  v->page_size = json_integer_value(json_object_get(v->root, "page_size"));
+  v->nsess = 1;
+  snprintf(v->sess[0].id, sizeof v->sess[0].id, "%s%s", id_prefix, v->name);
+}
+
+/* The session an op addresses ("session": a fork's name, else the main
+ * one). */
+static int sess_of(vec_t *v, json_t *op) {
+  const char *name = json_string_value(json_object_get(op, "session"));
+  int i;
+
+  if (name == NULL)
+    return 0;
+  for (i = 1; i < v->nsess; i++)
+    if (strcmp(v->sess[i].name, name) == 0)
+      return i;
+  ck_abort_msg("%s: op on unknown session %s", v->name, name);
+  return 0;
 }
 
 /* PUT the vector's session: it starts holding position 0 in slot 0. */
 static void vec_create(ht_t *t, vec_t *v) {
-  char path[200], body[100], want[400];
+  char path[300], body[200], want[700], extra[100] = "";
 
-  snprintf(path, sizeof path, "/session/%s", v->id);
+  snprintf(path, sizeof path, "/session/%s", v->sess[0].id);
   snprintf(body, sizeof body,
            "{\"budget\":%" JSON_INTEGER_FORMAT ",\"sinks\":%" JSON_INTEGER_FORMAT
-           "}",
-           v->budget, v->sinks);
+           ",\"lookahead\":%" JSON_INTEGER_FORMAT
+           ",\"page_size\":%" JSON_INTEGER_FORMAT "}",
+           v->budget, v->sinks, v->lookahead, v->page_size);
+  /* The view shows lookahead and pages only when they are in use. */
+  if (v->lookahead != 1)
+    snprintf(extra, sizeof extra, ",\"lookahead\":%" JSON_INTEGER_FORMAT,
+             v->lookahead);
+  if (v->page_size != 0)
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
+             ",\"page_size\":%" JSON_INTEGER_FORMAT, v->page_size);
   snprintf(want, sizeof want,
            "{\"id\":\"%s\",\"budget\":%" JSON_INTEGER_FORMAT
            ",\"sinks\":%" JSON_INTEGER_FORMAT
-           ",\"size\":1,\"newest\":0,\"kept\":[0],\"slots\":[0]}",
-           v->id, v->budget, v->sinks);
+           "%s,\"size\":1,\"newest\":0,\"kept\":[0],\"slots\":[0]%s}",
+           v->sess[0].id, v->budget, v->sinks, extra,
+           v->page_size != 0 ? ",\"pages\":[0]" : "");
   ht_expect(t, "PUT", path, body, 201, want);
 }
 
 /* The step op's request object: "pos" for one position on even op indexes
- * (both forms must behave alike), "positions" otherwise. New reference. */
+ * (both forms must behave alike), "positions" otherwise, none for a
+ * commit-only step; its "tentative" and "commit". New reference. */
 static json_t *step_object(json_t *op, size_t k) {
   json_t *list = json_object_get(op, "step"), *o = json_object();
 
   if (json_array_size(list) == 1 && k % 2 == 0)
     json_object_set(o, "pos", json_array_get(list, 0));
-  else
+  else if (json_array_size(list) > 0)
     json_object_set(o, "positions", list);
+  if (json_object_get(op, "tentative") != NULL)
+    json_object_set(o, "tentative", json_object_get(op, "tentative"));
+  if (json_object_get(op, "commit") != NULL)
+    json_object_set(o, "commit", json_object_get(op, "commit"));
   return o;
+}
+
+/* The keys of a vector op that describe the request, not the answer. */
+static int request_key(const char *k) {
+  static const char *const keys[] = {"step",  "tentative", "commit", "evict",
+                                     "truncate", "fork",   "check",  "session",
+                                     "error", NULL};
+  const char *const *p;
+
+  for (p = keys; *p != NULL; p++)
+    if (strcmp(k, *p) == 0)
+      return 1;
+  return 0;
 }
 
 /* Checks one answer to a step or evict op: the error the op expects, or
@@ -100,6 +155,7 @@ static json_t *step_object(json_t *op, size_t k) {
 static void check_answer(vec_t *v, size_t k, json_t *op, json_t *got,
                          int status, int in_batch) {
   json_t *err = json_object_get(op, "error"), *want;
+  int si = sess_of(v, op);
   const char *key;
   json_t *val;
 
@@ -112,23 +168,23 @@ static void check_answer(vec_t *v, size_t k, json_t *op, json_t *got,
     if (strcmp(code, "stale_position") == 0) {
       json_int_t n = json_integer_value(
           json_object_get(json_object_get(got, "error"), "newest"));
-      ck_assert_msg(n == v->newest,
+      ck_assert_msg(n == v->sess[si].newest,
                     "%s op %zu: stale with newest %" JSON_INTEGER_FORMAT
                     ", expected %" JSON_INTEGER_FORMAT,
-                    v->name, k, n, v->newest);
+                    v->name, k, n, v->sess[si].newest);
     }
     return;
   }
   want = json_object();
   json_object_foreach(op, key, val) {
-    if (strcmp(key, "step") != 0 && strcmp(key, "evict") != 0)
+    if (!request_key(key))
       json_object_set(want, key, val);
   }
   ck_assert_msg(status == 200 && json_equal(got, want),
                 "%s op %zu: expected 200 %s, got %d %s", v->name, k,
                 ht_dump(want, 0), status, ht_dump(got, 1));
   if (json_object_get(op, "newest") != NULL)
-    v->newest = json_integer_value(json_object_get(op, "newest"));
+    v->sess[si].newest = json_integer_value(json_object_get(op, "newest"));
   json_decref(want);
 }
 
@@ -149,39 +205,101 @@ static json_t *send_json(ht_t *t, const char *method, const char *path,
   return j;
 }
 
-/* Replays an evict or check op through its own endpoint. */
-static void replay_single(ht_t *t, vec_t *v, size_t k, json_t *op) {
-  char path[200];
-  json_t *got, *check = json_object_get(op, "check");
-  int status;
+/* A check op against the view: the fields it lists (a "tentative" or
+ * "pages" missing from the view reads as []), the newest the answers said,
+ * and nothing the view may not have. */
+static void check_view(vec_t *v, size_t k, int si, json_t *check, json_t *got,
+                       int status) {
+  static const char *const keys[] = {"id",   "budget",    "sinks", "lookahead",
+                                     "page_size", "size", "newest", "kept",
+                                     "slots", "tentative", "pages", NULL};
+  const char *key;
+  json_t *val;
 
-  if (json_object_get(op, "evict") != NULL) {
-    json_t *body = json_pack("{sO}", "budget", json_object_get(op, "evict"));
-    snprintf(path, sizeof path, "/session/%s/evict", v->id);
-    got = send_json(t, "POST", path, body, &status);
-    json_decref(body);
-    check_answer(v, k, op, got, status, 0);
-  } else if (check != NULL) {
-    json_t *want = json_pack(
-        "{ss sI sI sI sI sO sO}", "id", v->id, "budget", v->budget, "sinks",
-        v->sinks, "size", (json_int_t)json_array_size(json_object_get(check, "kept")),
-        "newest", v->newest, "kept", json_object_get(check, "kept"), "slots",
-        json_object_get(check, "slots"));
-    snprintf(path, sizeof path, "/session/%s", v->id);
-    got = send_json(t, "GET", path, NULL, &status);
-    ck_assert_msg(status == 200 && json_equal(got, want),
-                  "%s op %zu: view %s, expected %s", v->name, k,
-                  ht_dump(got, 0), ht_dump(want, 1));
-    json_decref(want);
-  } else {
-    json_t *body = step_object(op, k);
-    ck_assert_msg(json_object_get(op, "step") != NULL, "%s op %zu: unknown op",
-                  v->name, k);
-    snprintf(path, sizeof path, "/session/%s/step", v->id);
-    got = send_json(t, "POST", path, body, &status);
-    json_decref(body);
-    check_answer(v, k, op, got, status, 0);
+  ck_assert_msg(status == 200, "%s op %zu: view %d", v->name, k, status);
+  json_object_foreach(check, key, val) {
+    json_t *have = json_object_get(got, key);
+    int ok = json_equal(val, have) ||
+             (have == NULL && json_is_array(val) && json_array_size(val) == 0 &&
+              (strcmp(key, "tentative") == 0 || strcmp(key, "pages") == 0));
+    ck_assert_msg(ok, "%s op %zu: view's %s differs: %s", v->name, k, key,
+                  ht_dump(got, 0));
   }
+  ck_assert_msg(json_integer_value(json_object_get(got, "newest")) ==
+                        v->sess[si].newest &&
+                    (size_t)json_integer_value(json_object_get(got, "size")) ==
+                        json_array_size(json_object_get(got, "kept")) &&
+                    strcmp(json_string_value(json_object_get(got, "id")),
+                           v->sess[si].id) == 0,
+                "%s op %zu: view %s", v->name, k, ht_dump(got, 0));
+  json_object_foreach(got, key, val) {
+    const char *const *p;
+    for (p = keys; *p != NULL && strcmp(*p, key) != 0; p++)
+      ;
+    ck_assert_msg(*p != NULL, "%s op %zu: view has %s", v->name, k, key);
+  }
+}
+
+/* Replays one op through its own endpoint. */
+static void replay_single(ht_t *t, vec_t *v, size_t k, json_t *op) {
+  char path[260];
+  json_t *got, *body = NULL, *check = json_object_get(op, "check");
+  int status, si = sess_of(v, op);
+  const char *id = v->sess[si].id, *route;
+
+  if (check != NULL) {
+    snprintf(path, sizeof path, "/session/%s", id);
+    got = send_json(t, "GET", path, NULL, &status);
+    check_view(v, k, si, check, got, status);
+    json_decref(got);
+    return;
+  }
+  if (json_object_get(op, "fork") != NULL) {
+    int c = v->nsess;
+    ck_assert_int_lt(c, MAX_SESSIONS);
+    snprintf(v->sess[c].name, sizeof v->sess[c].name, "%s",
+             json_string_value(json_object_get(op, "fork")));
+    {
+      char child[sizeof v->sess[c].id];
+      int n = snprintf(child, sizeof child, "%.160s.%s", v->sess[0].id,
+                       v->sess[c].name);
+      ck_assert(n > 0 && (size_t)n < sizeof child);
+      memcpy(v->sess[c].id, child, sizeof child);
+    }
+    body = json_pack("{ss}", "into", v->sess[c].id);
+    snprintf(path, sizeof path, "/session/%s/fork", id);
+    got = send_json(t, "POST", path, body, &status);
+    json_decref(body);
+    if (json_object_get(op, "error") != NULL) {
+      check_answer(v, k, op, got, status, 0);
+    } else {
+      ck_assert_msg(status == 201, "%s op %zu: fork %d %s", v->name, k, status,
+                    ht_dump(got, 0));
+      v->sess[c].newest = v->sess[si].newest;
+      v->nsess++;
+    }
+    json_decref(got);
+    return;
+  }
+  if (json_object_get(op, "step") != NULL) {
+    body = step_object(op, k);
+    route = "step";
+  } else if (json_object_get(op, "commit") != NULL) {
+    body = json_pack("{sO}", "newest", json_object_get(op, "commit"));
+    route = "commit";
+  } else if (json_object_get(op, "truncate") != NULL) {
+    body = json_pack("{sO}", "from", json_object_get(op, "truncate"));
+    route = "truncate";
+  } else {
+    ck_assert_msg(json_object_get(op, "evict") != NULL, "%s op %zu: unknown "
+                  "op", v->name, k);
+    body = json_pack("{sO}", "budget", json_object_get(op, "evict"));
+    route = "evict";
+  }
+  snprintf(path, sizeof path, "/session/%s/%s", id, route);
+  got = send_json(t, "POST", path, body, &status);
+  json_decref(body);
+  check_answer(v, k, op, got, status, 0);
   json_decref(got);
 }
 
@@ -223,11 +341,14 @@ START_TEST(vectors_replay_interleaved_through_batches) {
       if (op == NULL || json_object_get(op, "step") == NULL)
         continue;
       item = step_object(op, k + (size_t)i);
-      json_object_set_new(item, "session", json_string(v[i].id));
+      json_object_set_new(item, "session",
+                          json_string(v[i].sess[sess_of(&v[i], op)].id));
       /* Fields a batch item may carry without changing the outcome. */
       if (i % 2 == 1) {
         json_object_set_new(item, "budget", json_integer(v[i].budget));
         json_object_set_new(item, "sinks", json_integer(v[i].sinks));
+        json_object_set_new(item, "lookahead", json_integer(v[i].lookahead));
+        json_object_set_new(item, "page_size", json_integer(v[i].page_size));
       }
       if (i % 3 == 0)
         json_object_set_new(item, "attention", json_pack("[ff]", 0.5, 0.25));
