@@ -3,9 +3,10 @@
 
 Usage: replay-vector.py http://HOST:PORT VECTOR.json...
 
-Each vector becomes one session (created with the vector's budget and sinks,
-deleted at the end); every op is sent as the API request it stands for and
-the answer must equal the vector's expected fields exactly. Exits 0 when all
+Each vector becomes one session (created with the vector's budget, sinks,
+lookahead and page size; forks add more; all deleted at the end); every op
+is sent as the API request it stands for and the answer must equal the
+vector's expected fields exactly. Exits 0 when all
 match, 1 with the first difference otherwise. Standard library only, so that
 it runs wherever python3 does (it checks deployed daemons, not the policy).
 """
@@ -16,7 +17,11 @@ import urllib.parse
 
 # The HTTP status that goes with each error code a vector may expect.
 STATUS = {"invalid_position": 400, "invalid_budget": 400,
-          "stale_position": 409}
+          "too_many_positions": 400, "stale_position": 409,
+          "tentative_pending": 409, "session_exists": 409}
+# Keys of an op that describe its request; the others are its answer.
+REQUEST_KEYS = {"step", "tentative", "commit", "evict", "truncate", "fork",
+                "check", "session", "error"}
 
 
 class Mismatch(Exception):
@@ -45,42 +50,67 @@ def expect(what, got, want):
         raise Mismatch(f"{what}: got {json.dumps(got)}, want {json.dumps(want)}")
 
 
+def request_of(op, path):
+    """The (path, body) of the API request a vector op stands for."""
+    if "step" in op:
+        body = {"positions": op["step"]} if op["step"] else {}
+        for k in ("tentative", "commit"):
+            if k in op:
+                body[k] = op[k]
+        return path + "/step", body
+    if "commit" in op:
+        return path + "/commit", {"newest": op["commit"]}
+    if "truncate" in op:
+        return path + "/truncate", {"from": op["truncate"]}
+    if "evict" in op:
+        return path + "/evict", {"budget": op["evict"]}
+    raise Mismatch("unknown op")
+
+
 def replay(client, vector):
     sid = "replay-" + vector["name"]
-    path = "/session/" + sid
-    client.call("DELETE", path)  # a leftover from an earlier run, if any
-    status, body = client.call("PUT", path, {"budget": vector["budget"],
-                                             "sinks": vector["sinks"]})
+    sessions = {None: "/session/" + sid}  # op "session" name -> path
+    client.call("DELETE", sessions[None])  # a leftover from an earlier run
+    config = {k: vector[k] for k in ("budget", "sinks", "lookahead",
+                                     "page_size") if k in vector}
+    status, body = client.call("PUT", sessions[None], config)
     expect("PUT status", status, 201)
     for i, op in enumerate(vector["ops"]):
         where = f"{vector['name']} op {i} {json.dumps(op)[:80]}"
         try:
-            if "step" in op:
-                status, body = client.call("POST", path + "/step",
-                                           {"positions": op["step"]})
-                fields = ("victims", "slots", "size", "newest")
-            elif "evict" in op:
-                status, body = client.call("POST", path + "/evict",
-                                           {"budget": op["evict"]})
-                fields = ("victims", "size")
-            elif "check" in op:
+            path = sessions.get(op.get("session"))
+            if path is None:
+                raise Mismatch("op on a session never forked")
+            if "check" in op:
                 status, body = client.call("GET", path)
                 expect("status", status, 200)
-                expect("kept", body["kept"], op["check"]["kept"])
-                expect("slots", body["slots"], op["check"]["slots"])
+                for k, want in op["check"].items():
+                    expect(k, body.get(k, [] if k in ("tentative", "pages")
+                                       else None), want)
                 continue
+            if "fork" in op:
+                child = f"{sid}.{op['fork']}"
+                client.call("DELETE", "/session/" + child)
+                status, body = client.call("POST", path + "/fork",
+                                           {"into": child})
+                if "error" not in op:
+                    expect("fork status", status, 201)
+                    sessions[op["fork"]] = "/session/" + child
+                    continue
             else:
-                raise Mismatch("unknown op")
+                status, body = client.call("POST", *request_of(op, path))
             if "error" in op:
                 expect("status", status, STATUS[op["error"]])
                 expect("error code", body["error"]["code"], op["error"])
             else:
                 expect("status", status, 200)
-                expect("answer", body, {k: op[k] for k in fields})
+                expect("answer", body, {k: v for k, v in op.items()
+                                        if k not in REQUEST_KEYS})
         except Mismatch as e:
             raise Mismatch(f"{where}: {e}") from None
-    status, _ = client.call("DELETE", path)
-    expect(f"{vector['name']} DELETE status", status, 204)
+    for path in sessions.values():
+        status, _ = client.call("DELETE", path)
+        expect(f"{vector['name']} DELETE status", status, 204)
     return len(vector["ops"])
 
 
