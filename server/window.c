@@ -149,7 +149,7 @@ int evd_window_evict(evd_window_t *w, uint32_t budget, uint32_t *victims,
 }
 
 /* advance without the checks: pos is new, no drafts, size <= budget. */
-static int advance1(evd_window_t *w, uint32_t pos, uint32_t *slot,
+static inline __attribute__((always_inline)) int advance1(evd_window_t *w, uint32_t pos, uint32_t *slot,
                     uint32_t *victim) {
   uint32_t s = w->tail, h = w->head;
 
@@ -170,8 +170,8 @@ static int advance1(evd_window_t *w, uint32_t pos, uint32_t *slot,
   return 0;
 }
 
-int evd_window_advance(evd_window_t *w, uint32_t pos, uint32_t *slot,
-                       uint32_t *victim) {
+static inline int advance_checked(evd_window_t *w, uint32_t pos,
+                                  uint32_t *slot, uint32_t *victim) {
   if (pos <= w->newest)
     return EVD_ESTALE;
   if (w->tentative != 0)
@@ -181,9 +181,17 @@ int evd_window_advance(evd_window_t *w, uint32_t pos, uint32_t *slot,
   return advance1(w, pos, slot, victim);
 }
 
-int evd_window_steps(evd_window_t *w, const uint32_t *positions, uint32_t n,
-                     int tentative, uint32_t *slots, uint32_t *victims,
-                     uint32_t *nv) {
+int evd_window_advance(evd_window_t *w, uint32_t pos, uint32_t *slot,
+                       uint32_t *victim) {
+  return advance_checked(w, pos, slot, victim);
+}
+
+/* evd_window_steps but for the decode step, kept out of line so that the
+ * decode step pays for none of its set-up. */
+static __attribute__((noinline)) int
+steps_general(evd_window_t *w, const uint32_t *positions, uint32_t n,
+              int tentative, uint32_t *slots, uint32_t *victims,
+              uint32_t *nv) {
   uint32_t lookahead = w->last + 1 - w->budget, i, k, c, got = 0;
 
   *nv = 0;
@@ -222,6 +230,17 @@ int evd_window_steps(evd_window_t *w, const uint32_t *positions, uint32_t n,
   }
   *nv = got;
   return 0;
+}
+
+int evd_window_steps(evd_window_t *w, const uint32_t *positions, uint32_t n,
+                     int tentative, uint32_t *slots, uint32_t *victims,
+                     uint32_t *nv) {
+  if (n == 1 && !tentative) { /* the decode step */
+    int r = advance_checked(w, positions[0], slots, victims);
+    *nv = r > 0 ? (uint32_t)r : 0;
+    return r < 0 ? r : 0;
+  }
+  return steps_general(w, positions, n, tentative, slots, victims, nv);
 }
 
 int evd_window_commit(evd_window_t *w, uint32_t p, uint32_t *dropped,

@@ -49,6 +49,21 @@ __attribute__((noinline)) uint64_t advance_loop(evd_window_t *w,
   return sum;
 }
 
+/* The same work as the daemon calls it for a one-position step request:
+ * evd_window_steps, which checks the request and then advances. */
+__attribute__((noinline)) uint64_t steps_loop(evd_window_t *w,
+                                              uint32_t steps) {
+  uint64_t sum = 0;
+  uint32_t p, slot, victim = 0, nv;
+
+  for (p = 1; p <= steps; p++) {
+    if (evd_window_steps(w, &p, 1, 0, &slot, &victim, &nv) != 0)
+      abort();
+    sum += slot + (nv ? victim : 0);
+  }
+  return sum;
+}
+
 /* The obvious alternative: positions in a plain array, oldest first, and
  * every eviction shifts the survivors down by one. */
 typedef struct {
@@ -80,7 +95,7 @@ static int cmp_double(const void *a, const void *b) {
 static double run(int v, uint32_t steps, uint64_t *sum) {
   double t0, t;
 
-  if (v == 2) {
+  if (v == 3) {
     naive_t *nw = calloc(1, sizeof *nw);
     if (nw == NULL)
       abort();
@@ -94,7 +109,9 @@ static double run(int v, uint32_t steps, uint64_t *sum) {
     if (evd_window_new(&w, BUDGET, 0, 1, NULL) != 0)
       abort();
     t0 = now_s();
-    *sum += v == 0 ? ring_loop(w, steps) : advance_loop(w, steps);
+    *sum += v == 0   ? ring_loop(w, steps)
+            : v == 1 ? advance_loop(w, steps)
+                     : steps_loop(w, steps);
     t = now_s() - t0;
     evd_window_free(w);
   }
@@ -102,13 +119,13 @@ static double run(int v, uint32_t steps, uint64_t *sum) {
 }
 
 int main(int argc, char **argv) {
-  static const char *const names[3] = {"ring", "advance", "naive"};
-  static const char *const labels[3] = {
+  static const char *const names[4] = {"ring", "advance", "steps", "naive"};
+  static const char *const labels[4] = {
       "ring: step() + evict()", "ring: advance() (fused)",
-      "naive shifting array"};
+      "ring: steps(), 1 position", "naive shifting array"};
   uint32_t steps = 10000000u;
   int rounds = 5, only = -1, i, v;
-  double t[3][16], med[3];
+  double t[4][16], med[4];
   uint64_t sum = 0;
 
   for (i = 1; i < argc; i++) {
@@ -118,14 +135,14 @@ int main(int argc, char **argv) {
       rounds = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       i++;
-      for (v = 0; v < 3; v++)
+      for (v = 0; v < 4; v++)
         if (strcmp(argv[i], names[v]) == 0)
           only = v;
       if (only < 0)
         return 2;
     } else {
       fprintf(stderr, "usage: %s [--steps N] [--rounds R] "
-                      "[--only ring|advance|naive]\n", argv[0]);
+                      "[--only ring|advance|steps|naive]\n", argv[0]);
       return 2;
     }
   }
@@ -139,17 +156,18 @@ int main(int argc, char **argv) {
   /* Interleave the variants round by round, so that a noisy neighbour
    * slows all of them alike; then compare medians. */
   for (i = 0; i < rounds; i++)
-    for (v = 0; v < 3; v++)
+    for (v = 0; v < 4; v++)
       t[v][i] = run(v, steps, &sum);
   printf("core: step+evict at budget %u, %" PRIu32 " steps, median of %d "
          "rounds (checksum %" PRIu64 ")\n", BUDGET, steps, rounds, sum % 1000);
-  for (v = 0; v < 3; v++) {
+  for (v = 0; v < 4; v++) {
     qsort(t[v], (size_t)rounds, sizeof(double), cmp_double);
     med[v] = t[v][rounds / 2];
     printf("  %-26s %8.2f ns/step  %8.1f Msteps/s\n", labels[v],
            med[v] / steps * 1e9, steps / med[v] / 1e6);
   }
-  printf("  ratio naive/step+evict: %.1fx   naive/advance: %.1fx\n",
-         med[2] / med[0], med[2] / med[1]);
+  printf("  ratio naive/step+evict: %.1fx   naive/advance: %.1fx   "
+         "naive/steps: %.1fx\n", med[3] / med[0], med[3] / med[1],
+         med[3] / med[2]);
   return 0;
 }

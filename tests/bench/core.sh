@@ -25,6 +25,8 @@ sep_fn=$(count ring "$steps" evd_window_step evd_window_evict)
 sep_loop=$(count ring "$steps" ring_loop)
 adv_fn=$(count advance "$steps" evd_window_advance)
 adv_loop=$(count advance "$steps" advance_loop)
+st_fn=$(count steps "$steps" evd_window_steps)
+st_loop=$(count steps "$steps" steps_loop)
 naive_loop=$(count naive "$naive_steps" naive_loop)
 
 echo "core: instructions per step+evict at budget 512 (callgrind; policy" \
@@ -32,6 +34,7 @@ echo "core: instructions per step+evict at budget 512 (callgrind; policy" \
 printf '  %-26s %8s %8s\n' "" "policy" "loop"
 printf '  %-26s %8s %8s\n' "ring: step() + evict()" "$sep_fn" "$sep_loop"
 printf '  %-26s %8s %8s\n' "ring: advance() (fused)" "$adv_fn" "$adv_loop"
+printf '  %-26s %8s %8s\n' "ring: steps(), 1 position" "$st_fn" "$st_loop"
 printf '  %-26s %8s %8s\n' "naive shifting array" "-" "$naive_loop"
 awk -v a="$adv_loop" -v s="$sep_loop" -v n="$naive_loop" 'BEGIN {
   printf "  ratio naive/step+evict: %.1fx   naive/advance: %.1fx (whole loops)\n", n / s, n / a }'
