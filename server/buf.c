@@ -120,6 +120,26 @@ void evd_buf_u32_array(evd_buf_t *b, const uint32_t *v, size_t n) {
   b->len = (size_t)(out - b->data);
 }
 
+void evd_buf_u32_seq(evd_buf_t *b, const uint32_t *v, uint32_t start,
+                     size_t n, int lead_comma) {
+  size_t i;
+  char *out;
+
+  if (n == 0 || evd_buf_reserve(b, n * 11 + 1) != 0)
+    return;
+  out = b->data + b->len;
+  for (i = 0; i < n; i++) {
+    char tmp[20], *p = u64_digits(tmp + sizeof tmp,
+                                  v != NULL ? v[i] : start + (uint32_t)i);
+    size_t len = (size_t)(tmp + sizeof tmp - p);
+    if (i > 0 || lead_comma)
+      *out++ = ',';
+    memcpy(out, p, len);
+    out += len;
+  }
+  b->len = (size_t)(out - b->data);
+}
+
 /* Length of the valid UTF-8 sequence at p[0..n), or 0 when there is none
  * (bad lead byte, bad or missing continuation, overlong form, surrogate, or
  * beyond U+10FFFF). */

@@ -391,16 +391,42 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
 
 /* ---- the session view --------------------------------------------------- */
 
+/* Writes the held positions from the i-th oldest on (or their slots) as a
+ * JSON array, in at most three runs of the ring: the pinned slots, then
+ * the unpinned run from the head, wrapping at most once. */
 static void write_positions(evd_buf_t *out, const evd_window_t *w,
                             uint32_t from, int slots) {
-  uint32_t i, n = evd_window_size(w), slot;
+  uint32_t size = evd_window_size(w), np = size < w->sinks ? size : w->sinks;
+  uint32_t run[3][2], nrun = 0, i, k, room;
+  int any = 0;
 
+  if (from < np) { /* pinned: slots from..np-1 */
+    run[nrun][0] = from;
+    run[nrun++][1] = np - from;
+  }
+  k = from > np ? from - np : 0; /* unpinned ones to skip */
+  room = w->last + 1 - w->head;
+  if (k < size - np) {
+    uint32_t count = size - np - k;
+    if (k < room) {
+      uint32_t a = count < room - k ? count : room - k;
+      run[nrun][0] = w->head + k;
+      run[nrun++][1] = a;
+      count -= a;
+      k = 0;
+    } else {
+      k -= room;
+    }
+    if (count > 0) {
+      run[nrun][0] = w->sinks + k;
+      run[nrun++][1] = count;
+    }
+  }
   evd_buf_chr(out, '[');
-  for (i = from; i < n; i++) {
-    uint32_t p = evd_window_at(w, i, &slot);
-    if (i > from)
-      evd_buf_chr(out, ',');
-    evd_buf_u32(out, slots ? slot : p);
+  for (i = 0; i < nrun; i++) {
+    evd_buf_u32_seq(out, slots ? NULL : w->pos + run[i][0], run[i][0],
+                    run[i][1], any);
+    any = 1;
   }
   evd_buf_chr(out, ']');
 }

@@ -42,4 +42,9 @@ void evd_buf_json_str(evd_buf_t *b, const char *s, size_t n);
 /* Appends a JSON array of uint32 values: [v0,v1,...]. */
 void evd_buf_u32_array(evd_buf_t *b, const uint32_t *v, size_t n);
 
+/* Appends n uint32 values separated by commas (and one before them when
+ * lead_comma): v[0..n), or start, start + 1, ... when v is NULL. */
+void evd_buf_u32_seq(evd_buf_t *b, const uint32_t *v, uint32_t start,
+                     size_t n, int lead_comma);
+
 #endif

@@ -5,10 +5,14 @@
 # `make bench-profile` shows where the daemon's time goes under the same
 # loads (callgrind; PROFILE_TOOL=perf for cpu-clock samples with the kernel).
 
-BUILD_ALL += $(B)/bench_memory
+BUILD_ALL += $(B)/bench_memory $(B)/bench_api
 
 $(B)/bench_memory: tests/bench/bench_memory.c | $(B)/obj
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
+
+$(B)/bench_api: tests/bench/bench_api.c $(B)/evictd-daemon.a
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(B)/evictd-daemon.a \
+	  $(LDFLAGS) $(PKG_LIBS)
 
 .PHONY: bench-http bench-single bench-batch bench-memory bench-profile \
         bench-http-build
@@ -16,9 +20,10 @@ $(B)/bench_memory: tests/bench/bench_memory.c | $(B)/obj
 # The packages first: the binaries cannot be built without them.
 bench-http-build:
 	@deploy/deps.sh build bench
-	@$(MAKE) --no-print-directory $(B)/evictd $(B)/bench_memory
+	@$(MAKE) --no-print-directory $(B)/evictd $(B)/bench_memory $(B)/bench_api
 
 bench-http: bench-http-build
+	tests/bench/api.sh $(B)/bench_api
 	tests/bench/single.sh $(B)/evictd
 	tests/bench/batch.sh $(B)/evictd
 	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Section 5 of `make bench`: the API's own cost per request without HTTP
+# (bench_api): a decode step, a speculative iteration (commit + 4 drafts)
+# and a fork at budget 512, in nanoseconds (medians) and in instructions
+# under callgrind, which a busy machine does not disturb.
+# Usage: api.sh path/to/bench_api   (API_N: requests per round)
+set -euo pipefail
+bin=${1:-build/bench_api}
+n=${API_N:-200000}
+"$bin" --n "$n"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+count() { # VARIANT REQUESTS FUNCTION: instructions per request inside it
+  valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
+    --toggle-collect="$3" "$bin" --only "$1" --n "$((10 * $2))" \
+    >/dev/null 2>"$tmp/cg.log" || { cat "$tmp/cg.log" >&2; exit 1; }
+  awk -v n="$2" '/^(summary|totals):/ {printf "%.0f", $2 / n; exit}' \
+    "$tmp/cg.out"
+}
+k=20000
+step=$(count step "$((k * 10))" step_loop)
+spec=$(count spec "$((k * 10))" spec_loop)
+fork=$(count fork "$k" fork_loop)
+echo "api: instructions per request (callgrind, the request's formatting" \
+  "included)"
+printf '  %-26s %9s  %6s\n' "decode step {\"pos\":P}" "$step" "1.00x"
+printf '  %-26s %9s  %6s\n' "commit + 4 drafts" "$spec" \
+  "$(awk -v a="$spec" -v b="$step" 'BEGIN { printf "%.2fx", a / b }')"
+printf '  %-26s %9s  %6s\n' "fork (budget 512)" "$fork" \
+  "$(awk -v a="$fork" -v b="$step" 'BEGIN { printf "%.2fx", a / b }')"
