@@ -344,8 +344,7 @@ static int h_evict(ctx_t *c) {
              "sinks.", w->sinks);
     return fail(c, EVD_AE_INVALID_BUDGET, api->msg);
   }
-  if (evd__grow(&api->victims, &api->victims_cap, evd_window_size(w)) != 0 ||
-      evd__reserve(api, w, 0) != 0)
+  if (evd__reserve(api, evd_window_size(w), 0, 0, s->page_size) != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   err = evd_window_evict(w, (uint32_t)x, api->victims, evd_window_size(w), &n);
   assert(err == 0);

@@ -99,9 +99,11 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
 /* Writes a session's view (GET, PUT, fork). */
 void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
 
-/* Grows the scratch arrays for a request of n positions on window w.
- * Returns 0 or EVD_ENOMEM. */
-int evd__reserve(evd_api_t *api, const evd_window_t *w, size_t n);
+/* Grows the scratch arrays for a request that may evict nvictims, drop or
+ * remove ngone and append nadded positions, with pages of page_size (0:
+ * none). Returns 0 or EVD_ENOMEM. */
+int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
+                 size_t nadded, uint32_t page_size);
 
 /* fastpath.c: the hot bodies without jansson. Each returns 1 when the
  * body is a valid step (batch) and fills *r (api->items[0..*nitems)) and

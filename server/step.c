@@ -12,23 +12,35 @@
 #include "evictd/log.h"
 #include "evictd/pages.h"
 
-int evd__reserve(evd_api_t *api, const evd_window_t *w, size_t n) {
-  /* A new session (w NULL) holds one position and no drafts. */
-  size_t size = w != NULL ? evd_window_size(w) : 1;
-  size_t drafts = w != NULL ? evd_window_tentative(w) : 0;
-  /* Victims: the commit's (at most the drafts) and the steps' (at most n);
-   * gone: a truncate's (at most the size); pages: new and freed, each at
-   * most one per touched position plus page 0 of a new session. */
-  size_t pages = 2 * (n + drafts + size + n + 1);
+int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
+                 size_t nadded, uint32_t page_size) {
+  /* Pages: new and freed, each at most one per touched position plus page
+   * 0 of a new session. Arrays are sized by what the request can use, so
+   * that a plain step never grows what only truncation needs. */
+  size_t pages = page_size ? 2 * (nvictims + ngone + nadded + 1) : 0;
 
-  return evd__grow(&api->pos, &api->pos_cap, n) == 0 &&
-                 evd__grow(&api->slots, &api->slots_cap, n) == 0 &&
-                 evd__grow(&api->victims, &api->victims_cap, n + drafts) ==
-                     0 &&
-                 evd__grow(&api->gone, &api->gone_cap, size) == 0 &&
+  return evd__grow(&api->slots, &api->slots_cap, nadded) == 0 &&
+                 evd__grow(&api->victims, &api->victims_cap, nvictims) == 0 &&
+                 evd__grow(&api->gone, &api->gone_cap, ngone) == 0 &&
                  evd__grow(&api->pages, &api->pages_cap, pages) == 0
              ? 0
              : EVD_ENOMEM;
+}
+
+/* evd__reserve for request r on window w (NULL: a new session, which holds
+ * one position and no drafts). */
+static int reserve_for(evd_api_t *api, const evd_window_t *w,
+                       const evd__step_t *r, uint32_t page_size) {
+  size_t size = w != NULL ? evd_window_size(w) : 1;
+  size_t drafts = w != NULL ? evd_window_tentative(w) : 0;
+  int commit = r->op == EVD_RP_COMMIT || r->has_arg;
+
+  if (r->op == EVD_RP_TRUNCATE)
+    return evd__reserve(api, 0, size, 0, page_size);
+  /* Victims: the commit's (at most the drafts) and the steps' (at most
+   * one per position); gone: the dropped drafts. */
+  return evd__reserve(api, r->n + (commit ? drafts : 0), commit ? drafts : 0,
+                      r->n, page_size);
 }
 
 /* Validates a step object into *r and api->pos. Returns EVD_AE_OK, or the
@@ -348,7 +360,7 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
       return evd__write_error(out, e, message, in_batch,
                               e == EVD_AE_STALE_POSITION ? &zero : NULL);
     }
-    if (evd__reserve(api, NULL, r->n) != 0)
+    if (reserve_for(api, NULL, r, r->cfg.page_size) != 0)
       return evd__write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch,
                               NULL);
     err = evd_table_add(api->table, r->id, r->idlen, &r->cfg, api->now_tick,
@@ -376,7 +388,7 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
     if (e != EVD_AE_OK)
       return evd__write_error(out, e, message, in_batch,
                               e == EVD_AE_STALE_POSITION ? &w->newest : NULL);
-    if (evd__reserve(api, w, r->n) != 0)
+    if (reserve_for(api, w, r, s->page_size) != 0)
       return evd__write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch,
                               NULL);
   }
@@ -508,7 +520,7 @@ static int apply_logged(evd_api_t *api, evd_session_t *s, const evd_op_t *op) {
     return EVD_ECORRUPT;
   if (check(api, w, &r, op->positions, &message) != EVD_AE_OK)
     return EVD_ECORRUPT;
-  if (evd__reserve(api, w, r.n) != 0)
+  if (reserve_for(api, w, &r, s->page_size) != 0)
     return EVD_ENOMEM;
   return apply(api, s, &r, op->positions,
                (op->flags & EVD_OP_CREATED) != 0, &rp) == 0

@@ -43,3 +43,18 @@ awk -v n="$(val sessions)" -v r0="$(val rss_before)" -v r1="$(val rss_created)" 
 steady=$(awk -v r0="$(val rss_before)" -v r3="$(val rss_steady)" -v n="$(val sessions)" \
   'BEGIN { printf "%.0f", (r3 - r0) / n }')
 echo "  target (issue 4): steady bytes/session <= $target: $(verdict "$steady" '<=' "$target")"
+
+# The same at lookahead 16 (--lookahead as the sessions' default): the ring
+# grows by 16 slots; the header must not grow with it.
+la=16
+start_evictd "$bin" --budget 512 --lookahead "$la" --max-sessions $((sessions + 1000))
+run_tracked "${pin_load[@]}" "$driver" "$evictd_port" "$evictd_pid" "$sessions" 512 \
+  >"$tmp/memory-la.out" || die "memory: the driver failed (lookahead $la)"
+stop "$evictd_pid"
+out=$(cat "$tmp/memory-la.out")
+ring_la=$((4 * (512 + la)))
+steady_la=$(awk -v r0="$(val rss_before)" -v r3="$(val rss_steady)" -v n="$(val sessions)" \
+  'BEGIN { printf "%.0f", (r3 - r0) / n }')
+echo "  lookahead $la: steady $steady_la bytes/session; ring 4 x (512 + $la) =" \
+  "$ring_la; target ring + 128 = $((ring_la + 128)):" \
+  "$(verdict "$steady_la" '<=' "$((ring_la + 128))")"

@@ -115,6 +115,24 @@ START_TEST(u32_array_forms) {
 }
 END_TEST
 
+START_TEST(u32_seq_values_and_ranges) {
+  static const uint32_t v[] = {7, 4294967295u, 0};
+  evd_buf_t b;
+
+  evd_buf_init(&b);
+  evd_buf_u32_seq(&b, v, 0, 0, 1);
+  expect_text(&b, "");
+  evd_buf_u32_seq(&b, v, 0, 3, 0);
+  expect_text(&b, "7,4294967295,0");
+  evd_buf_u32_seq(&b, NULL, 4294967293u, 3, 1);
+  expect_text(&b, "7,4294967295,0,4294967293,4294967294,4294967295");
+  evd_buf_reset(&b, 1024);
+  evd_buf_u32_seq(&b, NULL, 98, 3, 0);
+  expect_text(&b, "98,99,100");
+  evd_buf_free(&b);
+}
+END_TEST
+
 START_TEST(u32_array_of_max_values_fits_its_reservation) {
   /* The widest values use all 11 bytes per entry the writer reserves. */
   enum { N = 5000 };
@@ -338,6 +356,7 @@ static Suite *buf_suite(void) {
   tcase_add_test(tc, u64_formats_like_printf);
   tcase_add_test(tc, numbers_append_after_text);
   tcase_add_test(tc, u32_array_forms);
+  tcase_add_test(tc, u32_seq_values_and_ranges);
   tcase_add_test(tc, u32_array_of_max_values_fits_its_reservation);
   tcase_add_test(tc, json_str_plain_and_empty);
   tcase_add_test(tc, json_str_escapes_quote_and_backslash);
