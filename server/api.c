@@ -344,7 +344,7 @@ static int h_evict(ctx_t *c) {
              "sinks.", w->sinks);
     return fail(c, EVD_AE_INVALID_BUDGET, api->msg);
   }
-  if (evd__reserve(api, evd_window_size(w), 0, 0, s->page_size) != 0)
+  if (evd__reserve(api, evd_window_size(w), 0, 0, evd_session_page_size(s)) != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   err = evd_window_evict(w, (uint32_t)x, api->victims, evd_window_size(w), &n);
   assert(err == 0);
@@ -358,10 +358,10 @@ static int h_evict(ctx_t *c) {
   evd_buf_u32_array(c->out, api->victims, n);
   evd_buf_str(c->out, ",\"size\":");
   evd_buf_u32(c->out, evd_window_size(w));
-  if (s->page_size != 0) {
+  if (evd_session_page_size(s) != 0) {
     evd_pages_change_t ch = {.victims = api->victims, .nvictims = n};
     uint32_t half = (uint32_t)(api->pages_cap / 2), nnew, nfreed;
-    evd_pages_diff(w, s->page_size, &ch, api->pages, &nnew,
+    evd_pages_diff(w, evd_session_page_size(s), &ch, api->pages, &nnew,
                    api->pages + half, &nfreed);
     evd_buf_str(c->out, ",\"pages_new\":");
     evd_buf_u32_array(c->out, api->pages, nnew);

@@ -13,8 +13,17 @@
 
 /* Replay record forms: none, the heap form, or the inline decode step,
  * whose bits say whether it had a victim and which pages it listed. */
-enum { RP_NONE = 0, RP_EXT = 1, RP_ONE = 0x10 };
+enum { RP_NONE = 0, RP_EXT = 1, RP_ONE = 0x10, RP_MASK = 0x7f };
 enum { RP_ONE_VICTIM = 1, RP_ONE_PAGE_NEW = 2, RP_ONE_PAGE_FREED = 4 };
+
+/* The replay form in s->bits, which also holds EVD__PAGED. */
+static unsigned rp_kind(const evd_session_t *s) {
+  return s->bits & RP_MASK;
+}
+
+static void set_rp_kind(evd_session_t *s, unsigned kind) {
+  s->bits = (uint8_t)((s->bits & ~RP_MASK) | kind);
+}
 
 /* Buckets never shrink below this, and a table starts at it. */
 #define MIN_BUCKETS 1024u
@@ -75,6 +84,16 @@ static uint32_t hash_id(const evd_table_t *t, const char *id, size_t len) {
   return (uint32_t)(h ^ (h >> 32));
 }
 
+uint32_t evd_table_hash(const evd_table_t *t, const char *id, size_t len) {
+  return hash_id(t, id, len);
+}
+
+/* A session's hash is computed again when needed rather than stored: four
+ * bytes a session against one hash per removal and per rehashed session. */
+static uint32_t hash_of(const evd_table_t *t, const evd_session_t *s) {
+  return hash_id(t, s->id, s->idlen);
+}
+
 /* ---- ids and blocks ----------------------------------------------------- */
 
 int evd_session_id_valid(const char *id, size_t len) {
@@ -103,9 +122,9 @@ size_t evd_session_footprint(size_t idlen, uint32_t budget,
 }
 
 static void replay_clear(evd_session_t *s) {
-  if (s->rp_kind == RP_EXT)
+  if (rp_kind(s) == RP_EXT)
     free(s->rp.ext);
-  s->rp_kind = RP_NONE;
+  set_rp_kind(s, RP_NONE);
 }
 
 static void session_free(evd_session_t *s) {
@@ -170,7 +189,7 @@ static void rehash_step(evd_table_t *t) {
   while (moved < REHASH_STEP && t->rehash_at <= t->mask[0]) {
     evd_session_t *s = t->bucket[0][t->rehash_at], *next;
     for (; s != NULL; s = next) {
-      size_t i = s->hash & t->mask[1];
+      size_t i = hash_of(t, s) & t->mask[1];
       next = s->hnext;
       s->hnext = t->bucket[1][i];
       t->bucket[1][i] = s;
@@ -231,7 +250,7 @@ evd_session_t *evd_table_find(evd_table_t *t, const char *id, size_t len) {
   if (t->rehashing)
     rehash_step(t);
   for (s = *chain_of(t, h); s != NULL; s = s->hnext)
-    if (s->hash == h && s->idlen == len && memcmp(s->id, id, len) == 0)
+    if (s->idlen == len && memcmp(s->id, id, len) == 0)
       return s;
   return NULL;
 }
@@ -263,22 +282,20 @@ static int link_new(evd_table_t *t, const char *id, size_t len,
                     uint32_t budget, uint32_t lookahead, uint32_t page_size,
                     uint32_t now, evd_session_t **out) {
   evd_session_t *s, **chain;
-  size_t off = window_offset(len);
 
+  assert(page_size <= EVD_MAX_PAGE_SIZE);
   if (t->count >= t->max)
     return EVD_ELIMIT;
-  s = malloc(off + evd_window_footprint(budget, lookahead));
+  s = malloc(window_offset(len) + evd_window_footprint(budget, lookahead));
   if (s == NULL)
     return EVD_ENOMEM;
-  s->hash = hash_id(t, id, len);
   s->used = now;
-  s->rp_kind = RP_NONE;
+  s->bits = page_size != 0 ? EVD__PAGED : 0; /* and no replay record */
+  s->page_m1 = (uint16_t)(page_size != 0 ? page_size - 1 : 0);
   s->rp_size = 0;
-  s->page_size = page_size;
   s->idlen = (uint8_t)len;
-  s->window_off = (uint16_t)off;
   memcpy(s->id, id, len);
-  chain = chain_of(t, s->hash);
+  chain = chain_of(t, hash_id(t, id, len));
   s->hnext = *chain;
   *chain = s;
   lru_append(t, s);
@@ -312,8 +329,8 @@ int evd_table_fork(evd_table_t *t, const evd_session_t *parent,
   int err;
 
   assert(evd_session_id_valid(id, len));
-  err = link_new(t, id, len, w->budget, lookahead, parent->page_size, now,
-                 out);
+  err = link_new(t, id, len, w->budget, lookahead,
+                 evd_session_page_size(parent), now, out);
   if (err == 0)
     memcpy(evd_session_window(*out), w,
            evd_window_footprint(w->budget, lookahead));
@@ -326,16 +343,17 @@ void evd_session_config(const evd_session_t *s, evd_session_config_t *out) {
   out->budget = w->budget;
   out->sinks = w->sinks;
   out->lookahead = evd_window_lookahead(w);
-  out->page_size = s->page_size;
+  out->page_size = evd_session_page_size(s);
 }
 
 int evd_session_same_state(const evd_session_t *a, const evd_session_t *b) {
   const evd_window_t *x = evd_session_window(a), *y = evd_session_window(b);
   uint32_t i, sx, sy;
 
-  if (a->page_size != b->page_size || x->budget != y->budget ||
+  if (evd_session_page_size(a) != evd_session_page_size(b) ||
+      x->budget != y->budget ||
       x->sinks != y->sinks || x->last != y->last || x->size != y->size ||
-      x->newest != y->newest || x->tentative != y->tentative ||
+      x->newest != y->newest ||
       evd_window_committed(x) != evd_window_committed(y))
     return 0;
   for (i = 0; i < x->size; i++)
@@ -346,7 +364,7 @@ int evd_session_same_state(const evd_session_t *a, const evd_session_t *b) {
 }
 
 void evd_table_remove(evd_table_t *t, evd_session_t *s) {
-  evd_session_t **pp = chain_of(t, s->hash);
+  evd_session_t **pp = chain_of(t, hash_of(t, s));
 
   while (*pp != s) {
     assert(*pp != NULL);
@@ -392,7 +410,7 @@ static void copy32(uint32_t *dst, const uint32_t *src, uint32_t n) {
  * all. */
 static int fits_inline(const evd_session_t *s, const evd_replay_t *rp,
                        unsigned *bits) {
-  uint32_t b = s->page_size;
+  uint32_t b = evd_session_page_size(s);
 
   if (rp->op != EVD_RP_STEP || rp->flags != 0 || rp->npos != 1 ||
       rp->nvictims > 1 || rp->ngone != 0 ||
@@ -420,7 +438,7 @@ int evd_session_replay_set(evd_session_t *s, const evd_replay_t *rp) {
   if (fits_inline(s, rp, &bits)) {
     s->rp.one.slot = rp->slots[0];
     s->rp.one.victim = rp->nvictims ? rp->victims[0] : 0;
-    s->rp_kind = (uint8_t)(RP_ONE | bits);
+    set_rp_kind(s, RP_ONE | bits);
     return 0;
   }
   ext = malloc((EXT_HDR + 2 * (size_t)rp->npos + rp->nvictims + rp->ngone +
@@ -444,16 +462,17 @@ int evd_session_replay_set(evd_session_t *s, const evd_replay_t *rp) {
   copy32(p += rp->npos, rp->pages_new, rp->npages_new);
   copy32(p += rp->npages_new, rp->pages_freed, rp->npages_freed);
   s->rp.ext = ext;
-  s->rp_kind = RP_EXT;
+  set_rp_kind(s, RP_EXT);
   return 0;
 }
 
 int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out) {
   const evd_window_t *w = evd_session_window(s);
   const uint32_t *e = s->rp.ext;
-  unsigned bits = s->rp_kind & 0xf;
+  unsigned kind = rp_kind(s), bits = kind & 0xf;
+  uint32_t b = evd_session_page_size(s);
 
-  if (s->rp_kind & RP_ONE) {
+  if (kind & RP_ONE) {
     /* One position: it is still the newest, since any later step, commit
      * or truncate would have replaced this record. */
     memset(out, 0, sizeof *out);
@@ -466,16 +485,16 @@ int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out) {
     out->size = s->rp_size;
     out->newest = w->newest;
     if (bits & RP_ONE_PAGE_NEW)
-      out->inl[out->npages_new++] = w->newest / s->page_size;
+      out->inl[out->npages_new++] = w->newest / b;
     out->pages_new = out->inl;
     if (bits & RP_ONE_PAGE_FREED) {
-      out->inl[out->npages_new] = s->rp.one.victim / s->page_size;
+      out->inl[out->npages_new] = s->rp.one.victim / b;
       out->npages_freed = 1;
     }
     out->pages_freed = out->inl + out->npages_new;
     return 1;
   }
-  if (s->rp_kind != RP_EXT)
+  if (kind != RP_EXT)
     return 0;
   out->op = (uint8_t)(e[0] & 0xff);
   out->flags = (uint8_t)(e[0] >> 8);

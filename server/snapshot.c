@@ -118,7 +118,7 @@ static void write_session(writer_t *w, const evd_session_t *s) {
   f[5] = win->head;
   f[6] = win->tail;
   f[7] = win->newest;
-  f[8] = win->tentative;
+  f[8] = evd_window_tentative(win);
   f[9] = evd_window_committed(win);
   f[10] = has_rp ? rp.op | (uint32_t)rp.flags << 8 : 0;
   put32s(w, &crc, f, 11);

@@ -143,7 +143,7 @@ static evd_apierr_t check(evd_api_t *api, const evd_window_t *w,
                           const evd__step_t *r, const uint32_t *pos,
                           const char **message) {
   uint32_t newest = w != NULL ? w->newest : 0;
-  uint32_t drafts = w != NULL ? w->tentative : 0;
+  uint32_t drafts = w != NULL ? evd_window_tentative(w) : 0;
   uint32_t lookahead =
       w != NULL ? evd_window_lookahead(w) : r->cfg.lookahead;
 
@@ -232,13 +232,13 @@ static int apply(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
       .nvictims = nv, .victims = api->victims,
       .ngone = ng, .gone = api->gone,
       .size = evd_window_size(w), .newest = evd_window_newest(w)};
-  if (s->page_size != 0) {
+  if (evd_session_page_size(s) != 0) {
     evd_pages_change_t c = {.victims = api->victims, .nvictims = nv,
                             .gone = api->gone, .ngone = ng,
                             .added = pos, .nadded = r->n,
                             .created = created};
     uint32_t half = (uint32_t)(api->pages_cap / 2);
-    evd_pages_diff(w, s->page_size, &c, api->pages, &rp->npages_new,
+    evd_pages_diff(w, evd_session_page_size(s), &c, api->pages, &rp->npages_new,
                    api->pages + half, &rp->npages_freed);
     rp->pages_new = api->pages;
     rp->pages_freed = api->pages + half;
@@ -381,14 +381,14 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
     if (evd_session_replay_get(s, &rp) && same_request(&rp, r, pos)) {
       evd_table_touch(api->table, s, api->now_tick);
       api->metrics.replays++;
-      write_answer(out, &rp, s->page_size, 1);
+      write_answer(out, &rp, evd_session_page_size(s), 1);
       return 200;
     }
     e = check(api, w, r, pos, &message);
     if (e != EVD_AE_OK)
       return evd__write_error(out, e, message, in_batch,
                               e == EVD_AE_STALE_POSITION ? &w->newest : NULL);
-    if (reserve_for(api, w, r, s->page_size) != 0)
+    if (reserve_for(api, w, r, evd_session_page_size(s)) != 0)
       return evd__write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch,
                               NULL);
   }
@@ -397,7 +397,7 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
   (void)err;
   evd_table_touch(api->table, s, api->now_tick);
   journal_request(api, s, r, pos, created);
-  write_answer(out, &rp, s->page_size, 0);
+  write_answer(out, &rp, evd_session_page_size(s), 0);
   return 200;
 }
 
@@ -460,9 +460,9 @@ void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s) {
     evd_buf_str(out, ",\"lookahead\":");
     evd_buf_u32(out, evd_window_lookahead(w));
   }
-  if (s->page_size != 0) {
+  if (evd_session_page_size(s) != 0) {
     evd_buf_str(out, ",\"page_size\":");
-    evd_buf_u32(out, s->page_size);
+    evd_buf_u32(out, evd_session_page_size(s));
   }
   evd_buf_str(out, ",\"size\":");
   evd_buf_u32(out, n);
@@ -476,14 +476,14 @@ void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s) {
     evd_buf_str(out, ",\"tentative\":");
     write_positions(out, w, n - evd_window_tentative(w), 0);
   }
-  if (s->page_size != 0) {
+  if (evd_session_page_size(s) != 0) {
     evd_buf_str(out, ",\"pages\":");
     if (evd__grow(&api->pages, &api->pages_cap, n) != 0) {
       out->oom = 1; /* answered as out_of_memory */
       return;
     }
     evd_buf_u32_array(out, api->pages,
-                      evd_pages_held(w, s->page_size, api->pages));
+                      evd_pages_held(w, evd_session_page_size(s), api->pages));
   }
   evd_buf_chr(out, '}');
 }
@@ -520,7 +520,7 @@ static int apply_logged(evd_api_t *api, evd_session_t *s, const evd_op_t *op) {
     return EVD_ECORRUPT;
   if (check(api, w, &r, op->positions, &message) != EVD_AE_OK)
     return EVD_ECORRUPT;
-  if (reserve_for(api, w, &r, s->page_size) != 0)
+  if (reserve_for(api, w, &r, evd_session_page_size(s)) != 0)
     return EVD_ENOMEM;
   return apply(api, s, &r, op->positions,
                (op->flags & EVD_OP_CREATED) != 0, &rp) == 0

@@ -42,7 +42,6 @@ int evd_window_init(evd_window_t *w, uint32_t budget, uint32_t sinks,
   w->newest = 0;
   w->head = sinks;
   w->tail = 1;
-  w->tentative = 0;
   w->committed = 0;
   return 0;
 }
@@ -120,17 +119,41 @@ static uint32_t pop_newest(evd_window_t *w) {
   return w->pos[s];
 }
 
+/* 1 when drafts are pending. */
+static inline int has_drafts(const evd_window_t *w) {
+  return w->committed != w->newest;
+}
+
+/* The index of the first held position above p (size when none is). */
+static uint32_t first_above(const evd_window_t *w, uint32_t p) {
+  uint32_t a = 0, b = w->size;
+
+  while (a < b) {
+    uint32_t m = a + (b - a) / 2;
+    if (evd_window_at(w, m, NULL) <= p)
+      a = m + 1;
+    else
+      b = m;
+  }
+  return a;
+}
+
+uint32_t evd_window_tentative(const evd_window_t *w) {
+  return has_drafts(w) ? w->size - first_above(w, w->committed) : 0;
+}
+
 int evd_window_step(evd_window_t *w, uint32_t pos, const float *attention,
                     size_t n, uint32_t *slot) {
   (void)attention; /* Recency is all this policy looks at. */
   (void)n;
   if (pos <= w->newest)
     return EVD_ESTALE;
-  if (w->tentative != 0)
+  if (has_drafts(w))
     return EVD_EBUSY;
   if (w->size > w->last)
     return EVD_EFULL;
   *slot = append(w, pos);
+  w->committed = pos;
   return 0;
 }
 
@@ -140,7 +163,7 @@ int evd_window_evict(evd_window_t *w, uint32_t budget, uint32_t *victims,
    * and at least one (the newest) always stays. */
   if (budget <= w->sinks)
     return EVD_EINVAL;
-  if (w->tentative != 0)
+  if (has_drafts(w))
     return EVD_EBUSY;
   if (w->size > budget && w->size - budget > cap)
     return EVD_EINVAL;
@@ -159,7 +182,7 @@ static inline __attribute__((always_inline)) int advance1(evd_window_t *w, uint3
      * new position takes the tail (with lookahead 1 the only free slot,
      * right behind the head). */
     w->pos[s] = pos;
-    w->newest = pos;
+    w->newest = w->committed = pos;
     *slot = s;
     *victim = w->pos[h];
     w->tail = next_slot(w, s);
@@ -167,6 +190,7 @@ static inline __attribute__((always_inline)) int advance1(evd_window_t *w, uint3
     return 1;
   }
   *slot = append(w, pos); /* room left: nothing to evict */
+  w->committed = pos;
   return 0;
 }
 
@@ -174,7 +198,7 @@ static inline int advance_checked(evd_window_t *w, uint32_t pos,
                                   uint32_t *slot, uint32_t *victim) {
   if (pos <= w->newest)
     return EVD_ESTALE;
-  if (w->tentative != 0)
+  if (has_drafts(w))
     return EVD_EBUSY;
   if (w->size > w->budget)
     return EVD_EFULL;
@@ -204,17 +228,14 @@ steps_general(evd_window_t *w, const uint32_t *positions, uint32_t n,
       return EVD_EINVAL;
   if (tentative) {
     /* At most budget committed positions are held, so lookahead drafts
-     * always find free slots. */
-    if (n > lookahead - w->tentative)
+     * always find free slots. `committed` stays where it is. */
+    if (n > lookahead - evd_window_tentative(w))
       return EVD_EFULL;
-    if (w->tentative == 0)
-      w->committed = w->newest;
     for (i = 0; i < n; i++)
       slots[i] = append(w, positions[i]);
-    w->tentative += n;
     return 0;
   }
-  if (w->tentative != 0)
+  if (has_drafts(w))
     return EVD_EBUSY;
   if (w->size > w->budget)
     return EVD_EFULL;
@@ -228,6 +249,7 @@ steps_general(evd_window_t *w, const uint32_t *positions, uint32_t n,
       slots[k] = append(w, positions[k]);
     got += evict_to(w, w->budget, victims + got);
   }
+  w->committed = w->newest;
   *nv = got;
   return 0;
 }
@@ -245,19 +267,19 @@ int evd_window_steps(evd_window_t *w, const uint32_t *positions, uint32_t n,
 
 int evd_window_commit(evd_window_t *w, uint32_t p, uint32_t *dropped,
                       uint32_t *nd, uint32_t *victims, uint32_t *nv) {
-  uint32_t committed = evd_window_committed(w), d = 0, k;
+  uint32_t committed = w->committed, drafts, d = 0, k;
 
   if (p < committed)
     return EVD_EINVAL;
   /* Drafts are the newest positions held, ascending: the rejected ones are
    * a suffix. */
-  while (d < w->tentative && evd_window_at(w, w->size - 1 - d, NULL) > p)
+  drafts = evd_window_tentative(w);
+  while (d < drafts && evd_window_at(w, w->size - 1 - d, NULL) > p)
     d++;
   for (k = d; k > 0; k--)
     dropped[k - 1] = pop_newest(w);
-  w->newest = d < w->tentative ? evd_window_at(w, w->size - 1, NULL)
-                               : committed;
-  w->tentative = 0;
+  w->newest = w->committed =
+      d < drafts ? evd_window_at(w, w->size - 1, NULL) : committed;
   *nd = d;
   *nv = evict_to(w, w->budget, victims);
   return 0;
@@ -276,12 +298,12 @@ int evd_window_truncate(evd_window_t *w, uint32_t from, uint32_t *removed,
     r++;
   for (k = r; k > 0; k--)
     removed[k - 1] = pop_newest(w);
-  /* The drafts were the newest: those left are below `from`, and so must
-   * be what the session has committed to. */
-  w->tentative = w->tentative > r ? w->tentative - r : 0;
-  if (w->tentative != 0 && w->committed > from - 1)
-    w->committed = from - 1;
+  /* Drafts left are those above the committed newest, which cannot stay
+   * above the new newest; with none left it is the new newest. */
   w->newest = from - 1;
+  if (w->committed > w->newest || w->size == 0 ||
+      evd_window_at(w, w->size - 1, NULL) <= w->committed)
+    w->committed = w->newest;
   *nr = r;
   return 0;
 }
@@ -310,17 +332,17 @@ int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
   w->head = head;
   w->tail = tail;
   w->newest = newest;
-  w->tentative = tentative;
   w->committed = tentative != 0 ? committed : newest;
   for (i = 0; i < size; i++) {
     uint32_t p = evd_window_at(w, i, NULL);
     if (i > 0 && p <= prev)
       return EVD_ECORRUPT;
-    if (tentative != 0 && i == size - tentative && p <= committed)
+    /* Exactly the last `tentative` positions are above committed. */
+    if (tentative != 0 && (i < size - tentative) != (p <= committed))
       return EVD_ECORRUPT;
     prev = p;
   }
-  if (tentative != 0 && committed > newest)
+  if (tentative != 0 && committed >= newest)
     return EVD_ECORRUPT;
   return size == 0 || prev <= newest ? 0 : EVD_ECORRUPT;
 }
@@ -334,11 +356,7 @@ uint32_t evd_window_newest(const evd_window_t *w) {
 }
 
 uint32_t evd_window_committed(const evd_window_t *w) {
-  return w->tentative != 0 ? w->committed : w->newest;
-}
-
-uint32_t evd_window_tentative(const evd_window_t *w) {
-  return w->tentative;
+  return w->committed;
 }
 
 uint32_t evd_window_lookahead(const evd_window_t *w) {

@@ -32,21 +32,24 @@ typedef struct evd_session_config_s {
 struct evd_session_s {
   evd_session_t *hnext;               /* hash chain */
   evd_session_t *lprev, *lnext;       /* last-use list, oldest first */
-  uint32_t hash;                      /* keyed hash of the id */
   uint32_t used;                      /* tick of the last use */
   uint32_t rp_size;                   /* replay: size after the request */
-  uint32_t page_size;                 /* positions per logical page, or 0 */
   union {
     struct {
       uint32_t victim, slot;          /* one position, at most one victim */
     } one;
     uint32_t *ext;                    /* anything else, on the heap */
   } rp;
-  uint8_t rp_kind;                    /* replay: which form, see session.c */
+  uint16_t page_m1;                   /* page size - 1, with EVD__PAGED */
+  uint8_t bits;                       /* replay form and EVD__PAGED */
   uint8_t idlen;                      /* bytes of id */
-  uint16_t window_off;                /* offset of the window in the block */
   char id[];                          /* idlen bytes, not NUL-terminated */
 };
+
+/* In bits: the session gives page-granular answers. (The header is kept
+ * small on purpose: every byte of it is paid once per session, and the
+ * window is found from idlen rather than stored.) */
+#define EVD__PAGED 0x80u
 
 /* What a replay record remembers of a request. */
 typedef enum evd_rp_op_e {
@@ -77,9 +80,16 @@ typedef struct evd_replay_s {
 /* Returns 1 when id[0..len) is a valid session id, else 0. */
 int evd_session_id_valid(const char *id, size_t len);
 
-/* The session's window. */
+/* The session's window: right after the id, aligned for its uint32s. */
 static inline evd_window_t *evd_session_window(const evd_session_t *s) {
-  return (evd_window_t *)((char *)s + s->window_off);
+  return (evd_window_t *)((char *)s +
+                          ((offsetof(evd_session_t, id) + s->idlen + 3) &
+                           ~(size_t)3));
+}
+
+/* Positions per logical page of the session's answers, or 0 for none. */
+static inline uint32_t evd_session_page_size(const evd_session_t *s) {
+  return (s->bits & EVD__PAGED) ? (uint32_t)s->page_m1 + 1 : 0;
 }
 
 /* Bytes one session block takes (header, id, window and ring), before the
@@ -101,6 +111,9 @@ uint32_t evd_table_set_max(evd_table_t *t, uint32_t max);
 
 /* Number of live sessions. */
 uint32_t evd_table_count(const evd_table_t *t);
+
+/* The keyed hash of an id in this table (for tests and statistics). */
+uint32_t evd_table_hash(const evd_table_t *t, const char *id, size_t len);
 
 /* The session with this id, or NULL. O(1) on average. */
 evd_session_t *evd_table_find(evd_table_t *t, const char *id, size_t len);

@@ -30,8 +30,9 @@ typedef struct evd_rng_s evd_rng_t;
  * positions (the first `sinks` positions held) live in slots 0..sinks-1;
  * every other position takes the slot after the newest unpinned one held,
  * round-robin over sinks..last (slot `sinks` when no unpinned one is held).
- * Held positions increase with their age; the newest `tentative` of them are
- * tentative (speculative drafts not yet committed). */
+ * Held positions increase with their age; those above `committed` are
+ * tentative (speculative drafts not yet committed). Without drafts,
+ * committed equals newest, which is how "no drafts" is told in O(1). */
 typedef struct evd_window_s {
   uint32_t budget;    /* positions kept after an eviction, >= 1 */
   uint32_t sinks;     /* leading positions pinned, < budget */
@@ -40,8 +41,7 @@ typedef struct evd_window_s {
   uint32_t head;      /* slot of the oldest unpinned position (or sinks) */
   uint32_t tail;      /* slot the next position goes to */
   uint32_t newest;    /* a new position must be greater than this */
-  uint32_t tentative; /* how many of the newest held positions are drafts */
-  uint32_t committed; /* the newest before the drafts, while there are any */
+  uint32_t committed; /* the newest but the drafts; == newest without any */
   uint32_t pos[];     /* budget + lookahead entries: the position in a slot */
 } evd_window_t;
 
@@ -147,7 +147,8 @@ int evd_window_truncate(evd_window_t *w, uint32_t from, uint32_t *removed,
  * filled with the saved ring. Checks that the state is one the window could
  * have reached (cursors in range and consistent with size, held positions
  * strictly increasing and not above `newest`, drafts within lookahead, at
- * most budget committed ones). `committed` is read only when tentative > 0.
+ * most budget committed ones, exactly `tentative` held above `committed`).
+ * `committed` is read only when tentative > 0.
  * Returns 0, or EVD_ECORRUPT with the window left in an unspecified state. */
 int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
                        uint32_t tail, uint32_t newest, uint32_t tentative,
@@ -163,7 +164,8 @@ uint32_t evd_window_newest(const evd_window_t *w);
  * none): a commit must name at least this. */
 uint32_t evd_window_committed(const evd_window_t *w);
 
-/* Number of tentative positions pending (the newest ones held). */
+/* Number of tentative positions pending (the newest ones held). O(1)
+ * without drafts, O(log size) with. */
 uint32_t evd_window_tentative(const evd_window_t *w);
 
 /* The lookahead: slots beyond the budget. */

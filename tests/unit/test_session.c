@@ -307,7 +307,10 @@ START_TEST(hash_key_differs_between_tables) {
 
   for (i = 0; i < 4; i++) {
     evd_session_t *s1 = add(t1, ids[i], 2, 0, 0), *s2 = add(t2, ids[i], 2, 0, 0);
-    differ += s1->hash != s2->hash;
+    differ += evd_table_hash(t1, ids[i], strlen(ids[i])) !=
+              evd_table_hash(t2, ids[i], strlen(ids[i]));
+    (void)s1;
+    (void)s2;
   }
   ck_assert_int_gt(differ, 0);
   evd_table_free(t1);
@@ -766,7 +769,7 @@ START_TEST(window_sits_inside_the_block) {
     uint32_t p, slot, victim;
     ck_assert_int_eq(add_n(t, id, idlen, 3, 1, 0, &s), 0);
     w = evd_session_window(s);
-    ck_assert_uint_eq((size_t)s->window_off,
+    ck_assert_uint_eq((size_t)((char *)evd_session_window(s) - (char *)s),
                       evd_session_footprint(idlen, 3, 1) -
                           evd_window_footprint(3, 1));
     ck_assert((char *)w >= s->id + idlen);

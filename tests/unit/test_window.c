@@ -954,12 +954,12 @@ START_TEST(random_engine_ops_match_model) {
       memcpy(copy->pos, w->pos,
              ((size_t)w->budget + evd_window_lookahead(w)) * sizeof(uint32_t));
       ck_assert_int_eq(evd_window_restore(copy, w->size, w->head, w->tail,
-                                          w->newest, w->tentative,
+                                          w->newest, evd_window_tentative(w),
                                           evd_window_committed(w)),
                        0);
       ck_assert(copy->size == w->size && copy->head == w->head &&
                 copy->tail == w->tail && copy->newest == w->newest &&
-                copy->tentative == w->tentative &&
+                evd_window_tentative(copy) == evd_window_tentative(w) &&
                 evd_window_committed(copy) == evd_window_committed(w));
       break;
     }
