@@ -296,6 +296,27 @@ def run(binary, nginx, tmp):
         print("shard: POST /step through nginx is 421 and creates nothing; "
               "per-instance batches work")
 
+        # Forks through nginx: children named {parent}~{k} live on their
+        # parent's instance, where the fork made them, and step on there.
+        forked = 0
+        for sid in sorted(models)[:10]:
+            for k in range(3):
+                child = f"{sid}~{k}"
+                status, body, backend = proxy.call(
+                    "POST", f"/session/{sid}/fork", {"into": child})
+                expect(status == 201 and backend == home[sid],
+                       f"fork {sid} into {child}: {status} {body} on {backend}")
+                m = Model()
+                m.kept, m.newest = list(models[sid].kept), models[sid].newest
+                models[child], home[child] = m, home[sid]
+                step_via(proxy, child, m, 1 + k, home[sid])
+                expect(list(holders(direct, child)) == [home[sid]],
+                       f"{child} is not on its parent's instance only")
+                forked += 1
+            step_via(proxy, sid, models[sid], 1, home[sid])
+        print(f"shard: {forked} forks into {{parent}}~{{k}} children live and "
+              "step on their parent's instance")
+
         # Restart the instance holding the most sessions, twice: with its
         # state directory (its sessions come back), then without one, as an
         # instance without persistence (its sessions are lost, and say so).
