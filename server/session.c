@@ -429,6 +429,15 @@ static int fits_inline(const evd_session_t *s, const evd_replay_t *rp,
   return 1;
 }
 
+void evd_session_replay_step(evd_session_t *s, uint32_t slot, int victim,
+                             uint32_t v, uint32_t size) {
+  replay_clear(s);
+  s->rp_size = size;
+  s->rp.one.slot = slot;
+  s->rp.one.victim = victim ? v : 0;
+  set_rp_kind(s, RP_ONE | (victim ? RP_ONE_VICTIM : 0u));
+}
+
 int evd_session_replay_set(evd_session_t *s, const evd_replay_t *rp) {
   uint32_t *ext, *p;
   unsigned bits;

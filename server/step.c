@@ -19,6 +19,9 @@ int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
    * that a plain step never grows what only truncation needs. */
   size_t pages = page_size ? 2 * (nvictims + ngone + nadded + 1) : 0;
 
+  if (nadded <= api->slots_cap && nvictims <= api->victims_cap &&
+      ngone <= api->gone_cap && pages <= api->pages_cap)
+    return 0; /* the usual case: one test */
   return evd__grow(&api->slots, &api->slots_cap, nadded) == 0 &&
                  evd__grow(&api->victims, &api->victims_cap, nvictims) == 0 &&
                  evd__grow(&api->gone, &api->gone_cap, ngone) == 0 &&
@@ -31,12 +34,12 @@ int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
  * one position and no drafts). */
 static int reserve_for(evd_api_t *api, const evd_window_t *w,
                        const evd__step_t *r, uint32_t page_size) {
-  size_t size = w != NULL ? evd_window_size(w) : 1;
-  size_t drafts = w != NULL ? evd_window_tentative(w) : 0;
   int commit = r->op == EVD_RP_COMMIT || r->has_arg;
+  size_t drafts = w != NULL && commit ? evd_window_tentative(w) : 0;
 
   if (r->op == EVD_RP_TRUNCATE)
-    return evd__reserve(api, 0, size, 0, page_size);
+    return evd__reserve(api, 0, w != NULL ? evd_window_size(w) : 1, 0,
+                        page_size);
   /* Victims: the commit's (at most the drafts) and the steps' (at most
    * one per position); gone: the dropped drafts. */
   return evd__reserve(api, r->n + (commit ? drafts : 0), commit ? drafts : 0,
@@ -142,14 +145,22 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
 static evd_apierr_t check(evd_api_t *api, const evd_window_t *w,
                           const evd__step_t *r, const uint32_t *pos,
                           const char **message) {
-  uint32_t newest = w != NULL ? w->newest : 0;
-  uint32_t drafts = w != NULL ? evd_window_tentative(w) : 0;
-  uint32_t lookahead =
-      w != NULL ? evd_window_lookahead(w) : r->cfg.lookahead;
+  uint32_t newest = w != NULL ? w->newest : 0, drafts, lookahead;
 
   *message = NULL;
   if (r->op == EVD_RP_TRUNCATE)
     return EVD_AE_OK;
+  if (r->op == EVD_RP_STEP && !r->has_arg && !r->tentative && r->n > 0) {
+    /* The decode step and the chunk: no drafts to count. */
+    if (w != NULL && evd_window_has_drafts(w)) {
+      *message = "Tentative positions are pending: commit them "
+                 "(\"commit\") before a step that is not tentative.";
+      return EVD_AE_TENTATIVE_PENDING;
+    }
+    return pos[0] <= newest ? EVD_AE_STALE_POSITION : EVD_AE_OK;
+  }
+  drafts = w != NULL ? evd_window_tentative(w) : 0;
+  lookahead = w != NULL ? evd_window_lookahead(w) : r->cfg.lookahead;
   if (r->op == EVD_RP_COMMIT || r->has_arg) {
     uint32_t committed = w != NULL ? evd_window_committed(w) : 0, i;
     if (r->arg < committed) {
@@ -340,6 +351,40 @@ void evd__journal_create(evd_api_t *api, const evd_session_t *s) {
   evd__journal(api, &op);
 }
 
+/* The decode step (one committed position, above the newest, no drafts,
+ * no pages) in as few instructions as the general path would spend on
+ * telling what it is: it is every request of a plain decode loop. Returns
+ * the status, or 0 when the request is not one (nothing done). */
+static int decode_step(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
+                       const uint32_t *pos, evd_buf_t *out) {
+  evd_window_t *w = evd_session_window(s);
+  uint32_t slot, victim;
+  int k;
+
+  if (r->n != 1 || r->op != EVD_RP_STEP || r->has_arg || r->tentative ||
+      (s->bits & EVD__PAGED) || pos[0] <= w->newest ||
+      evd_window_has_drafts(w))
+    return 0;
+  k = evd_window_advance(w, pos[0], &slot, &victim);
+  assert(k >= 0); /* new, no drafts, at most budget held */
+  api->metrics.steps++;
+  api->metrics.victims += (uint32_t)k;
+  evd_session_replay_step(s, slot, k, victim, w->size);
+  evd_table_touch(api->table, s, api->now_tick);
+  journal_request(api, s, r, pos, 0);
+  evd_buf_reserve(out, 80);
+  evd_buf_add(out, "{\"victims\":", 11);
+  evd_buf_u32_array(out, &victim, (size_t)k);
+  evd_buf_add(out, ",\"slots\":[", 10);
+  evd_buf_u32(out, slot);
+  evd_buf_add(out, "],\"size\":", 9);
+  evd_buf_u32(out, w->size);
+  evd_buf_add(out, ",\"newest\":", 10);
+  evd_buf_u32(out, pos[0]);
+  evd_buf_chr(out, '}');
+  return 200;
+}
+
 int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                   evd_buf_t *out) {
   evd_session_t *s = evd_table_find(api->table, r->id, r->idlen);
@@ -348,6 +393,9 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
   evd_apierr_t e;
   evd_replay_t rp;
   int err, created = 0;
+
+  if (s != NULL && (err = decode_step(api, s, r, pos, out)) != 0)
+    return err;
 
   if (s == NULL) {
     if (!api->cfg.autocreate || r->op != EVD_RP_STEP)
@@ -377,8 +425,11 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
     evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)r->idlen, r->id);
   } else {
     evd_window_t *w = evd_session_window(s);
-    /* A retry of the last applied request gets its answer again. */
-    if (evd_session_replay_get(s, &rp) && same_request(&rp, r, pos)) {
+    /* A retry of the last applied request gets its answer again. A step
+     * whose positions are all new cannot be one: after any step the
+     * newest is at least its last position. */
+    if ((r->op != EVD_RP_STEP || r->n == 0 || pos[0] <= w->newest) &&
+        evd_session_replay_get(s, &rp) && same_request(&rp, r, pos)) {
       evd_table_touch(api->table, s, api->now_tick);
       api->metrics.replays++;
       write_answer(out, &rp, evd_session_page_size(s), 1);

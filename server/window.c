@@ -119,10 +119,7 @@ static uint32_t pop_newest(evd_window_t *w) {
   return w->pos[s];
 }
 
-/* 1 when drafts are pending. */
-static inline int has_drafts(const evd_window_t *w) {
-  return w->committed != w->newest;
-}
+#define has_drafts evd_window_has_drafts
 
 /* The index of the first held position above p (size when none is). */
 static uint32_t first_above(const evd_window_t *w, uint32_t p) {
@@ -345,22 +342,6 @@ int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
   if (tentative != 0 && committed >= newest)
     return EVD_ECORRUPT;
   return size == 0 || prev <= newest ? 0 : EVD_ECORRUPT;
-}
-
-uint32_t evd_window_size(const evd_window_t *w) {
-  return w->size;
-}
-
-uint32_t evd_window_newest(const evd_window_t *w) {
-  return w->newest;
-}
-
-uint32_t evd_window_committed(const evd_window_t *w) {
-  return w->committed;
-}
-
-uint32_t evd_window_lookahead(const evd_window_t *w) {
-  return w->last + 1 - w->budget;
 }
 
 uint32_t evd_window_at(const evd_window_t *w, uint32_t i, uint32_t *slot) {

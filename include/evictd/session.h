@@ -162,6 +162,13 @@ evd_session_t *evd_table_younger(const evd_session_t *s);
  * applied as new, never misanswered). */
 int evd_session_replay_set(evd_session_t *s, const evd_replay_t *rp);
 
+/* Records a decode step without pages: one committed position, now the
+ * newest, its slot, its victim (when `victim`) and the size after it. The
+ * same record evd_session_replay_set makes of it, without the general
+ * form's checks; never fails. */
+void evd_session_replay_step(evd_session_t *s, uint32_t slot, int victim,
+                             uint32_t v, uint32_t size);
+
 /* Fills *out with the replay record. Returns 1 when there is one, else 0. */
 int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out);
 

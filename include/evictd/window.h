@@ -155,21 +155,34 @@ int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
                        uint32_t committed);
 
 /* Number of positions held (pinned, unpinned and tentative). */
-uint32_t evd_window_size(const evd_window_t *w);
+static inline uint32_t evd_window_size(const evd_window_t *w) {
+  return w->size;
+}
 
 /* The newest position; a new one must be greater. 0 in the start state. */
-uint32_t evd_window_newest(const evd_window_t *w);
+static inline uint32_t evd_window_newest(const evd_window_t *w) {
+  return w->newest;
+}
 
 /* The newest position before the pending drafts (the newest when there are
  * none): a commit must name at least this. */
-uint32_t evd_window_committed(const evd_window_t *w);
+static inline uint32_t evd_window_committed(const evd_window_t *w) {
+  return w->committed;
+}
+
+/* 1 when tentative positions are pending. O(1). */
+static inline int evd_window_has_drafts(const evd_window_t *w) {
+  return w->committed != w->newest;
+}
 
 /* Number of tentative positions pending (the newest ones held). O(1)
  * without drafts, O(log size) with. */
 uint32_t evd_window_tentative(const evd_window_t *w);
 
 /* The lookahead: slots beyond the budget. */
-uint32_t evd_window_lookahead(const evd_window_t *w);
+static inline uint32_t evd_window_lookahead(const evd_window_t *w) {
+  return w->last + 1 - w->budget;
+}
 
 /* The i-th oldest position held, 0 <= i < evd_window_size(w), with its slot
  * stored in *slot when slot is not NULL. Positions come out in ascending
