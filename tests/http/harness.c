@@ -162,7 +162,9 @@ int ht_status_of(const char *code) {
              {"unknown_session", 404},    {"not_found", 404},
              {"method_not_allowed", 405}, {"session_exists", 409},
              {"stale_position", 409},     {"body_too_large", 413},
-             {"session_limit", 503},      {"out_of_memory", 503}};
+             {"session_limit", 503},      {"out_of_memory", 503},
+             {"invalid_lookahead", 400},  {"invalid_page_size", 400},
+             {"tentative_pending", 409}};
   size_t i;
 
   for (i = 0; i < sizeof map / sizeof map[0]; i++)
