@@ -38,12 +38,10 @@ static void expect_u32_array(const char *where, json_t *want,
 
 /* Validates a step op's positions the way a step request is validated:
  * returns NULL when they may be applied, else the expected error code. */
-static const char *step_error(const evd_window_t *w, json_t *list) {
+static const char *positions_error(json_t *list) {
   size_t i, n = json_array_size(list);
   json_int_t prev = -1;
 
-  if (n == 0)
-    return "invalid_position";
   for (i = 0; i < n; i++) {
     json_t *p = json_array_get(list, i);
     json_int_t v;
@@ -54,102 +52,205 @@ static const char *step_error(const evd_window_t *w, json_t *list) {
       return "invalid_position";
     prev = v;
   }
-  if (json_integer_value(json_array_get(list, 0)) <= evd_window_newest(w))
-    return "stale_position";
   return NULL;
 }
 
-/* Replays step ops through evd_window_advance instead of step + evict. */
+/* The API's error code for a window's refusal of an op. */
+static const char *code_of(int err, int evict) {
+  switch (err) {
+  case EVD_ESTALE: return "stale_position";
+  case EVD_EBUSY: return "tentative_pending";
+  case EVD_EFULL: return "too_many_positions";
+  case EVD_EINVAL: return evict ? "invalid_budget" : "invalid_position";
+  }
+  return "?";
+}
+
+/* Replays plain lookahead-1 steps position by position through
+ * evd_window_advance (1) or step + evict (0); everything else goes through
+ * evd_window_commit and evd_window_steps. */
 static int use_advance;
 
-static void replay_step(evd_window_t *w, json_t *op, const char *where) {
-  json_t *list = json_object_get(op, "step");
-  json_t *want_err = json_object_get(op, "error");
-  const char *err = step_error(w, list);
-  uint32_t before = evd_window_size(w), newest = evd_window_newest(w);
-  size_t i, n = json_array_size(list);
-  uint32_t *victims, *slots, nv = 0;
+/* The sessions of one vector: the main one ("") and its forks. */
+typedef struct {
+  char name[64];
+  evd_window_t *w;
+} vsess_t;
 
+typedef struct {
+  vsess_t s[16];
+  int n;
+} vset_t;
+
+static evd_window_t *copy_of(const evd_window_t *w) {
+  size_t size = evd_window_footprint(w->budget, evd_window_lookahead(w));
+  evd_window_t *c = malloc(size);
+
+  ck_assert_ptr_nonnull(c);
+  memcpy(c, w, size);
+  return c;
+}
+
+/* Applies one op to w (a scratch copy); returns 0 or the window's error,
+ * with the answer's arrays filled. */
+typedef struct {
+  uint32_t *victims, *gone, *slots, nv, ng, n;
+} answer_t;
+
+static int apply_op(evd_window_t *w, json_t *op, answer_t *a) {
+  json_t *list = json_object_get(op, "step");
+  size_t i;
+  int err = 0;
+
+  a->nv = a->ng = a->n = 0;
+  if (json_object_get(op, "truncate") != NULL)
+    return evd_window_truncate(
+        w, (uint32_t)json_integer_value(json_object_get(op, "truncate")),
+        a->gone, &a->ng);
+  if (json_object_get(op, "evict") != NULL) {
+    json_int_t b = json_integer_value(json_object_get(op, "evict"));
+    if (b < 1 || b > (json_int_t)UINT32_MAX)
+      return EVD_EINVAL;
+    return evd_window_evict(w, (uint32_t)b, a->victims, evd_window_size(w),
+                            &a->nv);
+  }
+  if (json_object_get(op, "commit") != NULL) {
+    json_int_t c = json_integer_value(json_object_get(op, "commit"));
+    if (c < 0 || c > (json_int_t)UINT32_MAX)
+      return EVD_EINVAL;
+    err = evd_window_commit(w, (uint32_t)c, a->gone, &a->ng, a->victims,
+                            &a->nv);
+    if (err != 0 || list == NULL)
+      return err;
+  }
+  a->n = (uint32_t)json_array_size(list);
+  for (i = 0; i < a->n; i++)
+    a->slots[i] = (uint32_t)json_integer_value(json_array_get(list, i));
+  if (evd_window_lookahead(w) == 1 && !json_is_true(json_object_get(op,
+      "tentative")) && json_object_get(op, "commit") == NULL) {
+    /* Position by position, as before lookahead existed. */
+    for (i = 0; i < a->n; i++) {
+      uint32_t p = a->slots[i], k = 0;
+      if (use_advance) {
+        int r = evd_window_advance(w, p, &a->slots[i], a->victims + a->nv);
+        if (r < 0)
+          return r;
+        a->nv += (uint32_t)r;
+        continue;
+      }
+      err = evd_window_step(w, p, NULL, 0, &a->slots[i]);
+      if (err != 0)
+        return err;
+      ck_assert_int_eq(evd_window_evict(w, w->budget, a->victims + a->nv,
+                                        evd_window_size(w), &k), 0);
+      a->nv += k;
+    }
+    return 0;
+  }
+  {
+    uint32_t k = 0;
+    uint32_t *pos = malloc((a->n + 1) * sizeof *pos);
+    ck_assert_ptr_nonnull(pos);
+    memcpy(pos, a->slots, a->n * sizeof *pos);
+    err = evd_window_steps(w, pos, a->n,
+                           json_is_true(json_object_get(op, "tentative")),
+                           a->slots, a->victims + a->nv, &k);
+    free(pos);
+    a->nv += k;
+    return err;
+  }
+}
+
+static void replay_op(vset_t *vs, json_t *op, const char *where) {
+  const char *name = json_string_value(json_object_get(op, "session"));
+  json_t *want_err = json_object_get(op, "error"), *list;
+  evd_window_t *w = NULL, *c;
+  const char *err = NULL;
+  answer_t a;
+  size_t cap;
+  int i, r;
+
+  for (i = 0; i < vs->n; i++)
+    if (strcmp(vs->s[i].name, name != NULL ? name : "") == 0)
+      w = vs->s[i].w;
+  ck_assert_msg(w != NULL, "%s: no session %s", where, name);
+  if (json_object_get(op, "fork") != NULL) {
+    ck_assert_int_lt(vs->n, 16);
+    snprintf(vs->s[vs->n].name, sizeof vs->s[vs->n].name, "%s",
+             json_string_value(json_object_get(op, "fork")));
+    vs->s[vs->n++].w = copy_of(w);
+    return;
+  }
+  list = json_object_get(op, "step");
+  if (list != NULL)
+    err = json_array_size(list) == 0 && json_object_get(op, "commit") == NULL
+              ? "invalid_position" /* a step of nothing, not a commit */
+              : positions_error(list);
+  cap = evd_window_size(w) + json_array_size(list) + w->budget + 8;
+  a.victims = calloc(cap, sizeof(uint32_t));
+  a.gone = calloc(cap, sizeof(uint32_t));
+  a.slots = calloc(cap, sizeof(uint32_t));
+  ck_assert(a.victims != NULL && a.gone != NULL && a.slots != NULL);
+  c = copy_of(w); /* a refused op must leave the session as it was */
+  if (err == NULL) {
+    r = apply_op(c, op, &a);
+    if (r != 0)
+      err = code_of(r, json_object_get(op, "evict") != NULL);
+  }
   if (err != NULL || want_err != NULL) {
     ck_assert_msg(want_err != NULL && err != NULL &&
                       strcmp(err, json_string_value(want_err)) == 0,
                   "%s: error %s, vector says %s", where, err ? err : "none",
                   want_err ? json_string_value(want_err) : "none");
-    /* The window itself refuses a stale first position unchanged. */
-    if (strcmp(err, "stale_position") == 0) {
-      uint32_t slot = 12345, victim = 54321;
-      uint32_t p = (uint32_t)json_integer_value(json_array_get(list, 0));
-      ck_assert_int_eq(evd_window_step(w, p, NULL, 0, &slot), EVD_ESTALE);
-      ck_assert_int_eq(evd_window_advance(w, p, &slot, &victim), EVD_ESTALE);
-      ck_assert_uint_eq(slot, 12345);
-      ck_assert_uint_eq(victim, 54321);
-    }
-    ck_assert_uint_eq(evd_window_size(w), before);
-    ck_assert_uint_eq(evd_window_newest(w), newest);
-    return;
-  }
-  victims = calloc(n + w->budget + 1, sizeof *victims);
-  slots = calloc(n, sizeof *slots);
-  ck_assert_ptr_nonnull(victims);
-  ck_assert_ptr_nonnull(slots);
-  for (i = 0; i < n; i++) {
-    uint32_t k = 0, p = (uint32_t)json_integer_value(json_array_get(list, i));
-    if (use_advance) {
-      int r = evd_window_advance(w, p, &slots[i], victims + nv);
-      ck_assert_msg(r == 0 || r == 1, "%s: advance returned %d", where, r);
-      nv += (uint32_t)r;
-      continue;
-    }
-    ck_assert_int_eq(evd_window_step(w, p, NULL, 0, &slots[i]), 0);
-    ck_assert_int_eq(evd_window_evict(w, w->budget, victims + nv,
-                                      evd_window_size(w), &k),
-                     0);
-    nv += k;
-  }
-  expect_u32_array(where, json_object_get(op, "victims"), victims, nv);
-  expect_u32_array(where, json_object_get(op, "slots"), slots, (uint32_t)n);
-  ck_assert_int_eq(evd_window_size(w),
-                   json_integer_value(json_object_get(op, "size")));
-  ck_assert_int_eq(evd_window_newest(w),
-                   json_integer_value(json_object_get(op, "newest")));
-  free(victims);
-  free(slots);
-}
-
-static void replay_evict(evd_window_t *w, json_t *op, const char *where) {
-  json_int_t b = json_integer_value(json_object_get(op, "evict"));
-  json_t *want_err = json_object_get(op, "error");
-  uint32_t size = evd_window_size(w), n = 0;
-  uint32_t *victims = calloc(size, sizeof *victims);
-  int err;
-
-  ck_assert_ptr_nonnull(victims);
-  err = evd_window_evict(w, (uint32_t)b, victims, size, &n);
-  if (want_err != NULL) {
-    ck_assert_str_eq(json_string_value(want_err), "invalid_budget");
-    ck_assert_msg(err == EVD_EINVAL, "%s: evict %" JSON_INTEGER_FORMAT
-                  " returned %d", where, b, err);
-    ck_assert_uint_eq(evd_window_size(w), size);
   } else {
-    ck_assert_msg(err == 0, "%s: evict failed: %s", where, evd_strerror(err));
-    expect_u32_array(where, json_object_get(op, "victims"), victims, n);
+    memcpy(w, c, evd_window_footprint(w->budget, evd_window_lookahead(w)));
+    if (json_object_get(op, "truncate") != NULL) {
+      expect_u32_array(where, json_object_get(op, "removed"), a.gone, a.ng);
+    } else {
+      expect_u32_array(where, json_object_get(op, "victims"), a.victims,
+                       a.nv);
+      if (json_object_get(op, "dropped") != NULL)
+        expect_u32_array(where, json_object_get(op, "dropped"), a.gone, a.ng);
+      if (list != NULL)
+        expect_u32_array(where, json_object_get(op, "slots"), a.slots, a.n);
+    }
     ck_assert_int_eq(evd_window_size(w),
                      json_integer_value(json_object_get(op, "size")));
+    if (json_object_get(op, "newest") != NULL)
+      ck_assert_int_eq(evd_window_newest(w),
+                       json_integer_value(json_object_get(op, "newest")));
   }
-  free(victims);
+  free(c);
+  free(a.victims);
+  free(a.gone);
+  free(a.slots);
 }
 
-static void replay_check(evd_window_t *w, json_t *op, const char *where) {
-  json_t *check = json_object_get(op, "check");
-  uint32_t i, n = evd_window_size(w);
-  uint32_t *kept = calloc(n, sizeof *kept), *slots = calloc(n, sizeof *slots);
+static void replay_check(vset_t *vs, json_t *op, const char *where) {
+  const char *name = json_string_value(json_object_get(op, "session"));
+  json_t *check = json_object_get(op, "check"), *want;
+  evd_window_t *w = NULL;
+  uint32_t i, n, t, *kept, *slots;
+  int k;
 
+  for (k = 0; k < vs->n; k++)
+    if (strcmp(vs->s[k].name, name != NULL ? name : "") == 0)
+      w = vs->s[k].w;
+  ck_assert_msg(w != NULL, "%s: no session %s", where, name);
+  n = evd_window_size(w);
+  t = evd_window_tentative(w);
+  kept = calloc(n + 1, sizeof *kept);
+  slots = calloc(n + 1, sizeof *slots);
   ck_assert_ptr_nonnull(kept);
   ck_assert_ptr_nonnull(slots);
   for (i = 0; i < n; i++)
     kept[i] = evd_window_at(w, i, &slots[i]);
   expect_u32_array(where, json_object_get(check, "kept"), kept, n);
   expect_u32_array(where, json_object_get(check, "slots"), slots, n);
+  if ((want = json_object_get(check, "tentative")) != NULL)
+    expect_u32_array(where, want, kept + n - t, t);
+  if ((want = json_object_get(check, "newest")) != NULL)
+    ck_assert_int_eq(evd_window_newest(w), json_integer_value(want));
   free(kept);
   free(slots);
 }
@@ -157,37 +258,37 @@ static void replay_check(evd_window_t *w, json_t *op, const char *where) {
 static int replay_file(const char *path) {
   json_error_t jerr;
   json_t *vec = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-  json_t *ops, *op;
-  evd_window_t *w = NULL;
+  json_t *ops, *op, *la;
+  vset_t vs = {.n = 1};
   size_t i;
   char where[4200];
+  int k;
 
   ck_assert_msg(vec != NULL, "%s: %s", path, jerr.text);
+  la = json_object_get(vec, "lookahead");
   ck_assert_int_eq(
-      evd_window_new(&w,
+      evd_window_new(&vs.s[0].w,
                      (uint32_t)json_integer_value(json_object_get(vec, "budget")),
                      (uint32_t)json_integer_value(json_object_get(vec, "sinks")),
-                     1, NULL),
+                     la != NULL ? (uint32_t)json_integer_value(la) : 1, NULL),
       0);
   ops = json_object_get(vec, "ops");
   ck_assert_msg(json_array_size(ops) > 0, "%s: no ops", path);
   json_array_foreach(ops, i, op) {
     snprintf(where, sizeof where, "%s op %zu", path, i);
-    if (json_object_get(op, "step") != NULL)
-      replay_step(w, op, where);
-    else if (json_object_get(op, "evict") != NULL)
-      replay_evict(w, op, where);
-    else if (json_object_get(op, "check") != NULL)
-      replay_check(w, op, where);
+    if (json_object_get(op, "check") != NULL)
+      replay_check(&vs, op, where);
     else
-      ck_abort_msg("%s: unknown op", where);
+      replay_op(&vs, op, where);
   }
-  evd_window_free(w);
+  for (k = 0; k < vs.n; k++)
+    evd_window_free(vs.s[k].w);
   json_decref(vec);
   return 1;
 }
 
-/* _i is 0 for step + evict, 1 for the fused evd_window_advance. */
+/* _i is 0 for step + evict, 1 for the fused evd_window_advance (for the
+ * plain lookahead-1 steps; the rest always go through steps/commit). */
 START_TEST(vectors_all_replay) {
   DIR *d = opendir(vectors_dir());
   struct dirent *e;
