@@ -1,127 +1,538 @@
 #!/usr/bin/env python3
-"""Reference model for the sliding-window policy, and the generator of the
-larger test vectors in this folder.
+"""Reference model for the sliding-window policy and its engine workflows
+(lookahead, drafts, commit, truncate, fork, pages: the issue-9 wire
+contract), and the generator of the larger test vectors in
+this folder.
 
-The model is deliberately naive (a plain list, slots handed out by a
-counter) so that it shares no arithmetic with the C ring buffer. Run with
---check to replay every vector in this folder against the model; run with
---write to regenerate the generated vectors (the hand-written ones are never
-touched)."""
+The model is deliberately naive (a plain list of held positions, each with
+its slot, pinned and tentative flags; slots handed out by looking at the
+list) so that it shares no arithmetic with the C ring buffer.
+
+  gen.py --check    replays every vector in this folder against the model,
+                    runs a small randomized self-check of the model's own
+                    invariants and compares its freed pages with vLLM's
+                    sliding-window freeing;
+  gen.py --write    regenerates the generated vectors (the hand-written ones
+                    are never touched), then checks;
+  gen.py --fuzz N   runs the randomized self-check over N sequences.
+"""
+import copy
 import json
 import os
+import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_POS = 2**32 - 1
 
+# The keys of a vector op that describe its request; the others are the
+# answer (the same list the C and Python replayers use).
+REQUEST_KEYS = ("session", "step", "tentative", "commit", "evict", "truncate",
+                "fork", "check", "error")
+# The keys a check op may compare against the session view.
+VIEW_KEYS = ("kept", "slots", "tentative", "pages", "size", "newest",
+             "budget", "sinks", "lookahead", "page_size")
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_pos(v):
+    return is_int(v) and 0 <= v <= MAX_POS
+
+
+class Held:
+    """One held position."""
+    __slots__ = ("pos", "slot", "pinned", "tentative")
+
+    def __init__(self, pos, slot, pinned, tentative):
+        self.pos, self.slot = pos, slot
+        self.pinned, self.tentative = pinned, tentative
+
 
 class Model:
-    def __init__(self, budget, sinks):
-        if budget < 1 or sinks >= budget:
-            raise ValueError("invalid budget/sinks")
-        self.budget, self.sinks = budget, sinks
-        self.pinned = []          # (pos, slot) of pinned positions
-        self.ring = []            # (pos, slot) of the others, oldest first
-        self.next_rr = 0          # next round-robin slot for unpinned
-        self.newest = 0
-        self._place(0)
+    """One session. Every request method returns (error, answer): error is
+    None or a list of the error codes whose conditions hold (a refused
+    request changes nothing); answer is the 200 answer's fields, in the
+    order the API writes them."""
 
-    def _place(self, pos):
-        if len(self.pinned) < self.sinks:
-            slot = len(self.pinned)
-            self.pinned.append((pos, slot))
+    def __init__(self, budget, sinks, lookahead=1, page_size=0):
+        if not (is_int(budget) and budget >= 1 and is_int(sinks)
+                and 0 <= sinks < budget):
+            raise ValueError("invalid budget/sinks")
+        if not (is_int(lookahead) and lookahead >= 1):
+            raise ValueError("invalid lookahead")
+        if not (is_int(page_size) and 0 <= page_size <= 65536):
+            raise ValueError("invalid page_size")
+        self.budget, self.sinks = budget, sinks
+        self.lookahead, self.page_size = lookahead, page_size
+        self.nslots = budget + lookahead      # ring slots 0..nslots-1
+        self.held = []                        # Held, ascending positions
+        self.newest = 0
+        self.committed = 0                    # C of the contract
+        # The last applied step/commit/truncate request (the daemon answers
+        # an identical request as a replay), and the last one that changed
+        # the state: vectors avoid both.
+        self.record = None
+        self.record_changed = None
+        self._append(0, False)
+
+    # -- bookkeeping ---------------------------------------------------
+
+    def pinned_count(self):
+        return len([h for h in self.held if h.pinned])
+
+    def pending(self):
+        return [h.pos for h in self.held if h.tentative]
+
+    def _append(self, pos, tentative):
+        """Appends `pos` (above everything held) and returns its slot."""
+        npinned = self.pinned_count()
+        if npinned < self.sinks:
+            # Pinned position number k sits in slot k.
+            slot, pinned = npinned, True
         else:
-            if self.next_rr < self.sinks:
-                self.next_rr = self.sinks
-            slot = self.next_rr
-            self.next_rr = self.sinks if slot == self.budget else slot + 1
-            self.ring.append((pos, slot))
+            pinned = False
+            unpinned = [h for h in self.held if not h.pinned]
+            if not unpinned:
+                slot = self.sinks
+            else:
+                slot = unpinned[-1].slot + 1
+                if slot == self.nslots:
+                    slot = self.sinks
+        if slot in [h.slot for h in self.held]:
+            raise AssertionError(f"slot {slot} handed out twice")
+        self.held.append(Held(pos, slot, pinned, tentative))
         self.newest = pos
         return slot
 
-    def size(self):
-        return len(self.pinned) + len(self.ring)
+    def _evict_to(self, limit):
+        """Removes the oldest unpinned positions until at most `limit`
+        remain; returns them, oldest first."""
+        victims = []
+        while len(self.held) > limit:
+            unpinned = [h for h in self.held if not h.pinned]
+            if not unpinned:
+                raise AssertionError("only pinned positions left to evict")
+            if unpinned[0].tentative:
+                raise AssertionError("evicting a tentative position")
+            self.held.remove(unpinned[0])
+            victims.append(unpinned[0].pos)
+        return victims
+
+    def _commit(self, p):
+        """Accepts the drafts <= p, drops the others, evicts to the budget.
+        Returns (victims, dropped)."""
+        accepted = [h for h in self.held if h.tentative and h.pos <= p]
+        dropped = [h for h in self.held if h.tentative and h.pos > p]
+        for h in dropped:
+            self.held.remove(h)
+        for h in accepted:
+            h.tentative = False
+        self.newest = accepted[-1].pos if accepted else self.committed
+        self.committed = self.newest
+        return self._evict_to(self.budget), [h.pos for h in dropped]
+
+    def page_set(self):
+        if not self.page_size:
+            return set()
+        return {h.pos // self.page_size for h in self.held}
+
+    def _with_pages(self, answer, before):
+        if self.page_size:
+            after = self.page_set()
+            answer["pages_new"] = sorted(after - before)
+            answer["pages_freed"] = sorted(before - after)
+        return answer
+
+    def irregular(self):
+        """True when newest is neither the committed newest nor a pending
+        draft: only a truncate into a gap between drafts (or between the
+        committed newest and the first draft) gets here. A commit from such
+        a state sets newest to C or the last accepted draft, below the
+        newest the client was told; the contract's text says so, but the
+        vectors stay away from it."""
+        return self.newest != max([self.committed] + self.pending())
+
+    # -- requests ------------------------------------------------------
+
+    def step_errors(self, positions, tentative=False, commit=None):
+        if not isinstance(positions, list) or not isinstance(tentative, bool):
+            return ["invalid_field"]
+        if not positions and commit is None:
+            return ["invalid_field"]      # neither pos nor positions
+        for i, p in enumerate(positions):
+            if not is_pos(p) or (i > 0 and p <= positions[i - 1]):
+                return ["invalid_position"]
+        if commit is not None and not is_pos(commit):
+            return ["invalid_position"]
+        errs = []
+        pending = self.pending()
+        if commit is not None:
+            if commit < self.committed:
+                errs.append("invalid_position")
+            accepted = [p for p in pending if p <= commit]
+            newest_after = accepted[-1] if accepted else self.committed
+            pending_after = 0
+        else:
+            newest_after, pending_after = self.newest, len(pending)
+        if positions and positions[0] <= newest_after:
+            errs.append("stale_position")
+        if pending and not tentative and commit is None:
+            errs.append("tentative_pending")
+        if tentative and pending_after + len(positions) > self.lookahead:
+            errs.append("too_many_positions")
+        return errs
+
+    def step(self, positions, tentative=False, commit=None):
+        errs = self.step_errors(positions, tentative, commit)
+        if errs:
+            return errs, None
+        before = self.page_set()
+        victims, dropped, slots = [], [], []
+        if commit is not None:
+            victims, dropped = self._commit(commit)
+        if tentative:
+            for p in positions:
+                slots.append(self._append(p, True))
+        else:
+            for i in range(0, len(positions), self.lookahead):
+                for p in positions[i:i + self.lookahead]:
+                    slots.append(self._append(p, False))
+                victims += self._evict_to(self.budget)
+                self.committed = self.newest
+        answer = {"victims": victims, "slots": slots, "size": len(self.held),
+                  "newest": self.newest}
+        if commit is not None:
+            answer["dropped"] = dropped
+        return None, self._with_pages(answer, before)
+
+    def commit(self, p):
+        if not is_pos(p) or p < self.committed:
+            return ["invalid_position"], None
+        before = self.page_set()
+        victims, dropped = self._commit(p)
+        return None, self._with_pages(
+            {"victims": victims, "dropped": dropped, "size": len(self.held),
+             "newest": self.newest}, before)
+
+    def truncate(self, p):
+        if not is_pos(p) or p < 1:
+            return ["invalid_position"], None
+        before = self.page_set()
+        removed = [h for h in self.held if h.pos >= p]
+        for h in removed:
+            self.held.remove(h)
+        if p <= self.newest:
+            self.newest = p - 1
+            self.committed = min(self.committed, p - 1)
+        return None, self._with_pages(
+            {"removed": [h.pos for h in removed], "size": len(self.held),
+             "newest": self.newest}, before)
 
     def evict(self, budget):
-        if budget < 1 or budget <= self.sinks:
-            return "invalid_budget", None
-        victims = []
-        while self.size() > budget:
-            victims.append(self.ring.pop(0)[0])
-        return None, victims
+        errs = []
+        if not is_int(budget) or budget < 1 or budget <= self.sinks:
+            errs.append("invalid_budget")
+        if self.pending():
+            errs.append("tentative_pending")
+        if errs:
+            return errs, None
+        before = self.page_set()
+        victims = self._evict_to(budget)
+        return None, self._with_pages(
+            {"victims": victims, "size": len(self.held)}, before)
 
-    def step(self, positions):
-        prev = self.newest
-        if not positions:
-            return "invalid_position", None
-        for i, p in enumerate(positions):
-            if not isinstance(p, int) or p < 0 or p > MAX_POS:
-                return "invalid_position", None
-            if i > 0 and p <= positions[i - 1]:
-                return "invalid_position", None
-        if positions[0] <= prev:
-            return "stale_position", None
-        victims, slots = [], []
-        for p in positions:
-            slots.append(self._place(p))
-            victims += self.evict(self.budget)[1]
-        return None, {"victims": victims, "slots": slots,
-                      "size": self.size(), "newest": self.newest}
+    def fork(self):
+        child = copy.deepcopy(self)
+        child.record = child.record_changed = None
+        return child
+
+    def size(self):
+        return len(self.held)
 
     def view(self):
-        kept = sorted(self.pinned + self.ring)
-        return {"kept": [p for p, _ in kept], "slots": [s for _, s in kept]}
+        out = {"kept": [h.pos for h in self.held],
+               "slots": [h.slot for h in self.held],
+               "tentative": self.pending(), "size": len(self.held),
+               "newest": self.newest, "budget": self.budget,
+               "sinks": self.sinks, "lookahead": self.lookahead,
+               "page_size": self.page_size}
+        out["pages"] = sorted(self.page_set())
+        return out
 
+    def state(self):
+        """Everything a request may change (for 'refused changes nothing')."""
+        return ([(h.pos, h.slot, h.pinned, h.tentative) for h in self.held],
+                self.newest, self.committed)
+
+    # -- the model's own invariants ---------------------------------------
+
+    def check_invariants(self):
+        held = self.held
+        pos = [h.pos for h in held]
+        slots = [h.slot for h in held]
+        assert pos == sorted(set(pos)), f"kept not strictly ascending: {pos}"
+        assert len(held) <= self.budget + self.lookahead, "over budget + L"
+        assert len(set(slots)) == len(slots), f"a slot held twice: {slots}"
+        assert all(0 <= s < self.nslots for s in slots), f"slot range {slots}"
+        committed = [h for h in held if not h.tentative]
+        assert len(committed) <= self.budget, "committed part over budget"
+        assert len(self.pending()) <= self.lookahead, "drafts over L"
+        pinned = [h for h in held if h.pinned]
+        assert len(pinned) <= self.sinks
+        assert [h.slot for h in pinned] == list(range(len(pinned))), \
+            "pinned position k not in slot k"
+        assert held[:len(pinned)] == pinned, "a pinned position after an " \
+            "unpinned one"
+        unpinned = held[len(pinned):]
+        if unpinned:
+            assert len(pinned) == self.sinks, "unpinned held below sinks"
+        for a, b in zip(unpinned, unpinned[1:]):
+            want = a.slot + 1 if a.slot + 1 < self.nslots else self.sinks
+            assert b.slot == want, f"unpinned run not contiguous: {slots}"
+        assert all(self.sinks <= h.slot for h in unpinned)
+        assert all(p <= self.newest for p in pos), "held above newest"
+        assert self.committed <= self.newest
+        assert all(p > self.committed for p in self.pending()), \
+            "a draft at or below the committed newest"
+        tent = [h.tentative for h in held]
+        assert tent == sorted(tent), "a draft below a committed position"
+
+
+# ---- requests as vector ops -------------------------------------------
+
+def request_key(req):
+    """The replay record of a step/commit/truncate request, else None."""
+    if "step" in req:
+        return ("step", tuple(req["step"]), bool(req.get("tentative", False)),
+                req.get("commit"))
+    if "commit" in req:
+        return ("commit", req["commit"])
+    if "truncate" in req:
+        return ("truncate", req["truncate"])
+    return None
+
+
+def apply_request(m, req):
+    """Runs one request op (its request keys only) on model `m`; returns
+    (errors, answer) like the Model methods."""
+    if "step" in req:
+        return m.step(req["step"], req.get("tentative", False),
+                      req.get("commit"))
+    if "commit" in req:
+        return m.commit(req["commit"])
+    if "truncate" in req:
+        return m.truncate(req["truncate"])
+    if "evict" in req:
+        return m.evict(req["evict"])
+    raise ValueError(f"not a request op: {req!r}")
+
+
+class Refused(Exception):
+    """A request a vector must not contain (see Recorder.do)."""
+
+
+class Recorder:
+    """Runs requests through the model and records them as vector ops.
+
+    A request is refused (Refused, nothing changed) when its outcome would
+    not pin the contract down: it repeats the session's replay record, it
+    meets more than one error condition (the contract gives no order), or it
+    commits from an irregular state (see Model.irregular)."""
+
+    def __init__(self, budget, sinks, lookahead=1, page_size=0,
+                 full_checks=True, drafts=None):
+        self.sessions = {None: Model(budget, sinks, lookahead, page_size)}
+        self.ops = []
+        self.full_checks = full_checks
+        self.drafts = drafts   # checks list "tentative" (None: when pending)
+
+    def model(self, req):
+        name = req.get("session")
+        if name not in self.sessions:
+            raise Refused(f"unknown session {name!r}")
+        return self.sessions[name]
+
+    def check_view(self, m):
+        v = m.view()
+        if not self.full_checks:
+            return {"kept": v["kept"], "slots": v["slots"]}
+        out = {"kept": v["kept"], "slots": v["slots"]}
+        if self.drafts or (self.drafts is None and v["tentative"]):
+            out["tentative"] = v["tentative"]
+        if m.page_size:
+            out["pages"] = v["pages"]
+        out["size"], out["newest"] = v["size"], v["newest"]
+        return out
+
+    def do(self, req):
+        """Records one op; `req` holds its request keys (a "check" op is
+        {"check": True})."""
+        m = self.model(req)
+        head = {"session": req["session"]} if "session" in req else {}
+        if "check" in req:
+            op = {**head, "check": self.check_view(m)}
+            self.ops.append(op)
+            return op
+        if "fork" in req:
+            name = req["fork"]
+            if not isinstance(name, str) or name in self.sessions:
+                raise Refused(f"fork into {name!r}")
+            self.sessions[name] = m.fork()
+            op = {**head, "fork": name}
+            self.ops.append(op)
+            return op
+        key = request_key(req)
+        if key is not None and key in (m.record, m.record_changed):
+            raise Refused(f"repeats the replay record {key}")
+        if (("commit" in req and req["commit"] is not None) and m.irregular()
+                and is_pos(req["commit"])):
+            raise Refused("commit from an irregular state")
+        before = m.state()
+        errs, answer = apply_request(m, req)
+        op = {**head}
+        for k in ("step", "tentative", "commit", "evict", "truncate"):
+            if k in req:
+                op[k] = req[k]
+        if errs:
+            if len(errs) > 1:
+                raise Refused(f"ambiguous error {errs}")
+            op["error"] = errs[0]
+        else:
+            if key is not None:
+                m.record = key
+                if m.state() != before:
+                    m.record_changed = key
+            op.update(answer)
+        self.ops.append(op)
+        return op
+
+
+def record(name, description, budget, sinks, requests):
+    """Builds an old-format vector (lookahead 1, no pages) by running
+    `requests` (("step", [..]) or ("evict", B) or ("check",)) through the
+    model and recording its answers."""
+    r = Recorder(budget, sinks, full_checks=False)
+    for req in requests:
+        if req[0] == "step":
+            r.do({"step": req[1]})
+        elif req[0] == "evict":
+            r.do({"evict": req[1]})
+        else:
+            r.do({"check": True})
+    return {"name": name, "description": description, "budget": budget,
+            "sinks": sinks, "ops": r.ops}
+
+
+def record_ext(name, description, budget, sinks, requests, lookahead=1,
+               page_size=0, drafts=None):
+    """Builds a vector in the extended format from request dicts."""
+    r = Recorder(budget, sinks, lookahead, page_size, drafts=drafts)
+    for req in requests:
+        r.do(req)
+    vec = {"name": name, "description": description, "budget": budget,
+           "sinks": sinks}
+    if lookahead != 1:
+        vec["lookahead"] = lookahead
+    if page_size != 0:
+        vec["page_size"] = page_size
+    vec["ops"] = r.ops
+    vec["_style"] = "lines"
+    return vec
+
+
+# ---- replaying a vector -----------------------------------------------
 
 def replay(vec):
     """Replays one vector against the model; returns a list of mismatches."""
     bad = []
-    m = Model(vec["budget"], vec.get("sinks", 0))
+    try:
+        m0 = Model(vec["budget"], vec.get("sinks", 0), vec.get("lookahead", 1),
+                   vec.get("page_size", 0))
+    except ValueError as e:
+        return [f"configuration: {e}"]
+    sessions = {None: m0}
     for i, op in enumerate(vec["ops"]):
-        if "step" in op:
-            err, got = m.step(op["step"])
-            if err or op.get("error"):
-                if err != op.get("error"):
-                    bad.append(f"op {i}: error {err!r}, vector says {op.get('error')!r}")
-                continue
-            want = {k: op[k] for k in ("victims", "slots", "size", "newest") if k in op}
-            got = {k: got[k] for k in want}
-        elif "evict" in op:
-            err, victims = m.evict(op["evict"])
-            if err or op.get("error"):
-                if err != op.get("error"):
-                    bad.append(f"op {i}: error {err!r}, vector says {op.get('error')!r}")
-                continue
-            want = {k: op[k] for k in ("victims", "size") if k in op}
-            got = {"victims": victims, "size": m.size()}
-            got = {k: got[k] for k in want}
-        elif "check" in op:
-            want, got = op["check"], m.view()
-        else:
-            bad.append(f"op {i}: unknown op {op!r}")
+        unknown = [k for k in op if k not in REQUEST_KEYS and k not in (
+            "victims", "slots", "size", "newest", "dropped", "removed",
+            "pages_new", "pages_freed")]
+        if unknown:
+            bad.append(f"op {i}: unknown keys {unknown}")
             continue
-        if want != got:
-            bad.append(f"op {i}: model gives {got}, vector says {want}")
+        name = op.get("session")
+        if name not in sessions:
+            bad.append(f"op {i}: session {name!r} was never forked")
+            continue
+        m = sessions[name]
+        kinds = [k for k in ("step", "evict", "truncate", "fork", "check")
+                 if k in op]
+        if not kinds and "commit" in op:
+            kinds = ["commit"]
+        if len(kinds) != 1:
+            bad.append(f"op {i}: not one operation: {op!r}")
+            continue
+        kind = kinds[0]
+        if "tentative" in op and (kind != "step" or op["tentative"] is not True):
+            bad.append(f"op {i}: \"tentative\" is only true, on a step")
+        if kind == "check":
+            view = m.view()
+            for k, want in op["check"].items():
+                if k not in VIEW_KEYS:
+                    bad.append(f"op {i}: check of unknown field {k!r}")
+                elif view[k] != want:
+                    bad.append(f"op {i}: view's {k} is {view[k]}, vector "
+                               f"says {want}")
+            continue
+        if kind == "fork":
+            child = op["fork"]
+            if not isinstance(child, str) or child in sessions:
+                bad.append(f"op {i}: fork into {child!r}")
+            elif set(op) - {"fork", "session"}:
+                bad.append(f"op {i}: a fork has no expected fields")
+            else:
+                sessions[child] = m.fork()
+            continue
+        key = request_key(op)
+        if key is not None and key in (m.record, m.record_changed):
+            bad.append(f"op {i}: repeats the session's last request {key}: "
+                       "the daemon would answer it as a replay")
+            continue
+        if kind in ("step", "commit") and op.get("commit") is not None \
+                and m.irregular():
+            bad.append(f"op {i}: commits from an irregular state")
+        before = m.state()
+        errs, got = apply_request(m, op)
+        answer = {k: v for k, v in op.items() if k not in REQUEST_KEYS}
+        if errs or "error" in op:
+            if errs and len(errs) > 1:
+                bad.append(f"op {i}: ambiguous, conditions of {errs} hold")
+            elif errs != ([op["error"]] if "error" in op else None):
+                bad.append(f"op {i}: error {errs}, vector says "
+                           f"{op.get('error')!r}")
+            if answer:
+                bad.append(f"op {i}: an error op with answer fields")
+            if m.state() != before:
+                bad.append(f"op {i}: model changed on an error")
+            continue
+        if key is not None:
+            m.record = key
+            if m.state() != before:
+                m.record_changed = key
+        if answer != got:
+            bad.append(f"op {i}: model gives {got}, vector says {answer}")
     return bad
 
 
-def record(name, description, budget, sinks, requests):
-    """Builds a vector by running `requests` (("step", [..]) or ("evict", B)
-    or ("check",)) through the model and recording its answers."""
-    m = Model(budget, sinks)
-    ops = []
-    for req in requests:
-        if req[0] == "step":
-            err, got = m.step(req[1])
-            ops.append({"step": req[1], "error": err} if err else {"step": req[1], **got})
-        elif req[0] == "evict":
-            err, victims = m.evict(req[1])
-            ops.append({"evict": req[1], "error": err} if err else
-                       {"evict": req[1], "victims": victims, "size": m.size()})
-        else:
-            ops.append({"check": m.view()})
-    return {"name": name, "description": description, "budget": budget,
-            "sinks": sinks, "ops": ops}
+# ---- the generated vectors -----------------------------------------------
+
+def S(positions, **kw):
+    """A step request."""
+    return {"step": list(positions), **kw}
+
+
+CHECK = {"check": True}
 
 
 def generated():
@@ -152,15 +563,504 @@ def generated():
         "Several positions per request with 2 sinks, and an eviction to a "
         "budget just above the sinks.",
         6, 2, reqs))
+    out += generated_engine()
     return out
 
 
+def generated_engine():
+    """The vectors of the engine workflows (issue 9)."""
+    out = []
+
+    # -- lookahead ------------------------------------------------------
+    out.append(record_ext(
+        "lookahead-chunk-16",
+        "Budget 8, lookahead 16 (a ring of 24 slots): the prefill chunk 1..16 "
+        "is one sub-step, all 16 land in slots 1..16 before 0..8 are "
+        "evicted; later chunks wrap the ring from slot 23 to slot 0, single "
+        "steps and a 3-position step follow, an evict shrinks the window and "
+        "the next chunk refills it.",
+        8, 0, [S(range(1, 17)), CHECK, S([17]), S([18, 19, 20]), CHECK,
+               S(range(21, 37)), CHECK, {"evict": 3}, S(range(37, 53)),
+               S([53]), CHECK], lookahead=16))
+    chunk = [S(range(1, 17)), CHECK, S([17]), S(range(18, 24)), CHECK]
+    out.append(record_ext(
+        "substeps-lookahead-1",
+        "The chunk 1..16 at budget 8 with lookahead 1: sixteen sub-steps of "
+        "one position, each evicting once the window is full; a ring of 9 "
+        "slots. Compare substeps-lookahead-4: victims, size and newest are "
+        "identical at any lookahead (eviction always takes the oldest), only "
+        "the slots differ, because the ring has budget + lookahead slots.",
+        8, 0, chunk, lookahead=1))
+    out.append(record_ext(
+        "substeps-lookahead-4",
+        "The chunk 1..16 at budget 8 with lookahead 4: four sub-steps of four "
+        "positions (append four, then evict to 8); a ring of 12 slots. "
+        "Victims, size and newest equal substeps-lookahead-1's; the slots "
+        "differ (1..11, then 0..4 after the wrap from 11).",
+        8, 0, chunk, lookahead=4))
+
+    # -- drafts and commit ----------------------------------------------
+    spec = [
+        S(range(1, 9)),
+        S([9, 10, 11, 12], tentative=True), CHECK,
+        {"commit": 10},                          # accept 9, 10; drop 11, 12
+        CHECK,
+        S([11, 12, 13, 14], tentative=True, commit=10),   # nothing pending
+        S([13, 14, 15, 16], tentative=True, commit=12),   # accept 11, 12
+        S([16, 17, 18, 19], tentative=True, commit=15),   # accept 13..15
+        CHECK,
+        S([19, 20, 21], tentative=True, commit=18),        # accept all
+        S([], commit=19),                        # commit-only: accept 19
+        S([20, 21], tentative=True),
+        S([22, 23], tentative=True),             # 4 pending = lookahead
+        CHECK,
+        {"commit": 100},                         # above newest: accept all
+        S([24], tentative=True),
+        S([24, 25], commit=23),                  # drop 24, step it for good
+        CHECK,
+    ]
+    out.append(record_ext(
+        "speculative-drafts",
+        "Speculative decoding at budget 8, lookahead 4: 4 drafts (tentative, "
+        "nothing evicted, size up to 12), a commit op accepting 2 and "
+        "dropping 2 (dropped slots are reused), then iterations that commit "
+        "the previous drafts and send the next ones in one step request "
+        "(victims: the commit's eviction), a commit-only step (\"step\":[]), "
+        "drafts sent in two requests up to lookahead, a commit above newest "
+        "(accepts every draft), and a step with commit whose plain positions "
+        "re-step a dropped draft for good.",
+        8, 0, spec, lookahead=4, drafts=True))
+    out.append(record_ext(
+        "speculative-drafts-sinks",
+        "The speculative-drafts requests with 4 sinks: positions 0..3 stay "
+        "in slots 0..3 through drafts and commits, the drafts and the ring "
+        "turn over slots 4..11 (budget 8 + lookahead 4).",
+        8, 4, spec, lookahead=4, drafts=True))
+    out.append(record_ext(
+        "speculative-errors",
+        "Refusals around drafts (budget 5, lookahead 3), each leaving the "
+        "session unchanged: a plain step and an evict while drafts are "
+        "pending (tentative_pending), more drafts than lookahead in one "
+        "request or together with the pending ones (too_many_positions), a "
+        "commit below the committed newest, as an op and as a step field "
+        "(invalid_position), a draft at or below the newest draft "
+        "(stale_position, also at the newest the request's commit leaves), a "
+        "step with commit that drops the drafts and steps their positions "
+        "for good, and a commit op with nothing pending (valid, empty "
+        "lists).",
+        5, 0, [
+            S(range(1, 7)),
+            S([7, 8], tentative=True),
+            S([9]),                                      # tentative_pending
+            {"evict": 3},                                # tentative_pending
+            S([9, 10], tentative=True),                  # 2 + 2 > 3
+            S([8], tentative=True),                      # stale: newest 8
+            {"commit": 5},                               # below C = 6
+            S([9], tentative=True, commit=5),            # below C = 6
+            S([7], commit=6),                  # after commit 6 newest is 6: ok
+            S([8, 9, 10], tentative=True),
+            S([11, 12, 13, 14], tentative=True, commit=10),   # over 3
+            S([8], tentative=True, commit=8),            # stale after commit
+            S([9, 10, 11], commit=8),            # drops 9, 10, re-steps them
+            CHECK,
+            {"commit": 11},                              # nothing pending
+            {"commit": 10},                              # below C = 11
+            S([12, 13, 14, 15], tentative=True),         # over lookahead
+            {"evict": 2},
+            CHECK,
+        ], lookahead=3, drafts=True))
+
+    # -- truncate ---------------------------------------------------------
+    out.append(record_ext(
+        "truncate-window",
+        "Truncate at budget 5, sinks 0: into the unpinned run (the next "
+        "position takes the slot after the newest one left), above newest "
+        "(nothing changes, not an error), from 1 (everything goes, size 0; "
+        "the next position takes slot 0), and from 0 (invalid_position).",
+        5, 0, [
+            S(range(1, 10)), CHECK,
+            {"truncate": 8}, CHECK,
+            S([8, 9]),
+            {"truncate": 50},
+            {"truncate": 10},                             # above newest 9
+            {"truncate": 0},
+            {"truncate": 1}, CHECK,
+            {"evict": 2},
+            S([1, 2, 3]), CHECK,
+            S(range(4, 12)), CHECK,
+        ], drafts=False))
+    out.append(record_ext(
+        "truncate-sinks",
+        "Truncate into the sinks (budget 6, sinks 4): from 2 removes pinned "
+        "2, 3 and every unpinned position, newest 1; the next positions are "
+        "pinned again in slots 2, 3 and the ring restarts at slot 4. Then "
+        "a truncate of the whole ring only, and one from 1 (position 0 "
+        "always stays). Last, a draft appended while a sink is free is "
+        "pinned (slot 2) like any appended position; the commit dropping it "
+        "frees the pinned slot and the next step pins 2 there again.",
+        6, 4, [
+            S(range(1, 12)), CHECK,
+            {"truncate": 2}, CHECK,
+            S([2, 3, 4, 5]), CHECK,
+            S(range(6, 10)), CHECK,
+            {"truncate": 4}, CHECK,
+            S([4, 5]),
+            {"truncate": 1}, CHECK,
+            S(range(1, 8)), CHECK,
+            {"truncate": 2}, S([2], tentative=True), CHECK,
+            {"commit": 1}, CHECK,
+            S([2, 3, 4]), CHECK,
+        ], drafts=None))
+    out.append(record_ext(
+        "truncate-drafts",
+        "Truncate while drafts are pending (budget 5, lookahead 4): from "
+        "inside the drafts (the ones below stay tentative, newest is the "
+        "last kept draft, the committed newest stays), new drafts and a "
+        "commit, then from below the committed newest (committed positions "
+        "and every draft go; newest and the committed newest become P - 1, "
+        "so commit 7 is valid and empty), with 1 sink.",
+        5, 1, [
+            S(range(1, 8)),
+            S([8, 9, 10, 11], tentative=True), CHECK,
+            {"truncate": 10}, CHECK,
+            S([10, 11], tentative=True), CHECK,
+            {"commit": 10}, CHECK,
+            S([11, 12, 13], tentative=True),
+            {"truncate": 8}, CHECK,
+            {"commit": 7},
+            S([8, 9], tentative=True, commit=7), CHECK,
+        ], lookahead=4, drafts=True))
+
+    # -- fork -------------------------------------------------------------
+    out.append(record_ext(
+        "fork-divergent",
+        "A fork copies the window (budget 4, sinks 1, lookahead 2); then "
+        "the parent and the child step, evict and truncate differently and "
+        "each view shows only its own requests. A fork of the child "
+        "(grandchild) copies the child's state.",
+        4, 1, [
+            S(range(1, 7)),
+            {"fork": "child"},
+            {"session": "child", "check": True},
+            S([7, 8]),
+            {"session": "child", "step": [10]},
+            CHECK, {"session": "child", "check": True},
+            {"session": "child", "evict": 2},
+            {"truncate": 7},
+            S([7, 8, 9, 10, 11]),
+            {"session": "child", "step": [11, 12, 13]},
+            {"session": "child", "fork": "grandchild"},
+            {"session": "grandchild", "truncate": 12},
+            CHECK, {"session": "child", "check": True},
+            {"session": "grandchild", "check": True},
+            {"session": "grandchild", "step": [12]},
+            {"session": "grandchild", "check": True},
+        ], lookahead=2, drafts=False))
+    out.append(record_ext(
+        "fork-drafts",
+        "A fork of a session with drafts pending (budget 4, lookahead 3, "
+        "pages of 4): the child holds the same drafts and committed newest; "
+        "the parent accepts all, the child accepts one; both keep going. "
+        "A fork has no replay record: after the parent's commit 9 and a new "
+        "fork, commit 9 on that child is a new request (nothing pending, "
+        "empty lists) and not the parent's answer replayed.",
+        4, 0, [
+            S(range(1, 7)),
+            S([7, 8, 9], tentative=True),
+            {"fork": "child"},
+            {"session": "child", "check": True},
+            {"commit": 9},
+            {"session": "child", "commit": 7},
+            CHECK, {"session": "child", "check": True},
+            {"session": "child", "step": [8, 9]},
+            {"session": "child", "evict": 2},
+            {"fork": "late"},
+            {"session": "late", "commit": 9},
+            {"session": "late", "step": [10, 11, 12], "tentative": True},
+            S([10, 11, 12]),
+            CHECK, {"session": "child", "check": True},
+            {"session": "late", "check": True},
+        ], lookahead=3, page_size=4, drafts=True))
+
+    # -- pages ------------------------------------------------------------
+    out.append(record_ext(
+        "pages-window",
+        "Pages of 4 at budget 4, lookahead 8, sinks 0 (pages_new / "
+        "pages_freed are the net difference over each request): steps "
+        "entering pages, a chunk 7..18 that enters and leaves page 2 in one "
+        "request (in neither list) while it enters 3, 4 and frees 0, 1, an "
+        "evict freeing a page, drafts opening a page and the commit dropping "
+        "them freeing it again (with the page its eviction empties), a "
+        "commit+step request, truncates freeing every page (size 0, newest "
+        "P - 1 even below positions once held).",
+        4, 0, [
+            S([1, 2, 3]), S([4]), S([5, 6]), CHECK,
+            S(range(7, 19)), CHECK,
+            {"evict": 1}, CHECK,
+            S([19, 20, 21, 22]),
+            S([23, 24, 25], tentative=True), CHECK,
+            {"commit": 23}, CHECK,
+            S([24, 25, 26], tentative=True, commit=23),
+            S([27, 28], commit=26),
+            {"truncate": 22}, CHECK,
+            S([40]),
+            {"truncate": 30}, CHECK,
+        ], lookahead=8, page_size=4, drafts=True))
+    out.append(record_ext(
+        "pages-sinks",
+        "Pages of 16 with 4 sinks (budget 20, lookahead 16): page 0 stays "
+        "held through the pinned positions 0..3 while the ring moves on; "
+        "chunks of 16 enter one page and free another; a chunk 49..99 "
+        "entering and leaving page 4 in one request; an evict freeing a "
+        "page; 16 drafts opening page 7 and a commit dropping 14 of them "
+        "freeing it; a truncate freeing a page; a truncate into the sinks "
+        "(from 2) freeing every page but 0; refilling from 2.",
+        20, 4, [
+            S(range(1, 17)), S(range(17, 33)), CHECK,
+            S(range(33, 49)), CHECK,
+            S(range(49, 100)), CHECK,
+            {"evict": 5}, CHECK,
+            S(range(100, 116), tentative=True), CHECK,
+            {"commit": 101}, CHECK,
+            S([110, 111], commit=101),
+            {"truncate": 96}, CHECK,
+            S(range(96, 140)), CHECK,
+            {"truncate": 2}, CHECK,
+            S(range(2, 40)), CHECK,
+        ], lookahead=16, page_size=16, drafts=True))
+
+    # -- everything, randomized ---------------------------------------------
+    out.append(random_vector(
+        "mixed-random",
+        "300 operations drawn from a fixed seed (random.Random(9)) at budget "
+        "7, sinks 2, lookahead 3, pages of 5: plain and multi-position "
+        "steps with gaps, drafts (once pinned), commits (op, step field, "
+        "commit-only step), truncates (into the sinks too), evicts, forks "
+        "(ops on forks carry \"session\"), checks, and refused requests: "
+        "stale_position, tentative_pending (step and evict), "
+        "too_many_positions, invalid_position (commit, truncate), "
+        "invalid_budget.",
+        9, 300, 7, 2, 3, 5))
+    return out
+
+
+# ---- random request sequences ------------------------------------------
+
+def random_request(rng, m, names):
+    """One random request on model `m` (valid or not); `names` are the
+    session names in use (for forks)."""
+    pending = m.pending()
+    L = m.lookahead
+    r = rng.random()
+
+    def run(first, n, gaps=0.15):
+        out, p = [], first
+        for _ in range(n):
+            out.append(p)
+            p += 1 + (rng.randrange(1, 4) if rng.random() < gaps else 0)
+        return out
+
+    nxt = m.newest + 1 + (rng.randrange(1, 5) if rng.random() < 0.15 else 0)
+    if pending and r < 0.22 and rng.random() < 0.8:
+        r = 0.4       # mostly a step with commit instead of a refusal
+    if pending and 0.71 <= r < 0.79 and rng.random() < 0.8:
+        r = 0.6       # mostly a commit instead of a refused evict
+    if r < 0.22:      # a plain step
+        n = rng.choice([1, 1, 1, 2, 3, L, L + 1, 2 * L + 1])
+        return {"step": run(nxt, n)}
+    if r < 0.36:      # drafts
+        n = rng.randrange(1, L + 1)
+        if rng.random() < 0.85:
+            n = max(1, min(n, L - len(pending)))
+        return {"step": run(nxt, n), "tentative": True}
+    if r < 0.52:      # a step with commit
+        p = rng.choice(pending + [m.committed] * 2 + [m.newest + 3])
+        acc = [q for q in pending if q <= p]
+        base = acc[-1] if acc else m.committed
+        first = base + 1 + (rng.randrange(1, 3) if rng.random() < 0.15 else 0)
+        if rng.random() < 0.1:
+            return {"step": [], "commit": p}
+        if rng.random() < 0.6:
+            return {"step": run(first, rng.randrange(1, L + 1)),
+                    "tentative": True, "commit": p}
+        return {"step": run(first, rng.randrange(1, 2 * L + 2)), "commit": p}
+    if r < 0.62:      # a commit
+        p = rng.choice(pending + pending + [m.committed, m.newest + 2])
+        return {"commit": p}
+    if r < 0.71:      # truncate
+        if m.newest >= 1 and rng.random() < 0.8:
+            lo = max(1, m.newest - m.budget - 2)
+            p = rng.randrange(lo, m.newest + 1)
+        else:
+            p = rng.choice([1, 2, m.newest + 1, m.newest + 5])
+        return {"truncate": p}
+    if r < 0.79:      # evict
+        return {"evict": rng.randrange(m.sinks + 1, m.budget + 2)}
+    if r < 0.83:      # refusals of the other kinds
+        k = rng.randrange(4)
+        if k == 0:
+            return {"step": run(max(0, m.newest - rng.randrange(0, 3)), 2)}
+        if k == 1:
+            return {"evict": rng.randrange(0, m.sinks + 1)}
+        if k == 2:
+            return {"truncate": 0}
+        return {"commit": max(0, m.committed - rng.randrange(1, 4))}
+    if r < 0.86 and len(names) < 8:
+        return {"fork": f"f{len(names)}"}
+    return {"check": True}
+
+
+def random_vector(name, description, seed, nops, budget, sinks, lookahead,
+                  page_size):
+    rng = random.Random(seed)
+    r = Recorder(budget, sinks, lookahead, page_size, drafts=True)
+    while len(r.ops) < nops:
+        names = list(r.sessions)
+        sess = None if rng.random() < 0.6 else rng.choice(names)
+        req = random_request(rng, r.sessions[sess], names)
+        if sess is not None:
+            req = {"session": sess, **req}
+        try:
+            r.do(req)
+        except Refused:
+            pass
+    vec = {"name": name, "description": description, "budget": budget,
+           "sinks": sinks, "lookahead": lookahead, "page_size": page_size,
+           "ops": r.ops, "_style": "lines"}
+    return vec
+
+
+# ---- the model's self-check ----------------------------------------------
+
+def fuzz(n, seed=1):
+    """Runs `n` random request sequences on random configurations, every
+    request applied as the contract's text says (ambiguous refusals and the
+    irregular commits included), and asserts the model's invariants and the
+    consistency of every answer with the views before and after."""
+    rng = random.Random(seed)
+    for it in range(n):
+        budget = rng.randrange(1, 12)
+        sinks = rng.randrange(0, budget)
+        L = rng.choice([1, 1, 2, 3, 4, 8])
+        B = rng.choice([0, 0, 1, 2, 3, 5])
+        sessions = {None: Model(budget, sinks, L, B)}
+        for k in range(rng.randrange(10, 80)):
+            sess = rng.choice(list(sessions))
+            m = sessions[sess]
+            req = random_request(rng, m, list(sessions))
+            where = f"fuzz {it} ({budget},{sinks},{L},{B}) op {k} {req}"
+            if "check" in req:
+                continue
+            if "fork" in req:
+                sessions[req["fork"]] = m.fork()
+                assert sessions[req["fork"]].state() == m.state(), where
+                continue
+            before, vbefore = m.state(), m.view()
+            errs, ans = apply_request(m, req)
+            try:
+                m.check_invariants()
+                if errs:
+                    assert m.state() == before, "an error changed the state"
+                    continue
+                after = m.view()
+                old, new = set(vbefore["kept"]), set(after["kept"])
+                added = set(req.get("step", []))
+                lists = [ans.get(k, []) for k in ("victims", "dropped",
+                                                   "removed")]
+                gone = set().union(*lists)
+                assert len(new) == len(old) + len(added) - sum(map(len, lists)), \
+                    "held count accounting"
+                assert new <= old | added and old - new <= gone and \
+                    added - new <= set(lists[0]), "held set accounting"
+                assert not (added & (old - set(lists[1]))), \
+                    "a new position was held"
+                assert len(ans.get("slots", added)) == len(added)
+                if "size" in ans:
+                    assert ans["size"] == len(new)
+                if "newest" in ans:
+                    assert ans["newest"] == after["newest"]
+                for v in ("victims", "dropped", "removed"):
+                    if v in ans:
+                        assert ans[v] == sorted(set(ans[v])), f"{v} order"
+                if B:
+                    po, pn = set(vbefore["pages"]), set(after["pages"])
+                    assert ans["pages_new"] == sorted(pn - po)
+                    assert ans["pages_freed"] == sorted(po - pn)
+                    assert pn == {p // B for p in new}
+                else:
+                    assert "pages_new" not in ans and not after["pages"]
+                assert ("dropped" in ans) == ("commit" in req)
+            except AssertionError as e:
+                raise AssertionError(f"{where}: {e}") from None
+
+
+# ---- vLLM's sliding-window freeing -------------------------------------
+
+def vllm_freed_blocks(n_computed, W, B):
+    """The blocks vLLM's sliding-window manager has freed once n_computed
+    tokens (positions 0..n_computed-1) are computed with window W and block
+    size B: every block wholly below n_computed - W + 1, the first position
+    the next token still attends to."""
+    first_useful = n_computed - W + 1
+    return {b for b in range(max(first_useful, 0)) if (b + 1) * B <= first_useful}
+
+
+def check_vllm():
+    """For sinks 0 and single-position steps, the pages the model has
+    reported freed after stepping position n-1 are the blocks vLLM has freed
+    with W = budget + 1."""
+    bad = []
+    for budget in (8, 13, 32):
+        for B in (1, 4, 16):
+            m = Model(budget, 0, 1, B)
+            freed = set()
+            for n in range(1, 201):
+                if n >= 2:
+                    err, ans = m.step([n - 1])
+                    assert err is None
+                    assert not set(ans["pages_new"]) & freed
+                    freed |= set(ans["pages_freed"])
+                want = vllm_freed_blocks(n, budget + 1, B)
+                if freed != want:
+                    bad.append(f"vllm budget {budget} B {B} n {n}: model freed "
+                               f"{sorted(freed)}, vLLM {sorted(want)}")
+                    break
+    return bad
+
+
+# ---- files ----------------------------------------------------------------
+
+def dump(vec):
+    """The file text: old generated vectors on one line (as they always
+    were), the others one op per line."""
+    vec = dict(vec)
+    style = vec.pop("_style", "compact")
+    if style == "compact":
+        return json.dumps(vec, separators=(",", ":")) + "\n"
+    c = lambda v: json.dumps(v, separators=(",", ":"))
+    head = [f'{c(k)}:{c(vec[k])}' for k in ("budget", "sinks", "lookahead",
+                                              "page_size") if k in vec]
+    ops = ",\n".join("  " + c(op) for op in vec["ops"])
+    return (f'{{"name":{c(vec["name"])},\n'
+            f' "description":{c(vec["description"])},\n'
+            f' {",".join(head)},\n'
+            f' "ops":[\n{ops}\n ]}}\n')
+
+
 def main():
-    if "--write" in sys.argv:
+    args = sys.argv[1:]
+    if "--fuzz" in args:
+        n = int(args[args.index("--fuzz") + 1])
+        fuzz(n)
+        print(f"model self-check: {n} random sequences hold the invariants")
+        return
+    if "--write" in args:
+        names = set()
         for vec in generated():
+            assert vec["name"] not in names
+            names.add(vec["name"])
             with open(os.path.join(HERE, vec["name"] + ".json"), "w") as f:
-                json.dump(vec, f, separators=(",", ":"))
-                f.write("\n")
+                f.write(dump(vec))
     failed = 0
     for name in sorted(os.listdir(HERE)):
         if not name.endswith(".json"):
@@ -168,12 +1068,24 @@ def main():
         with open(os.path.join(HERE, name)) as f:
             vec = json.load(f)
         bad = replay(vec)
+        if vec.get("name") + ".json" != name:
+            bad.append("the name is not the file's")
         for b in bad:
             print(f"{name}: {b}")
         failed += bool(bad)
+    bad = check_vllm()
+    for b in bad:
+        print(b)
+    failed += bool(bad)
+    try:
+        fuzz(150)
+    except AssertionError as e:
+        print(f"model self-check: {e}")
+        failed += 1
     if failed:
         sys.exit(1)
-    print("vectors agree with the reference model")
+    print("vectors agree with the reference model; the model holds its "
+          "invariants and frees pages as vLLM does")
 
 
 if __name__ == "__main__":
