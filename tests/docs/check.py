@@ -29,8 +29,13 @@ def main():
     if codes - classes:  # (the client adds its own: timeouts and the like)
         bad.append(f"the Python client has no error class for "
                    f"{sorted(codes - classes)}")
-    routes = {"/session/{id}", "/session/{id}/step", "/session/{id}/evict",
-              "/step", "/healthz", "/metrics"}
+    # The routes as server/api.c matches them: whole paths, and the
+    # suffixes after /session/{id}.
+    api_c = open(f"{ROOT}/server/api.c").read()
+    routes = {"/session/{id}"}
+    routes |= set(re.findall(r'path_is\(p, n, "(/[a-z]+)"\)', api_c))
+    routes |= {"/session/{id}" + x for x in
+               re.findall(r'path_is\(slash, [^"]*"(/[a-z]+)"\)', api_c)}
     if set(api["paths"]) != routes:
         bad.append(f"openapi paths {sorted(api['paths'])} are not the routes "
                    f"{sorted(routes)}")
