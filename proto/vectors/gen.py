@@ -227,6 +227,8 @@ class Model:
         if p <= self.newest:
             self.newest = p - 1
             self.committed = min(self.committed, p - 1)
+            if not self.pending():  # with no draft left, C is the newest
+                self.committed = self.newest
         return None, self._with_pages(
             {"removed": [h.pos for h in removed], "size": len(self.held),
              "newest": self.newest}, before)
@@ -718,7 +720,10 @@ def generated_engine():
         "last kept draft, the committed newest stays), new drafts and a "
         "commit, then from below the committed newest (committed positions "
         "and every draft go; newest and the committed newest become P - 1, "
-        "so commit 7 is valid and empty), with 1 sink.",
+        "so commit 7 is valid and empty), with 1 sink; then drafts above a "
+        "gap, all removed by a truncate from inside the gap: with no draft "
+        "left the committed newest is the new newest, P - 1, so a commit "
+        "below it is invalid_position.",
         5, 1, [
             S(range(1, 8)),
             S([8, 9, 10, 11], tentative=True), CHECK,
@@ -729,6 +734,11 @@ def generated_engine():
             {"truncate": 8}, CHECK,
             {"commit": 7},
             S([8, 9], tentative=True, commit=7), CHECK,
+            {"commit": 9},
+            S([20, 21], tentative=True),
+            {"truncate": 15}, CHECK,
+            {"commit": 10},
+            {"commit": 14},
         ], lookahead=4, drafts=True))
 
     # -- fork -------------------------------------------------------------

@@ -5,14 +5,21 @@ survives, and nothing is half-applied.
 Each round starts the daemon on the same --state-dir, checks that it holds
 what the previous round's acknowledged requests produced, then runs several
 client threads, each on its own keep-alive connection and its own sessions,
-sending single steps, multi-position steps, batches (with a stale item now
-and then), evicts, PUTs, deletes and retries, every answer checked against a
-naive model. At a random moment the daemon gets SIGKILL. A client has at
-most one request in flight then; after the restart, the sessions it touches
-must be all as before it or all as after it (a multi-position step or a
-batch is one record, all or nothing), and every other session exactly as
-the acknowledged requests left it. Some rounds use a tiny --compact-after,
-so that kills also land while the forked child writes a snapshot.
+sending single steps, multi-position steps (longer than the session's
+lookahead too), drafts and commits, truncates, forks, batches (with stale
+and replayed items now and then), evicts, PUTs, deletes and retries of
+every kind, on sessions with and without lookahead and pages, every answer
+checked against a naive model (evdlib.py). At a random moment the daemon
+gets SIGKILL. A client has at most one request in flight then; after the
+restart, the sessions it touches must be all as before it or all as after
+it (a multi-position step, a fork or a batch is one record, all or
+nothing), and every other session exactly as the acknowledged requests
+left it, replay records included: each session's last step, commit or
+truncate request is resent and must be answered "replayed" as before. (An
+in-flight request that leaves every view as it was, such as a truncate
+above the newest, is told applied or not by its replay record.) Some rounds
+use a tiny --compact-after, so that kills also land while the forked child
+writes a snapshot.
 
 Two more cases: SIGTERM under load (any --fsync mode) keeps every answered
 request; and a retry's "replayed":true answer under --fsync always must be
@@ -32,7 +39,8 @@ import time
 
 sys.dont_write_bytecode = True
 from evdlib import (DEFAULT_BUDGET, Client, Fail, Fleet, Transport,  # noqa
-                    expect, run_cases, session_ids, verify, wait_dir_free)
+                    coverage, expect, run_cases, session_ids, verify,
+                    wait_dir_free)
 
 CLIENTS = 4
 SESSIONS = 30  # per client
@@ -153,11 +161,14 @@ def crash_rounds(ctx, rounds):
     verify(c, fls)
     c.close()
     expect(d.term() == 0, "SIGTERM: exit status not 0")
+    _, missing = coverage(fls)
     return (f"{rounds} of {rounds} kill -9 rounds survived; "
             f"{during_snapshot} killed with a snapshot writer running "
             f"({tmp_left} left snapshot.tmp), {torn} torn "
             f"record(s) dropped, {applied_total} in-flight request(s) "
-            "applied")
+            f"applied; {sum(f.sent for f in fls)} answers checked, "
+            + (f"never exercised: {', '.join(missing)}" if missing else
+               "every operation exercised"))
 
 
 def case_crash(ctx):

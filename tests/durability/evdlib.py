@@ -3,8 +3,12 @@ keep-alive JSON client, a naive model of a session's window, and a client's
 sessions with the requests it may send and the answers it must get.
 
 The model is deliberately the dumbest thing that can work (a list of
-(position, slot) pairs and a cursor), so that it cannot share a bug with the
-ring buffer of server/window.c. Standard library only.
+(position, slot) pairs, every rule recomputed from it), so that it cannot
+share a bug with the ring buffer of server/window.c. It follows the issue 9
+wire contract (spec9.md; proto/openapi.yaml): lookahead sub-steps,
+page-granular answers, drafts (tentative steps) and commits, truncate, fork,
+and the replay records of steps, commits and truncates. Standard library
+only.
 """
 import argparse
 import copy
@@ -198,61 +202,318 @@ class Client:
 
 
 class Win:
-    """A window kept as a plain list: slots are handed out by a cursor that
-    runs 0..budget and then wraps to sinks; the oldest unpinned position
-    (slot >= sinks) goes first."""
+    """A window kept as a plain list of (position, slot) pairs, ascending,
+    read the way the issue 9 contract (spec9.md) words it: the first `sinks`
+    positions held are pinned, pinned position k in slot k; every other
+    position takes the slot after the newest unpinned one held (wrapping
+    from budget + lookahead - 1 to sinks), or slot `sinks` when none is;
+    eviction removes the oldest unpinned position. Drafts are the positions
+    held above `committed`. Every rule is recomputed from the list each
+    time, so that the model keeps no cursor that could share a bug with
+    server/window.c."""
 
-    def __init__(self, budget, sinks):
+    __slots__ = ("budget", "sinks", "lookahead", "page_size", "held",
+                 "newest", "committed")
+
+    def __init__(self, budget, sinks, lookahead=1, page_size=0):
         self.budget, self.sinks = budget, sinks
-        self.kept = [(0, 0)]  # (position, slot), oldest first
-        self.tail = 1 if budget > 0 else 0
-        self.newest = 0
+        self.lookahead, self.page_size = lookahead, page_size
+        self.held = [(0, 0)]
+        self.newest = self.committed = 0
 
-    def _next(self, s):
-        return self.sinks if s == self.budget else s + 1
+    def copy(self):
+        w = Win.__new__(Win)
+        for k in Win.__slots__:
+            setattr(w, k, getattr(self, k))
+        w.held = list(self.held)
+        return w
+
+    def config(self):
+        return (self.budget, self.sinks, self.lookahead, self.page_size)
+
+    def state(self):
+        """Everything a fork copies (and a resent fork compares)."""
+        return (self.config(), tuple(self.held), self.newest, self.committed)
+
+    def drafts(self):
+        return [p for p, _ in self.held if p > self.committed]
+
+    def pages(self):
+        if not self.page_size:
+            return []
+        return sorted({p // self.page_size for p, _ in self.held})
+
+    def _append(self, p):
+        assert p > self.newest, (p, self.newest)
+        pinned = sum(1 for _, s in self.held if s < self.sinks)
+        if pinned < self.sinks:
+            slot = pinned
+        else:
+            run = [s for _, s in self.held if s >= self.sinks]
+            ring = self.budget + self.lookahead
+            slot = (self.sinks if not run or run[-1] == ring - 1
+                    else run[-1] + 1)
+        assert all(s != slot for _, s in self.held), "model: slot taken"
+        self.held.append((p, slot))
+        self.newest = p
+        return slot
 
     def _drop_to(self, budget):
         victims = []
-        while len(self.kept) > budget:
-            i = next(k for k, (_, s) in enumerate(self.kept)
+        while len(self.held) > budget:
+            i = next(k for k, (_, s) in enumerate(self.held)
                      if s >= self.sinks)
-            victims.append(self.kept.pop(i)[0])
+            victims.append(self.held.pop(i)[0])
         return victims
 
-    def step(self, positions):
-        victims, slots = [], []
-        for p in positions:
-            assert p > self.newest
-            slot = self.tail
-            self.kept.append((p, slot))
-            self.tail = self._next(slot)
-            self.newest = p
-            slots.append(slot)
+    def commit(self, p):
+        """Keeps the drafts <= p, drops the others, evicts to the budget.
+        Returns (victims, dropped); p >= committed is the caller's check."""
+        c = self.committed
+        dropped = [q for q, _ in self.held if q > c and q > p]
+        self.held = [(q, s) for q, s in self.held if q <= c or q <= p]
+        kept = [q for q, _ in self.held if q > c]
+        self.newest = self.committed = kept[-1] if kept else c
+        return self._drop_to(self.budget), dropped
+
+    def steps(self, positions, tentative):
+        """Returns (slots, victims)."""
+        slots, victims = [], []
+        if tentative:
+            for p in positions:
+                slots.append(self._append(p))
+            return slots, victims
+        n = self.lookahead
+        for i in range(0, len(positions), n):
+            for p in positions[i:i + n]:
+                slots.append(self._append(p))
             victims += self._drop_to(self.budget)
-        return {"victims": victims, "slots": slots, "size": len(self.kept),
-                "newest": self.newest}
+        self.committed = self.newest
+        return slots, victims
+
+    def truncate(self, p):
+        removed = [q for q, _ in self.held if q >= p]
+        self.held = [(q, s) for q, s in self.held if q < p]
+        if p <= self.newest:
+            self.newest = p - 1
+            self.committed = min(self.committed, p - 1)
+            if not self.drafts():  # with none left, committed is newest
+                self.committed = self.newest
+        return removed
 
     def evict(self, budget):
-        victims = self._drop_to(budget)
-        return {"victims": victims, "size": len(self.kept)}
+        return self._drop_to(budget)
 
     def view(self, sid):
-        return {"id": sid, "budget": self.budget, "sinks": self.sinks,
-                "size": len(self.kept), "newest": self.newest,
-                "kept": [p for p, _ in self.kept],
-                "slots": [s for _, s in self.kept]}
+        v = {"id": sid, "budget": self.budget, "sinks": self.sinks}
+        if self.lookahead != 1:
+            v["lookahead"] = self.lookahead
+        if self.page_size:
+            v["page_size"] = self.page_size
+        v.update(size=len(self.held), newest=self.newest,
+                 kept=[p for p, _ in self.held],
+                 slots=[s for _, s in self.held])
+        drafts = self.drafts()
+        if drafts:
+            v["tentative"] = drafts
+        if self.page_size:
+            v["pages"] = self.pages()
+        return v
 
 
 class Sess:
-    """What one session is: absent, or a window and the positions and answer
-    of its last applied step request (what a retry gets again)."""
+    """What one session is: absent, or a window and the replay record: the
+    key of its last applied step, commit or truncate request (what makes a
+    request "the same") and the answer it got (what a retry gets again)."""
 
-    def __init__(self):
-        self.win = None
-        self.last = None  # (positions tuple, answer dict)
+    __slots__ = ("win", "last")
+
+    def __init__(self, win=None, last=None):
+        self.win = win
+        self.last = last  # (key, answer); key: see step_key & co.
+
+    def copy(self):
+        return Sess(self.win.copy() if self.win is not None else None,
+                    self.last)
 
     def view(self, sid):
         return None if self.win is None else self.win.view(sid)
+
+
+def step_key(positions, tentative=False, commit=None):
+    return ("step", tuple(positions), bool(tentative), commit)
+
+
+def error(status, code, **extra):
+    """(status, body) of a refused request; a batch item adds "status"."""
+    e = {"code": code, "message": ""}
+    e.update(extra)
+    return status, {"error": e}
+
+
+def as_item(status, body):
+    """The result of a batch item that alone would have been answered
+    (status, body)."""
+    if status == 200:
+        return body
+    return {"error": dict(body["error"], status=status)}
+
+
+def _with_pages(ans, w, before):
+    if w.page_size:
+        after = set(w.pages())
+        ans["pages_new"] = sorted(after - before)
+        ans["pages_freed"] = sorted(before - after)
+    return ans
+
+
+def _replay(sess, key):
+    if sess.last is not None and sess.last[0] == key:
+        return 200, dict(sess.last[1], replayed=True)
+    return None
+
+
+def do_step(sess, positions, tentative=False, commit=None, create=None):
+    """A step request (single or batch item) on sess, changed only when it
+    applies. create: the (budget, sinks, lookahead, page_size) a request
+    that creates the session gives it."""
+    key = step_key(positions, tentative, commit)
+    if sess.win is None:
+        if positions and positions[0] == 0:
+            return error(409, "stale_position", newest=0)
+        w, before = Win(*create), set()
+    else:
+        r = _replay(sess, key)
+        if r:
+            return r
+        w, before = sess.win.copy(), set(sess.win.pages())
+    newest0 = w.newest
+    victims, dropped, slots = [], None, []
+    if commit is not None:
+        if commit < w.committed:
+            return error(400, "invalid_position")
+        victims, dropped = w.commit(commit)
+    if positions:
+        drafts = len(w.drafts())
+        if not tentative and drafts:
+            return error(409, "tentative_pending")
+        if positions[0] <= w.newest:
+            return error(409, "stale_position", newest=newest0)
+        if tentative and len(positions) + drafts > w.lookahead:
+            return error(400, "too_many_positions")
+        slots, v = w.steps(positions, tentative)
+        victims += v
+    ans = {"victims": victims, "slots": slots, "size": len(w.held),
+           "newest": w.newest}
+    if commit is not None:
+        ans["dropped"] = dropped
+    _with_pages(ans, w, before)
+    sess.win, sess.last = w, (key, ans)
+    return 200, ans
+
+
+def do_commit(sess, p):
+    if sess.win is None:
+        return error(404, "unknown_session")
+    key = ("commit", p)
+    r = _replay(sess, key)
+    if r:
+        return r
+    if p < sess.win.committed:
+        return error(400, "invalid_position")
+    w, before = sess.win.copy(), set(sess.win.pages())
+    victims, dropped = w.commit(p)
+    ans = _with_pages({"victims": victims, "dropped": dropped,
+                       "size": len(w.held), "newest": w.newest}, w, before)
+    sess.win, sess.last = w, (key, ans)
+    return 200, ans
+
+
+def do_truncate(sess, p):
+    if sess.win is None:
+        return error(404, "unknown_session")
+    key = ("truncate", p)
+    r = _replay(sess, key)
+    if r:
+        return r
+    w, before = sess.win.copy(), set(sess.win.pages())
+    removed = w.truncate(p)
+    ans = _with_pages({"removed": removed, "size": len(w.held),
+                       "newest": w.newest}, w, before)
+    sess.win, sess.last = w, (key, ans)
+    return 200, ans
+
+
+def do_evict(sess, budget):
+    """Evict never replaces the replay record."""
+    if sess.win is None:
+        return error(404, "unknown_session")
+    if sess.win.drafts():
+        return error(409, "tentative_pending")
+    w, before = sess.win.copy(), set(sess.win.pages())
+    victims = w.evict(budget)
+    sess.win = w
+    return 200, _with_pages({"victims": victims, "size": len(w.held)}, w,
+                            before)
+
+
+def do_fork(sessions, parent, child):
+    """sessions maps ids to Sess (both parent and child)."""
+    p = sessions[parent]
+    if p.win is None:
+        return error(404, "unknown_session")
+    c = sessions[child]
+    if c.win is not None:
+        if c.win.state() != p.win.state():
+            return error(409, "session_exists")
+        return 200, c.win.view(child)
+    sessions[child] = Sess(p.win.copy(), None)
+    return 201, sessions[child].win.view(child)
+
+
+def do_put(sess, sid, cfg):
+    if sess.win is None:
+        sess.win, sess.last = Win(*cfg), None
+        return 201, sess.win.view(sid)
+    if sess.win.config() != tuple(cfg):
+        return error(409, "session_exists")
+    return 200, sess.win.view(sid)
+
+
+def request_of(sid, key, rng=None):
+    """(method, path, body) of the request whose replay key is `key`, in
+    one of the forms that mean it (pos or positions, tentative false
+    spelled out or not)."""
+    rng = rng or random
+    if key[0] == "commit":
+        return "POST", f"/session/{sid}/commit", {"newest": key[1]}
+    if key[0] == "truncate":
+        return "POST", f"/session/{sid}/truncate", {"from": key[1]}
+    _, positions, tentative, commit = key
+    body = {}
+    if len(positions) == 1 and rng.random() < 0.5:
+        body["pos"] = positions[0]
+    elif positions:
+        body["positions"] = list(positions)
+    if tentative or rng.random() < 0.1:
+        body["tentative"] = tentative
+    if commit is not None:
+        body["commit"] = commit
+    return "POST", f"/session/{sid}/step", body
+
+
+def apply_request(sessions, sid, method, path, body):
+    """Applies to the model the request (method, path, body) on session
+    sid, as do_* do; returns (status, answer). Only the requests
+    request_of makes."""
+    sess = sessions[sid]
+    if path.endswith("/commit"):
+        return do_commit(sess, body["newest"])
+    if path.endswith("/truncate"):
+        return do_truncate(sess, body["from"])
+    positions = body.get("positions", [body["pos"]] if "pos" in body else [])
+    return do_step(sess, positions, body.get("tentative", False),
+                   body.get("commit"))
 
 
 def same_answer(got, want):
@@ -271,137 +532,409 @@ def same_answer(got, want):
 class Op:
     """One request, the answer the model predicts, and the states of the
     sessions it touches before and after (`after` is applied once the answer
-    is in; at a crash either may be what the daemon recovers)."""
+    is in; at a crash either may be what the daemon recovers). `tags` name
+    what the request exercises (see Fleet.count)."""
 
     def __init__(self, method, path, body, status, answer, before, after,
-                 kind):
+                 kind, tags=()):
         self.method, self.path, self.body = method, path, body
         self.status, self.answer = status, answer
         self.before, self.after, self.kind = before, after, kind
+        self.tags = set(tags) | {kind}
 
     def describe(self):
         b = json.dumps(self.body, separators=(",", ":"))
-        return f"{self.method} {self.path} {b[:200]}"
+        return f"{self.method} {self.path} {b[:300]}"
+
 
 
 BUDGETS = (1, 2, 3, 5, 8, 13, 40, 300)
+LOOKAHEADS = (2, 3, 4, 8)
+PAGE_SIZES = (1, 2, 4, 16)
 GAPS = (1, 1, 1, 1, 2, 3, 9, 1000)
+
+# What a restart test's workload must have exercised (Fleet.count's tags).
+COVERAGE = (
+    "step", "multi", "longer-than-lookahead", "tentative", "commit-step",
+    "commit-only", "commit", "commit-drafts", "truncate", "truncate-sinks",
+    "truncate-above", "truncate-drafts", "fork", "fork-again", "fork-child",
+    "resend-to-child", "retry-step", "retry-commit", "retry-truncate",
+    "retry-batch", "batch", "evict", "put", "delete", "lookahead", "pages",
+    "created-by-step", "error-tentative-pending", "error-stale-position",
+    "error-invalid-position", "error-session-exists",
+    "error-too-many-positions", "error-unknown-session",
+    # the states sessions were found in by verify() (at restarts mostly)
+    "held-drafts", "held-nothing", "held-lookahead", "held-pages",
+    "held-fork-child", "record-step", "record-commit", "record-truncate",
+    "record-commit-step", "record-commit-only", "record-none-after-fork")
 
 
 class Fleet:
     """The sessions one client owns (nobody else touches them, so that the
     client alone decides their order of changes), with a generator of
-    requests over them. `ids` may be any valid session ids."""
+    requests over them. `ids` may be any valid session ids; forks go into
+    ids of the same fleet. `defaults` are the daemon's --budget, --sinks,
+    --lookahead and --page-size (what a session created without them
+    gets)."""
 
-    def __init__(self, rng, ids):
+    def __init__(self, rng, ids, defaults=None):
         self.rng = rng
         self.ids = list(ids)
         self.s = {i: Sess() for i in self.ids}
+        self.defaults = tuple(defaults or (DEFAULT_BUDGET, 0, 1, 0))
+        self.last_fork = None  # (parent, child)
+        self.children = set()  # sessions made by a fork, still alive
+        # child -> the key of its parent's record when it was forked: a
+        # record the child must not have (while it has none of its own)
+        self.fork_origin = {}
+        self.count = {}  # tag -> answered requests that exercised it
+        self.sent = 0  # answered requests
 
     # -- helpers --
-    def _positions(self, sess, n):
-        p, out = sess.win.newest if sess.win else 0, []
+    def _positions(self, newest, n):
+        p, out = newest, []
         for _ in range(n):
             p += self.rng.choice(GAPS)
             out.append(p)
         return out
 
     def _config(self):
-        b = self.rng.choice(BUDGETS)
-        return b, self.rng.randrange(0, min(4, b))
+        rng = self.rng
+        b = rng.choice(BUDGETS)
+        sinks = rng.randrange(0, min(4, b))
+        la = 1 if rng.random() < 0.5 else rng.choice(LOOKAHEADS)
+        ps = 0 if rng.random() < 0.5 else rng.choice(PAGE_SIZES)
+        return (b, sinks, la, ps)
 
-    def _step_item(self, sid, sess, body):
-        """Fills a step body for session sid (state `sess`, changed in
-        place) and returns the expected answer."""
-        n = 1 if self.rng.random() < 0.6 else self.rng.randrange(2, 12)
-        positions = self._positions(sess, n)
-        if n == 1 and self.rng.random() < 0.7:
-            body["pos"] = positions[0]
+    def _config_body(self, cfg, body):
+        """Writes cfg into body, leaving out (at random) what equals the
+        daemon's default."""
+        for name, v, d in zip(("budget", "sinks", "lookahead", "page_size"),
+                              cfg, self.defaults):
+            if v != d or self.rng.random() < 0.5:
+                body[name] = v
+
+    def _commit_arg(self, w):
+        """A valid commit position for window w: with drafts pending, one
+        that keeps none, some or all of them."""
+        c, drafts, rng = w.committed, w.drafts(), self.rng
+        if not drafts:
+            return c + rng.choice((0, 0, 1, 7))
+        k = rng.randrange(0, len(drafts) + 1)  # drafts kept
+        if k == 0:
+            return rng.randrange(c, drafts[0])
+        if k == len(drafts):
+            return drafts[-1] + rng.choice((0, 0, 1, 50))
+        return rng.randrange(drafts[k - 1], drafts[k])
+
+    def _step_fields(self, sess):
+        """A step that applies to sess (state after any earlier item of the
+        same request): (positions, tentative, commit, create, tags)."""
+        rng, w, tags = self.rng, sess.win, set()
+        create = None
+        if w is None:
+            create = self._config() if rng.random() < 0.8 else self.defaults
+            w = Win(*create)
+            tags.add("created-by-step")
+        commit = None
+        drafts = len(w.drafts())
+        room = w.lookahead - drafts
+        if drafts and (room == 0 or rng.random() < 0.6):
+            commit = self._commit_arg(w)
+        elif not drafts and rng.random() < 0.07:
+            commit = self._commit_arg(w)
+        if commit is not None:
+            tags.add("commit-step")
+            if drafts:
+                tags.add("commit-drafts")
+            w = w.copy()
+            w.commit(commit)
+            room = w.lookahead
+        pending = len(w.drafts())
+        tentative = bool(room) and (
+            pending > 0 or rng.random() < (0.3 if w.lookahead > 1 else 0.06))
+        if commit is not None and rng.random() < 0.15:
+            n = 0
+            tentative = False
+            tags.add("commit-only")
+        elif tentative:
+            n = rng.randrange(1, room + 1)
+            tags.add("tentative")
+        elif rng.random() < 0.55:
+            n = 1
+        elif w.lookahead > 1 and rng.random() < 0.6:
+            n = rng.randrange(w.lookahead + 1, 3 * w.lookahead + 2)
         else:
+            n = rng.randrange(2, 12)
+        if n > 1:
+            tags.add("multi")
+        if n > w.lookahead and not tentative:
+            tags.add("longer-than-lookahead")
+        return (self._positions(w.newest, n), tentative, commit, create,
+                tags)
+
+    def _step_body(self, fields, body):
+        positions, tentative, commit, create, _ = fields
+        rng = self.rng
+        if len(positions) == 1 and rng.random() < 0.7:
+            body["pos"] = positions[0]
+        elif positions:
             body["positions"] = positions
-        if self.rng.random() < 0.1:
+        if tentative or rng.random() < 0.05:
+            body["tentative"] = tentative
+        if commit is not None:
+            body["commit"] = commit
+        if rng.random() < 0.1:
             body["attention"] = [0.5, {"any": "json"}]
-        if sess.win is None:
-            budget, sinks = DEFAULT_BUDGET, 0
-            if self.rng.random() < 0.8:
-                budget, sinks = self._config()
-                body["budget"], body["sinks"] = budget, sinks
-            sess.win = Win(budget, sinks)
-        ans = sess.win.step(positions)
-        sess.last = (tuple(positions), ans)
-        return ans
+        if create is not None:
+            self._config_body(create, body)
+        elif rng.random() < 0.05:
+            # Creation fields on an existing session: checked, ignored.
+            self._config_body(self._config(), body)
+        return body
+
+    def _op(self, kind, method, path, body, sids, fn, tags=()):
+        before = {s: self.s[s] for s in sids}
+        after = {s: self.s[s].copy() for s in sids}
+        status, ans = fn(after)
+        tags = set(tags)
+        if status >= 400:
+            tags.add("error-" + ans["error"]["code"].replace("_", "-"))
+        return Op(method, path, body, status, ans, before, after, kind, tags)
+
+    @staticmethod
+    def _win_tags(w):
+        if w is None:
+            return set()
+        return ({"lookahead"} if w.lookahead > 1 else set()) | (
+            {"pages"} if w.page_size else set())
 
     # -- requests --
     def op_step(self, sid):
-        before = self.s[sid]
-        sess = copy.deepcopy(before)
-        body = {}
-        ans = self._step_item(sid, sess, body)
-        return Op("POST", f"/session/{sid}/step", body, 200, ans,
-                  {sid: before}, {sid: sess}, "step")
+        """A step that applies (drafts pending: it commits or adds
+        drafts)."""
+        fields = self._step_fields(self.s[sid])
+        body = self._step_body(fields, {})
+        positions, tentative, commit, create, tags = fields
+        op = self._op("step", "POST", f"/session/{sid}/step", body, [sid],
+                      lambda a: do_step(a[sid], positions, tentative, commit,
+                                        create), tags)
+        assert op.status == 200, (op.describe(), op.answer)
+        op.tags |= self._win_tags(op.after[sid].win)
+        return op
+
+    def op_bad_step(self, sid):
+        """A step refused: stale (also after its own commit), not
+        tentative while drafts are pending, a commit below the committed
+        newest, or more drafts than the lookahead."""
+        sess, rng = self.s[sid], self.rng
+        w, r = sess.win, rng.random()
+        positions, tentative, commit = [0], False, None
+        if w is None or r < 0.2:
+            # Position 0 is never a retry (no step request holds it), and
+            # creates nothing on an unknown session.
+            pass
+        elif w.drafts() and r < 0.45:
+            positions = [w.newest + 1]
+        elif w.committed > 0 and r < 0.6:
+            positions, commit = [w.newest + 5], rng.randrange(0, w.committed)
+        elif r < 0.8:
+            # Not above the newest that its own commit leaves; the error
+            # names the newest before the request.
+            commit = self._commit_arg(w)
+            after = w.copy()
+            after.commit(commit)
+            positions = [rng.randrange(max(after.newest - 3, 0),
+                                       after.newest + 1)]
+            tentative = rng.random() < 0.5
+        else:
+            tentative = True
+            commit = self._commit_arg(w) if rng.random() < 0.5 else None
+            after = w.copy()
+            if commit is not None:
+                after.commit(commit)
+            room = w.lookahead - len(after.drafts())
+            positions = self._positions(after.newest, room + 1)
+        body = {"positions": positions} if len(positions) > 1 or \
+            rng.random() < 0.5 else {"pos": positions[0]}
+        if tentative:
+            body["tentative"] = True
+        if commit is not None:
+            body["commit"] = commit
+        return self._op("bad-step", "POST", f"/session/{sid}/step", body,
+                        [sid], lambda a: do_step(a[sid], positions, tentative,
+                                                 commit, self.defaults))
+
+    def op_unknown(self, sid):
+        """Commit, truncate, evict and fork of a session that does not
+        exist: 404, and nothing is created (by a fork neither)."""
+        rng = self.rng
+        into = rng.choice(self.ids)
+        method, path, body = rng.choice((
+            ("POST", f"/session/{sid}/commit", {"newest": rng.randrange(9)}),
+            ("POST", f"/session/{sid}/truncate",
+             {"from": 1 + rng.randrange(9)}),
+            ("POST", f"/session/{sid}/evict", None),
+            ("POST", f"/session/{sid}/fork", {"into": into})))
+        return self._op("unknown", method, path, body, [sid, into],
+                        lambda a: error(404, "unknown_session"))
 
     def op_batch(self):
         k = self.rng.randrange(1, 6)
         sids = [self.rng.choice(self.ids) for _ in range(k)]
-        before = {sid: self.s[sid] for sid in sids}
-        after = {sid: copy.deepcopy(self.s[sid]) for sid in sids}
-        items, results = [], []
+        items, plan, tags = [], [], set()
+        # Bodies are made against the state the earlier items leave.
+        shadow = {sid: self.s[sid].copy() for sid in set(sids)}
         for sid in sids:
-            sess = after[sid]
+            sess, r = shadow[sid], self.rng.random()
             item = {"session": sid}
-            if sess.win is not None and self.rng.random() < 0.1:
-                # A stale item: refused alone, the others still apply.
-                # Position 0 is never a retry (no step request holds it).
+            if r < 0.07:
+                # Stale: refused alone, the others still apply.
                 item["pos"] = 0
-                results.append({"error": {
-                    "code": "stale_position", "message": "",
-                    "status": 409, "newest": sess.win.newest}})
+                args = ([0], False, None, self.defaults)
+            elif (r < 0.14 and sess.last is not None
+                  and sess.last[0][0] == "step"):
+                _, _, body = request_of(sid, sess.last[0], self.rng)
+                item.update(body)
+                _, positions, tentative, commit = sess.last[0]
+                args = (list(positions), tentative, commit, None)
+                tags.add("retry-batch")
+            elif r < 0.18 and sess.win is not None and sess.win.drafts():
+                item["pos"] = sess.win.newest + 1
+                args = ([sess.win.newest + 1], False, None, None)
             else:
-                results.append(self._step_item(sid, sess, item))
+                fields = self._step_fields(sess)
+                self._step_body(fields, item)
+                args = fields[:4]
+                tags |= fields[4]
+            do_step(sess, *args)
+            tags |= self._win_tags(sess.win)
             items.append(item)
-        return Op("POST", "/step", {"steps": items}, 200,
-                  {"results": results}, before, after, "batch")
+            plan.append((sid, args))
+
+        def fn(after):
+            results = []
+            for sid, args in plan:
+                results.append(as_item(*do_step(after[sid], *args)))
+            return 200, {"results": results}
+        op = self._op("batch", "POST", "/step", {"steps": items}, sids, fn,
+                      tags)
+        for res in op.answer["results"]:
+            if "error" in res:
+                op.tags.add("error-" + res["error"]["code"].replace("_", "-"))
+        return op
 
     def op_evict(self, sid):
-        before = self.s[sid]
-        sess = copy.deepcopy(before)
+        w = self.s[sid].win
         body = None
-        b = sess.win.budget
+        b = w.budget
         if self.rng.random() < 0.7:
-            b = self.rng.randrange(sess.win.sinks + 1,
-                                   sess.win.budget + 2)
+            b = self.rng.randrange(w.sinks + 1, w.budget + 2)
             body = {"budget": b}
-        ans = sess.win.evict(b)
-        return Op("POST", f"/session/{sid}/evict", body, 200, ans,
-                  {sid: before}, {sid: sess}, "evict")
+        return self._op("evict", "POST", f"/session/{sid}/evict", body, [sid],
+                        lambda a: do_evict(a[sid], b))
+
+    def op_commit(self, sid):
+        w, rng = self.s[sid].win, self.rng
+        if w.committed > 0 and rng.random() < 0.05:
+            p = rng.randrange(0, w.committed)
+        else:
+            p = self._commit_arg(w)
+        tags = {"commit-drafts"} if w.drafts() else set()
+        return self._op("commit", "POST", f"/session/{sid}/commit",
+                        {"newest": p}, [sid],
+                        lambda a: do_commit(a[sid], p),
+                        tags | self._win_tags(w))
+
+    def op_truncate(self, sid):
+        w, rng = self.s[sid].win, self.rng
+        held = [q for q, _ in w.held if q >= 1]
+        pinned = [q for q, s in w.held if q >= 1 and s < w.sinks]
+        r = rng.random()
+        tags = set()
+        if pinned and r < 0.1:
+            p = rng.choice(pinned)  # into the sinks
+        elif r < 0.2 or not held:
+            p = w.newest + rng.choice((1, 1, 2, 100))
+        elif r < 0.35:
+            p = rng.randrange(1, w.newest + 1)
+        elif r < 0.5 and w.drafts():
+            p = rng.choice(w.drafts())
+        elif r < 0.6 and len(held) > 1:
+            i = rng.randrange(1, len(held))  # between two held positions
+            p = rng.randrange(held[i - 1] + 1, held[i] + 1)
+        else:
+            p = rng.choice(held)
+        if p > w.newest:
+            tags.add("truncate-above")
+        if any(q >= p for q, s in w.held if s < w.sinks):
+            tags.add("truncate-sinks")
+        if any(q >= p for q in w.drafts()):
+            tags.add("truncate-drafts")
+        return self._op("truncate", "POST", f"/session/{sid}/truncate",
+                        {"from": p}, [sid], lambda a: do_truncate(a[sid], p),
+                        tags | self._win_tags(w))
+
+    def op_fork(self, sid):
+        rng = self.rng
+        free = [s for s in self.ids if self.s[s].win is None]
+        tags = set()
+        if (self.last_fork and self.last_fork[0] == sid
+                and rng.random() < 0.4):
+            into = self.last_fork[1]
+            tags.add("fork-again")
+        elif rng.random() < 0.05:
+            into = sid
+            tags.add("fork-again")
+        elif free and rng.random() < 0.85:
+            into = rng.choice(free)
+        else:
+            into = rng.choice(self.ids)
+        if into != sid:
+            self.last_fork = (sid, into)
+        return self._op("fork", "POST", f"/session/{sid}/fork",
+                        {"into": into}, [sid, into],
+                        lambda a: do_fork(a, sid, into),
+                        tags | self._win_tags(self.s[sid].win))
+
+    def op_resend_to_child(self):
+        """The parent's last request sent to its fork child: the child has
+        no replay record of its own, so it is not a replay there."""
+        parent, child = self.last_fork
+        method, path, body = request_of(child, self.s[parent].last[0],
+                                        self.rng)
+        return self._op("resend-to-child", method, path, body, [child],
+                        lambda a: apply_request(a, child, method, path,
+                                                body))
 
     def op_put(self, sid):
-        before = self.s[sid]
-        sess = copy.deepcopy(before)
-        if sess.win is None:
-            budget, sinks = self._config()
-            sess.win = Win(budget, sinks)
-            status = 201
+        w = self.s[sid].win
+        if w is None:
+            cfg = self._config()
+        elif self.rng.random() < 0.1:
+            cfg = self._config()  # most likely another one: 409
         else:
-            budget, sinks = sess.win.budget, sess.win.sinks
-            status = 200
-        return Op("PUT", f"/session/{sid}", {"budget": budget, "sinks": sinks},
-                  status, sess.win.view(sid), {sid: before}, {sid: sess},
-                  "put")
+            cfg = w.config()
+        body = {}
+        self._config_body(cfg, body)
+        return self._op("put", "PUT", f"/session/{sid}", body, [sid],
+                        lambda a: do_put(a[sid], sid, cfg))
 
     def op_delete(self, sid):
-        before = self.s[sid]
-        return Op("DELETE", f"/session/{sid}", None, 204, None,
-                  {sid: before}, {sid: Sess()}, "delete")
+        def fn(a):
+            a[sid] = Sess()
+            return 204, None
+        return self._op("delete", "DELETE", f"/session/{sid}", None, [sid],
+                        fn)
 
     def op_retry(self, sid):
-        """The last step request again: answered as before, plus
-        "replayed", and nothing changes."""
+        """The last step, commit or truncate request again: answered as
+        before, plus "replayed", and nothing changes."""
         sess = self.s[sid]
-        positions, ans = sess.last
-        return Op("POST", f"/session/{sid}/step",
-                  {"positions": list(positions)}, 200,
-                  dict(ans, replayed=True), {sid: sess}, {sid: sess}, "retry")
+        key, ans = sess.last
+        method, path, body = request_of(sid, key, self.rng)
+        return Op(method, path, body, 200, dict(ans, replayed=True),
+                  {sid: sess}, {sid: sess}, "retry-" + key[0])
 
     def op_get(self, sid):
         sess = self.s[sid]
@@ -414,28 +947,48 @@ class Fleet:
 
     def next_op(self):
         """A random request over this fleet's sessions."""
-        sid = self.rng.choice(self.ids)
+        rng = self.rng
+        sid = rng.choice(self.ids)
         sess = self.s[sid]
-        r = self.rng.random()
+        r = rng.random()
         if sess.win is None:
-            if r < 0.3:
+            if r < 0.25:
                 return self.op_put(sid)
-            if r < 0.4:
+            if r < 0.3:
                 return self.op_get(sid)
-            if r < 0.6:
+            if r < 0.33:
+                return self.op_bad_step(sid)
+            if r < 0.36:
+                return self.op_unknown(sid)
+            if r < 0.55:
                 return self.op_batch()
             return self.op_step(sid)
-        if r < 0.45:
+        if (self.last_fork and r < 0.03
+                and self.s[self.last_fork[0]].last is not None
+                and self.s[self.last_fork[1]].win is not None):
+            return self.op_resend_to_child()
+        drafts = bool(sess.win.drafts())
+        if r < 0.38:
             return self.op_step(sid)
-        if r < 0.65:
+        if r < 0.52:
             return self.op_batch()
-        if r < 0.75:
-            return self.op_evict(sid)
-        if r < 0.79:
+        if r < 0.58:
+            return self.op_commit(sid)
+        if r < 0.65:
+            return self.op_truncate(sid)
+        if r < 0.7:
+            return self.op_fork(sid)
+        if r < 0.76:
+            if drafts and rng.random() < 0.8:
+                return self.op_step(sid)
+            return self.op_evict(sid)  # with drafts: 409
+        if r < 0.78:
             return self.op_delete(sid)
-        if r < 0.83:
+        if r < 0.81:
             return self.op_put(sid)
-        if r < 0.9 and sess.last is not None:
+        if r < 0.83:
+            return self.op_bad_step(sid)
+        if r < 0.92 and sess.last is not None:
             return self.op_retry(sid)
         return self.op_get(sid)
 
@@ -446,22 +999,86 @@ class Fleet:
         status, body = client.call(op.method, op.path, op.body)
         expect(status == op.status and same_answer(body, op.answer),
                f"{op.describe()}: expected {op.status} "
-               f"{json.dumps(op.answer)[:400]}, got {status} "
-               f"{json.dumps(body)[:400]}")
+               f"{json.dumps(op.answer)[:600]}, got {status} "
+               f"{json.dumps(body)[:600]}")
         self.s.update(op.after)
+        self.sent += 1
+        tags = set(op.tags)
+        if op.kind == "fork" and op.status == 201:
+            self.children.add(op.body["into"])
+            parent = op.path.split("/")[2]
+            if self.s[parent].last is not None:
+                self.fork_origin[op.body["into"]] = self.s[parent].last[0]
+        for sid, st in op.after.items():
+            if st.win is None:
+                self.children.discard(sid)
+                self.fork_origin.pop(sid, None)
+            elif (sid in self.children and op.kind != "fork"
+                  and st is not op.before[sid]
+                  and st.last is not op.before[sid].last):
+                tags.add("fork-child")
+        for t in tags:
+            self.count[t] = self.count.get(t, 0) + 1
 
     def run(self, client, n):
         for _ in range(n):
             self.send(client, self.next_op())
 
 
+def coverage(fleets, required=COVERAGE):
+    """What the fleets' answered requests exercised: (counts by tag, tags
+    of `required` never exercised)."""
+    total = {}
+    for f in fleets:
+        for t, n in f.count.items():
+            total[t] = total.get(t, 0) + n
+    return total, [t for t in required if not total.get(t)]
+
+
+def _probe(client, f, sids, op):
+    """The in-flight op left every view of its sessions as it was, so the
+    views cannot tell whether it was applied; its replay records can. For
+    each session whose record it replaced, send the request of the new
+    record: a replay of it means op was applied; an answer as the model
+    gives for the old state means it was not (and now that request is).
+    Returns the set of verdicts ("applied", "not applied")."""
+    verdicts = set()
+    for sid in sids:
+        new, old = op.after[sid], op.before[sid]
+        if new.last is None or new.last == old.last:
+            continue
+        method, path, body = request_of(sid, new.last[0], f.rng)
+        status, got = client.call(method, path, body)
+        if status == 200 and same_answer(got, dict(new.last[1],
+                                                   replayed=True)):
+            verdicts.add("applied")
+            continue
+        fresh = {sid: old.copy()}
+        want = apply_request(fresh, sid, method, path, body)
+        expect((status, True) == (want[0], same_answer(got, want[1])),
+               f"{method} {path} {json.dumps(body)} (probing whether "
+               f"{op.describe()} was applied at the crash): got {status} "
+               f"{json.dumps(got)}, expected either "
+               f"{json.dumps(dict(new.last[1], replayed=True))} or "
+               f"{want[0]} {json.dumps(want[1])}")
+        verdicts.add("not applied")
+        f.s[sid] = fresh[sid]
+        op.before[sid] = fresh[sid]
+        status, view = client.call("GET", f"/session/{sid}")
+        expect(status == 200 and view == fresh[sid].view(sid),
+               f"GET {sid} after the probe: {status} {json.dumps(view)}, "
+               f"expected {json.dumps(fresh[sid].view(sid))}")
+    return verdicts
+
+
 def verify(client, fleets, pending=None):
     """Checks that the daemon holds exactly what the fleets' models say, by
-    GET of every session and a retry of every live session's last step
-    request. pending maps a fleet to the Op that was in flight when the
-    daemon died: its sessions must be all as before it or all as after it
-    (a request is all or nothing); the model then takes whichever holds.
-    Returns the number of in-flight requests found applied."""
+    GET of every session and a retry of every live session's last step,
+    commit or truncate request. pending maps a fleet to the Op that was in
+    flight when the daemon died: its sessions must be all as before it or
+    all as after it (a request is all or nothing); the model then takes
+    whichever holds. Returns the number of in-flight requests found
+    applied."""
     pending = pending or {}
     applied = 0
     for f in fleets:
@@ -481,8 +1098,23 @@ def verify(client, fleets, pending=None):
                          for s in op.before]
                 raise Fail("a request in flight at the crash was half "
                            f"applied: {op.describe()}\n" + "\n".join(lines))
+            # Sessions whose view the op leaves as it was: their records
+            # tell (all must tell the same, and agree with the views).
+            same = [s for s in op.before
+                    if op.before[s].view(s) == op.after[s].view(s)]
+            verdicts = _probe(client, f, same, op)
+            if "not applied" in verdicts:
+                for s in same:  # the probes may have changed them
+                    views[s] = f.s[s].view(s)
+            if now and was:
+                now = verdicts != {"not applied"}
+            expect(len(verdicts) < 2 and (
+                not verdicts or (now and "applied" in verdicts)
+                or (not now and "not applied" in verdicts)),
+                f"a request in flight at the crash was half applied (by "
+                f"its sessions' replay records): {op.describe()}")
             if now:
-                if not was:
+                if verdicts or not was:
                     applied += 1
                 f.s.update(op.after)
         for sid in f.ids:
@@ -491,8 +1123,43 @@ def verify(client, fleets, pending=None):
                    f"session {sid}: the daemon holds "
                    f"{json.dumps(views[sid])}, expected {json.dumps(want)}")
         for sid in f.ids:
+            st = f.s[sid]
+            if st.win is None:
+                continue
+            w, tags = st.win, set()
+            if w.drafts():
+                tags.add("held-drafts")
+            if not w.held:
+                tags.add("held-nothing")
+            if w.lookahead > 1:
+                tags.add("held-lookahead")
+            if w.page_size:
+                tags.add("held-pages")
+            if sid in f.children:
+                tags.add("held-fork-child")
+            if st.last is not None:
+                key = st.last[0]
+                tags.add("record-" + key[0])
+                if key[0] == "step" and key[3] is not None:
+                    tags.add("record-commit-step" if key[1]
+                             else "record-commit-only")
+            for t in tags:
+                f.count[t] = f.count.get(t, 0) + 1
+            origin = f.fork_origin.get(sid)
+            if sid in f.children and st.last is None and origin:
+                # A fork's child has no replay record: its parent's last
+                # request is new to it (applied, or refused as stale).
+                method, path, body = request_of(sid, origin, f.rng)
+                op = f._op("record-none-after-fork", method, path, body,
+                           [sid], lambda a: apply_request(a, sid, method,
+                                                          path, body))
+                op.tags = {"record-none-after-fork"}
+                f.send(client, op)
+        for sid in f.ids:
             if f.s[sid].last is not None:
-                f.send(client, f.op_retry(sid))
+                op = f.op_retry(sid)
+                op.tags = {"verify-" + op.kind}
+                f.send(client, op)
     return applied
 
 

@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Restarts lose nothing: sessions of many budgets and sinks are created,
-stepped (one position, several, in batches), evicted and deleted, every
-answer checked against a naive model; then the daemon gets SIGTERM, must
-exit 0, and a daemon started on the same --state-dir must show every
-session exactly as the model says (GET) and answer a retry of each
-session's last step request with "replayed":true and the same body.
+"""Restarts lose nothing: sessions of many budgets, sinks, lookaheads and
+page sizes are created (PUT, or by a step), stepped (one position, several,
+more than the lookahead, in batches), given drafts (tentative steps) and
+commits (alone and in steps), truncated (into the sinks, into the drafts,
+above the newest), forked (and both sides stepped on), evicted and deleted,
+and retried, every answer checked against a naive model (evdlib.py); then
+the daemon gets SIGTERM, must exit 0, and a daemon started on the same
+--state-dir must show every session exactly as the model says (GET) and
+answer a retry of each session's last step, commit or truncate request with
+"replayed":true and the same body.
 
 Cases: one per --fsync mode; compaction (a tiny --compact-after, so that
 forked children write snapshots during the run and old segments go);
 SIGKILL of an idle daemon under --fsync always; more sessions on disk than
-today's --max-sessions; reaped sessions stay reaped.
+today's --max-sessions; reaped sessions stay reaped; sessions created under
+other --sinks/--lookahead/--page-size defaults keep their configuration
+when the daemon restarts with others; and last, that the workloads of the
+cases before it exercised every operation (evdlib.COVERAGE).
 
 Usage: restart_test.py [--seed N] [--only CASE,...] [path/to/evictd]
 (default $EVICTD_BIN)."""
@@ -19,14 +26,19 @@ import sys
 import time
 
 sys.dont_write_bytecode = True
-from evdlib import (DEFAULT_BUDGET, Client, Fleet, expect, run_cases,  # noqa
-                    segments, session_ids, verify)
+from evdlib import (COVERAGE, DEFAULT_BUDGET, Client, Fleet,  # noqa
+                    coverage, expect, run_cases, segments, session_ids,
+                    verify)
 
 OPS = 1500
+ALL = []  # every fleet of the cases run, for case_coverage
 
 
-def fleets(ctx, n=3, per=40):
-    return [Fleet(ctx.rng, session_ids(f"f{k}", per)) for k in range(n)]
+def fleets(ctx, n=3, per=40, defaults=None):
+    fls = [Fleet(ctx.rng, session_ids(f"f{k}", per), defaults)
+           for k in range(n)]
+    ALL.extend(fls)
+    return fls
 
 
 def start(d, state, *args):
@@ -180,12 +192,53 @@ def case_reaped_stay_reaped(ctx):
         sigterm(d, c)
 
 
+def case_defaults_change(ctx):
+    """Sessions created with the daemon's defaults (--sinks, --lookahead,
+    --page-size) keep the configuration they got when the daemon comes
+    back with other defaults, from the journal and from a snapshot."""
+    state = ctx.path("state")
+    d = ctx.daemon()
+    runs = [((DEFAULT_BUDGET, 1, 3, 4), "always", True),
+            ((DEFAULT_BUDGET, 0, 1, 0), "always", False),
+            ((DEFAULT_BUDGET, 2, 5, 16), "everysec", False)]
+    fls = fleets(ctx, 2, 30, runs[0][0])
+    for defaults, mode, kill in runs:
+        for f in fls:
+            f.defaults = defaults
+        c = start(d, state, "--fsync", mode, "--sinks", defaults[1],
+                  "--lookahead", defaults[2], "--page-size", defaults[3])
+        verify(c, fls)
+        load(c, fls, OPS // 4, ctx.rng)
+        if kill:
+            c.close()
+            d.kill()  # the next start replays the journal
+        else:
+            sigterm(d, c)
+    c = start(d, state)
+    verify(c, fls)
+    sigterm(d, c)
+
+
+def case_coverage(ctx):
+    """The workloads of the cases before this one (when all of them ran)
+    used every operation and variant evdlib.COVERAGE names."""
+    total, missing = coverage(ALL)
+    if len(ALL) < 10:
+        return "skipped: not every case ran"
+    expect(not missing, f"the workloads never exercised: {missing}")
+    sent = sum(f.sent for f in ALL)
+    return (f"{sent} requests; " + ", ".join(
+        f"{t} {total[t]}" for t in COVERAGE))
+
+
 CASES = [("restart-fsync-" + m, restart_mode(m))
          for m in ("always", "everysec", "no")] + [
     ("compaction", case_compaction),
     ("kill-idle", case_kill_idle),
     ("max-sessions", case_max_sessions),
     ("reaped-stay-reaped", case_reaped_stay_reaped),
+    ("defaults-change", case_defaults_change),
+    ("coverage", case_coverage),
 ]
 
 if __name__ == "__main__":
