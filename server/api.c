@@ -449,7 +449,6 @@ static int h_fork(ctx_t *c) {
     json_decref(root);
     return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   }
-  evd_table_touch(api->table, parent, api->now_tick);
   child = evd_table_find(api->table, into, len);
   if (child != NULL) {
     /* A resent fork finds its child as it left it. */
@@ -457,6 +456,7 @@ static int h_fork(ctx_t *c) {
     if (!evd_session_same_state(child, parent))
       return fail(c, EVD_AE_SESSION_EXISTS,
                   "A session with the new id exists with another state.");
+    evd_table_touch(api->table, parent, api->now_tick);
     evd_table_touch(api->table, child, api->now_tick);
     evd__write_view(api, c->out, child);
     return 200;
@@ -467,6 +467,7 @@ static int h_fork(ctx_t *c) {
     return fail(c, EVD_AE_SESSION_LIMIT, NULL);
   if (err != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+  evd_table_touch(api->table, parent, api->now_tick);
   api->metrics.forks++;
   api->metrics.created++;
   evd__journal(api, &(evd_op_t){.type = EVD_OP_FORK, .id = parent->id,

@@ -193,8 +193,9 @@ static evd_apierr_t check(evd_api_t *api, const evd_window_t *w,
     return EVD_AE_STALE_POSITION;
   if (r->tentative && r->n > lookahead - drafts) {
     snprintf(api->msg, sizeof api->msg,
-             "At most %u tentative positions may be pending (the session's "
-             "lookahead); %u are.", lookahead, drafts);
+             "The session's lookahead lets %u tentative positions be "
+             "pending; %u are, and the request adds %u.", lookahead, drafts,
+             r->n);
     *message = api->msg;
     return EVD_AE_TOO_MANY_POSITIONS;
   }
@@ -388,7 +389,8 @@ static int decode_step(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
 int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                   evd_buf_t *out) {
   evd_session_t *s = evd_table_find(api->table, r->id, r->idlen);
-  const uint32_t *pos = api->pos + r->first;
+  /* (no arithmetic on a NULL array: a commit or truncate has none) */
+  const uint32_t *pos = r->n > 0 ? api->pos + r->first : NULL;
   const char *message;
   evd_apierr_t e;
   evd_replay_t rp;
