@@ -2,6 +2,20 @@
 
 Standard library only (Python 3.9+). One :class:`EvictdClient` holds one
 keep-alive HTTP connection (TCP or a unix socket) and is meant for one thread.
+``evictd_aio.AsyncEvictdClient`` (next to this file) is the asyncio twin: the
+same methods as coroutines, the same results and errors, a small pool of
+connections shared by concurrent coroutines.
+
+Engine workflows. A session may have a ``lookahead`` L (its ring holds
+``budget + L`` slots: a frontend's KV buffer needs that many) and a
+``page_size`` B (answers then say which logical pages ``p // B`` became used,
+``pages_new``, or unused, ``pages_freed``). A step may be ``tentative``
+(speculative drafts: appended, nothing evicted, at most L pending) and may
+carry ``commit=P`` (accept the pending drafts up to P, drop the others, evict
+to the budget: before the step's own positions). :meth:`EvictdClient.commit`,
+:meth:`EvictdClient.truncate` and :meth:`EvictdClient.fork` are the other new
+operations; missing fields of an answer read as the API's defaults
+(lookahead 1, page size 0, empty lists).
 
 Retries. A keep-alive connection may be closed by the daemon while it sits
 idle (``--conn-timeout``) or by anything in between. The client therefore:
@@ -13,16 +27,22 @@ idle (``--conn-timeout``) or by anything in between. The client therefore:
   daemon cannot have received all of it, so it cannot have applied it);
 * retries once a request that was sent on a reused connection but got no
   answer, when repeating it is safe: GET, PUT (an identical create answers
-  200 with the same view), DELETE, step requests, and batches that name
-  each session at most once.
+  200 with the same view), DELETE, step, commit and truncate requests, forks
+  (a child identical to its parent answers 200 with its view), and batches
+  that name each session at most once.
 
-Step requests are safe to repeat because the daemon answers an exact retry
-of a session's last applied step (the same positions list) with the original
-response plus ``"replayed": true`` and changes nothing, even if the first
-attempt had in fact been applied. :attr:`StepResult.replayed` tells you that
-this happened; the victims and slots are those of the original answer. A
-batch naming a session twice is not retried: only a session's last step is
-replayed, so the earlier item would come back as ``stale_position``.
+Step, commit and truncate requests are safe to repeat because the daemon
+answers an exact retry of a session's last applied step, commit or truncate
+(the same positions, tentative flag and commit; the same newest; the same
+from) with the original response plus ``"replayed": true`` and changes
+nothing, even if the first attempt had in fact been applied.
+:attr:`StepResult.replayed` (and the same attribute of
+:class:`CommitResult` and :class:`TruncateResult`) tells you that this
+happened; the other fields are those of the original answer. A batch naming a
+session twice is not retried: only a session's last step is replayed, so the
+earlier item would come back as ``stale_position``. A retried fork whose
+first attempt created the child answers with ``created=False``, as a retried
+create does.
 
 Evict requests are never retried once sent: a second evict to the same
 budget evicts nothing and the first answer's victims would be lost, so the
@@ -40,21 +60,23 @@ import select
 import socket
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence,
-                    Tuple, Type, Union)
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple,
+                    Optional, Sequence, Tuple, Type, Union)
 
 __all__ = [
-    "EvictdClient", "StepResult", "EvictResult", "SessionView", "StepBatch",
-    "group_steps", "UnixHTTPConnection", "error_from_body",
+    "EvictdClient", "StepResult", "CommitResult", "TruncateResult",
+    "EvictResult", "SessionView", "StepBatch", "group_steps", "step_item",
+    "UnixHTTPConnection", "error_from_body",
     "EvictdError", "ConnectionFailed", "RequestTimeout", "ProtocolError",
     "InvalidJSON", "InvalidField", "InvalidSessionId", "InvalidBudget",
-    "InvalidSinks", "InvalidPosition", "TooManyPositions", "TooManySteps",
-    "Unauthorized", "UnknownSession", "NotFound", "MethodNotAllowed",
-    "SessionExists", "StalePosition", "BodyTooLarge", "SessionLimit",
-    "OutOfMemory", "JournalFailed",
+    "InvalidSinks", "InvalidLookahead", "InvalidPageSize", "InvalidPosition",
+    "TooManyPositions", "TooManySteps", "Unauthorized", "UnknownSession",
+    "NotFound", "MethodNotAllowed", "SessionExists", "StalePosition",
+    "TentativePending", "BodyTooLarge", "SessionLimit", "OutOfMemory",
+    "JournalFailed",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 DEFAULT_URL = "http://127.0.0.1:8090"
 
@@ -137,14 +159,27 @@ class InvalidSinks(EvictdError):
     code = "invalid_sinks"
 
 
+class InvalidLookahead(EvictdError):
+    """400: lookahead must be from 1 to the daemon's --max-lookahead."""
+    code = "invalid_lookahead"
+
+
+class InvalidPageSize(EvictdError):
+    """400: page_size must be from 0 (pages off) to 65536."""
+    code = "invalid_page_size"
+
+
 class InvalidPosition(EvictdError):
     """400: a position is not in 0..4294967295, the list is empty or does not
-    strictly increase."""
+    strictly increase; or a commit (``newest``, a step's ``commit``) is not a
+    position or is below the committed newest; or a truncate's ``from`` is
+    below 1."""
     code = "invalid_position"
 
 
 class TooManyPositions(EvictdError):
-    """400: more positions in one request than ``--max-positions``."""
+    """400: more positions in one request than ``--max-positions``, or more
+    tentative positions pending than the session's lookahead."""
     code = "too_many_positions"
 
 
@@ -185,19 +220,28 @@ class MethodNotAllowed(EvictdError):
 
 
 class SessionExists(EvictdError):
-    """409: the session exists with another budget or sinks."""
+    """409: the session exists with another budget, sinks, lookahead or page
+    size (create), or with another configuration or state (fork)."""
     code = "session_exists"
 
 
 class StalePosition(EvictdError):
-    """409: the first position is not above the session's newest, and the
-    request is not a retry of the last step. ``newest`` is that position."""
+    """409: the first position is not above the session's newest (as the
+    request's own commit leaves it), and the request is not a retry of the
+    last step. ``newest`` is the session's newest position."""
     code = "stale_position"
 
     @property
     def newest(self) -> Optional[int]:
         """The newest position the session holds."""
         return self.error.get("newest")
+
+
+class TentativePending(EvictdError):
+    """409: tentative positions (drafts) are pending: commit them (a step
+    with ``commit``, or :meth:`EvictdClient.commit`) before a plain step or
+    an evict."""
+    code = "tentative_pending"
 
 
 class BodyTooLarge(EvictdError):
@@ -224,10 +268,11 @@ class JournalFailed(EvictdError):
 _ERRORS: Dict[str, Type[EvictdError]] = {
     cls.code: cls for cls in (
         InvalidJSON, InvalidField, InvalidSessionId, InvalidBudget,
-        InvalidSinks, InvalidPosition, TooManyPositions, TooManySteps,
-        Unauthorized, UnknownSession, NotFound, MethodNotAllowed,
-        SessionExists, StalePosition, BodyTooLarge, SessionLimit,
-        OutOfMemory, JournalFailed)
+        InvalidSinks, InvalidLookahead, InvalidPageSize, InvalidPosition,
+        TooManyPositions, TooManySteps, Unauthorized, UnknownSession,
+        NotFound, MethodNotAllowed, SessionExists, StalePosition,
+        TentativePending, BodyTooLarge, SessionLimit, OutOfMemory,
+        JournalFailed)
 }
 
 
@@ -253,15 +298,52 @@ def error_from_body(status: Optional[int], body: Any) -> EvictdError:
 
 # ---- results ----------------------------------------------------------------
 
+_REQUIRED: Any = object()
+
+
+def _field(obj: Any, key: str, kind: type, what: str,
+           default: Any = _REQUIRED) -> Any:
+    """obj[key], checked to be of ``kind`` (int: not a bool; list: copied);
+    a missing key is the default when there is one. ProtocolError
+    otherwise."""
+    try:
+        value = obj[key] if default is _REQUIRED else obj.get(key, default)
+    except (KeyError, TypeError, AttributeError):
+        raise ProtocolError("Not %s (no %r): %.200r"
+                            % (what, key, obj)) from None
+    if kind is list:
+        ok = isinstance(value, list)
+        value = list(value) if ok else value
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        raise ProtocolError("Not %s (%r is %.50r): %.200r"
+                            % (what, key, value, obj))
+    return value
+
+
+def _pages(obj: Any, what: str) -> Tuple[List[int], List[int]]:
+    """``pages_new`` and ``pages_freed`` (absent, i.e. empty, when the
+    session's page size is 0)."""
+    return (_field(obj, "pages_new", list, what, []),
+            _field(obj, "pages_freed", list, what, []))
+
 
 @dataclass
 class StepResult:
     """The answer to one step request (or one batch item).
 
-    ``victims`` are the positions evicted, oldest first (a position stepped
-    and evicted by the same request appears too); ``slots`` has one cache
-    slot per stepped position, in request order; ``positions`` are the
-    positions sent, as the client knows them.
+    ``victims`` are the positions evicted, oldest first (the commit's victims
+    first, then those of each sub-step; a position stepped and evicted by the
+    same request appears too); ``slots`` has one cache slot per stepped
+    position, in request order (empty for a commit-only step); ``positions``
+    are the positions sent, as the client knows them, and ``tentative`` and
+    ``commit`` what the request asked. ``dropped`` lists the drafts the
+    request's commit rejected, ascending (empty without a commit);
+    ``pages_new`` / ``pages_freed`` the logical pages the request started /
+    stopped using (empty when the session's page size is 0).
     """
     victims: List[int]
     slots: List[int]
@@ -269,43 +351,113 @@ class StepResult:
     newest: int
     replayed: bool = False
     positions: List[int] = field(default_factory=list)
+    dropped: List[int] = field(default_factory=list)
+    pages_new: List[int] = field(default_factory=list)
+    pages_freed: List[int] = field(default_factory=list)
+    tentative: bool = False
+    commit: Optional[int] = None
 
     @property
     def placements(self) -> List[Tuple[int, int]]:
         """``(position, slot)`` pairs: where to write each new entry."""
         return list(zip(self.positions, self.slots))
 
+    @property
+    def freed(self) -> List[int]:
+        """Every position whose slot this request freed: the victims and the
+        dropped drafts, ascending."""
+        return sorted(self.victims + self.dropped)
+
     @classmethod
-    def from_json(cls, obj: Any, positions: Sequence[int] = ()
+    def from_json(cls, obj: Any, positions: Sequence[int] = (),
+                  tentative: bool = False, commit: Optional[int] = None
                   ) -> "StepResult":
         """Builds a result from the daemon's JSON object (ProtocolError when
         a field is missing or of the wrong type)."""
-        try:
-            victims, slots = obj["victims"], obj["slots"]
-            size, newest = obj["size"], obj["newest"]
-            replayed = obj.get("replayed", False)
-            if not (isinstance(victims, list) and isinstance(slots, list)
-                    and isinstance(size, int) and isinstance(newest, int)
-                    and isinstance(replayed, bool)):
-                raise TypeError
-        except (KeyError, TypeError, AttributeError):
-            raise ProtocolError("Not a step result: %.200r" % (obj,)) from None
-        return cls(list(victims), list(slots), size, newest, replayed,
-                   list(positions))
+        what = "a step result"
+        pages_new, pages_freed = _pages(obj, what)
+        return cls(_field(obj, "victims", list, what),
+                   _field(obj, "slots", list, what),
+                   _field(obj, "size", int, what),
+                   _field(obj, "newest", int, what),
+                   _field(obj, "replayed", bool, what, False),
+                   list(positions),
+                   _field(obj, "dropped", list, what, []),
+                   pages_new, pages_freed, tentative, commit)
+
+
+@dataclass
+class CommitResult:
+    """The answer to :meth:`EvictdClient.commit`: ``dropped`` are the
+    rejected drafts (ascending; their slots are free again), ``victims`` the
+    positions then evicted to the budget (oldest first)."""
+    victims: List[int]
+    dropped: List[int]
+    size: int
+    newest: int
+    replayed: bool = False
+    pages_new: List[int] = field(default_factory=list)
+    pages_freed: List[int] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "CommitResult":
+        what = "a commit result"
+        pages_new, pages_freed = _pages(obj, what)
+        return cls(_field(obj, "victims", list, what),
+                   _field(obj, "dropped", list, what),
+                   _field(obj, "size", int, what),
+                   _field(obj, "newest", int, what),
+                   _field(obj, "replayed", bool, what, False),
+                   pages_new, pages_freed)
+
+
+@dataclass
+class TruncateResult:
+    """The answer to :meth:`EvictdClient.truncate`: the positions
+    ``removed`` (ascending; their slots are free again), the size and newest
+    left."""
+    removed: List[int]
+    size: int
+    newest: int
+    replayed: bool = False
+    pages_new: List[int] = field(default_factory=list)
+    pages_freed: List[int] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "TruncateResult":
+        what = "a truncate result"
+        pages_new, pages_freed = _pages(obj, what)
+        return cls(_field(obj, "removed", list, what),
+                   _field(obj, "size", int, what),
+                   _field(obj, "newest", int, what),
+                   _field(obj, "replayed", bool, what, False),
+                   pages_new, pages_freed)
 
 
 @dataclass
 class EvictResult:
     """The answer to an evict request: the victims (oldest first) and the
-    size left."""
+    size left (and the pages, when the session has a page size)."""
     victims: List[int]
     size: int
+    pages_new: List[int] = field(default_factory=list)
+    pages_freed: List[int] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "EvictResult":
+        what = "an evict result"
+        pages_new, pages_freed = _pages(obj, what)
+        return cls(_field(obj, "victims", list, what),
+                   _field(obj, "size", int, what), pages_new, pages_freed)
 
 
 @dataclass
 class SessionView:
-    """A session as GET (and PUT) show it: ``kept`` ascending, with their
-    ``slots``. ``created`` is True only for a PUT that created the session."""
+    """A session as GET (and PUT and fork) show it: ``kept`` ascending, with
+    their ``slots``; ``tentative`` the pending drafts (ascending, also in
+    ``kept``), ``pages`` the logical pages in use (empty when the page size
+    is 0). ``created`` is True only for a PUT or fork that created the
+    session."""
     id: str
     budget: int
     sinks: int
@@ -314,15 +466,32 @@ class SessionView:
     kept: List[int]
     slots: List[int]
     created: bool = False
+    lookahead: int = 1
+    page_size: int = 0
+    tentative: List[int] = field(default_factory=list)
+    pages: List[int] = field(default_factory=list)
+
+    @property
+    def ring_size(self) -> int:
+        """The session's slots, ``budget + lookahead``: slot indices run
+        from 0 to ring_size - 1, so a KV buffer of that many entries holds
+        everything the daemon places."""
+        return self.budget + self.lookahead
 
 
 def _view(obj: Any, created: bool = False) -> SessionView:
-    try:
-        return SessionView(obj["id"], obj["budget"], obj["sinks"],
-                           obj["size"], obj["newest"], list(obj["kept"]),
-                           list(obj["slots"]), created)
-    except (KeyError, TypeError):
-        raise ProtocolError("Not a session view: %.200r" % (obj,)) from None
+    what = "a session view"
+    sid = _field(obj, "id", str, what)
+    return SessionView(sid, _field(obj, "budget", int, what),
+                       _field(obj, "sinks", int, what),
+                       _field(obj, "size", int, what),
+                       _field(obj, "newest", int, what),
+                       _field(obj, "kept", list, what),
+                       _field(obj, "slots", list, what), created,
+                       _field(obj, "lookahead", int, what, 1),
+                       _field(obj, "page_size", int, what, 0),
+                       _field(obj, "tentative", list, what, []),
+                       _field(obj, "pages", list, what, []))
 
 
 BatchOutcome = Union[StepResult, EvictdError]
@@ -331,33 +500,68 @@ BatchOutcome = Union[StepResult, EvictdError]
 # ---- batch items ------------------------------------------------------------
 
 
-def _positions_of(pos: Any, positions: Any) -> Tuple[str, Any]:
-    """Chooses the wire field for a step: ("pos", P) or ("positions", [...]).
+def _positions_of(pos: Any, positions: Any, commit: Any = None
+                  ) -> Tuple[Optional[str], Any]:
+    """Chooses the wire field for a step: ("pos", P) or ("positions", [...]),
+    or (None, None) for a commit-only step (neither given, ``commit`` is).
     `pos` may itself be a sequence of positions."""
     if pos is not None and positions is not None:
         raise ValueError("give pos or positions, not both")
     if positions is None:
         if pos is None:
-            raise ValueError("give pos or positions")
+            if commit is not None:
+                return None, None
+            raise ValueError("give pos or positions (or commit)")
         if isinstance(pos, (str, bytes)) or not isinstance(pos, Iterable):
             return "pos", pos
         positions = pos
     return "positions", list(positions)
 
 
+def _sent_positions(key: Optional[str], value: Any) -> List[int]:
+    """The positions a step carries, as a list (what StepResult keeps)."""
+    if key is None:
+        return []
+    return value if key == "positions" else [value]
+
+
+_CREATION = ("budget", "sinks", "lookahead", "page_size")
+
+
+def _step_body(key: Optional[str], value: Any, tentative: Any, commit: Any,
+               attention: Any, creation: Mapping[str, Any]
+               ) -> Dict[str, Any]:
+    """A step's JSON body (a batch item adds "session" first). ``tentative``
+    goes on the wire only when it is not False/None (false is the default),
+    so default requests stay byte for byte what they were."""
+    body: Dict[str, Any] = {}
+    if key is not None:
+        body[key] = value
+    if tentative is not None and tentative is not False:
+        body["tentative"] = tentative
+    if commit is not None:
+        body["commit"] = commit
+    if attention is not None:
+        body["attention"] = attention
+    for name in _CREATION:
+        if creation.get(name) is not None:
+            body[name] = creation[name]
+    return body
+
+
 def step_item(session: str, pos: Union[int, Sequence[int], None] = None, *,
               positions: Optional[Sequence[int]] = None,
               attention: Any = None, budget: Optional[int] = None,
-              sinks: Optional[int] = None) -> Dict[str, Any]:
-    """One batch item, as :meth:`EvictdClient.batch` sends it."""
-    key, value = _positions_of(pos, positions)
-    item: Dict[str, Any] = {"session": session, key: value}
-    if attention is not None:
-        item["attention"] = attention
-    if budget is not None:
-        item["budget"] = budget
-    if sinks is not None:
-        item["sinks"] = sinks
+              sinks: Optional[int] = None, lookahead: Optional[int] = None,
+              page_size: Optional[int] = None, tentative: bool = False,
+              commit: Optional[int] = None) -> Dict[str, Any]:
+    """One batch item, as :meth:`EvictdClient.batch` sends it. With
+    ``commit`` and no positions it is a commit-only item."""
+    key, value = _positions_of(pos, positions, commit)
+    item: Dict[str, Any] = {"session": session}
+    item.update(_step_body(key, value, tentative, commit, attention,
+                           {"budget": budget, "sinks": sinks,
+                            "lookahead": lookahead, "page_size": page_size}))
     return item
 
 
@@ -371,6 +575,12 @@ class StepBatch:
     batch safe to retry (see the module docstring), and keeps the items in
     the order their sessions were first added. Results come back in that
     order: :meth:`results_by_session` pairs them up.
+
+    One item is one step request: its ``commit`` (given once, or the same
+    each time) applies before all its positions, whatever order the adds
+    came in, and its positions are all tentative (drafts) or all not, so
+    adds with positions must agree on ``tentative``. ``add(sid,
+    commit=P)`` alone makes a commit-only item.
     """
 
     def __init__(self) -> None:
@@ -379,19 +589,28 @@ class StepBatch:
     def add(self, session: str, pos: Union[int, Sequence[int], None] = None,
             *, positions: Optional[Sequence[int]] = None,
             attention: Any = None, budget: Optional[int] = None,
-            sinks: Optional[int] = None) -> "StepBatch":
-        """Adds positions for a session. budget/sinks (used only when the
-        step creates the session) must agree with earlier adds; attention
-        can be given once per session. Returns self."""
-        key, value = _positions_of(pos, positions)
-        new = value if key == "positions" else [value]
+            sinks: Optional[int] = None, lookahead: Optional[int] = None,
+            page_size: Optional[int] = None, tentative: bool = False,
+            commit: Optional[int] = None) -> "StepBatch":
+        """Adds positions (and/or a commit) for a session. budget, sinks,
+        lookahead and page_size (used only when the step creates the
+        session) and commit must agree with earlier adds; attention can be
+        given once per session; tentative must agree with earlier adds that
+        had positions. Returns self."""
+        key, value = _positions_of(pos, positions, commit)
+        new = _sent_positions(key, value)
         item = self._items.get(session)
         if item is None:
-            item = step_item(session, positions=new, attention=attention,
-                             budget=budget, sinks=sinks)
+            item = step_item(session, positions=new if key else None,
+                             attention=attention, budget=budget, sinks=sinks,
+                             lookahead=lookahead, page_size=page_size,
+                             tentative=tentative if key else False,
+                             commit=commit)
             self._items[session] = item
             return self
-        for name, v in (("budget", budget), ("sinks", sinks)):
+        for name, v in (("budget", budget), ("sinks", sinks),
+                        ("lookahead", lookahead), ("page_size", page_size),
+                        ("commit", commit)):
             if v is not None and item.setdefault(name, v) != v:
                 raise ValueError("conflicting %s for session %r"
                                  % (name, session))
@@ -400,7 +619,14 @@ class StepBatch:
                 raise ValueError("attention given twice for session %r"
                                  % (session,))
             item["attention"] = attention
-        item["positions"].extend(new)
+        if key is not None:
+            held = item.get("positions")
+            if held and bool(item.get("tentative")) != bool(tentative):
+                raise ValueError("tentative and plain positions in one item "
+                                 "for session %r" % (session,))
+            if tentative:
+                item["tentative"] = tentative
+            item.setdefault("positions", []).extend(new)
         return self
 
     def items(self) -> List[Dict[str, Any]]:
@@ -431,6 +657,211 @@ def group_steps(steps: Iterable[Tuple[str, int]]) -> List[Dict[str, Any]]:
     for session, pos in steps:
         batch.add(session, positions=[pos])
     return batch.items()
+
+
+# ---- requests and answers, shared with evictd_aio ---------------------------
+#
+# Each API method is a _Call built by one of the _*_call functions below: the
+# request (method, path, JSON body, whether it may be repeated) and how to
+# turn the answer into a result. EvictdClient._call and
+# AsyncEvictdClient._call only carry it over their transports, so the two
+# clients cannot disagree about the API.
+
+
+class _Call(NamedTuple):
+    method: str
+    path: str
+    body: Any
+    retry: Optional[bool]
+    parse: Callable[[int, Any], Any]
+    raw: bool = False
+    # Turns an error answer into a result (or raises it again).
+    on_error: Optional[Callable[[EvictdError], Any]] = None
+
+
+def _session_path(session: str, suffix: str = "") -> str:
+    if not isinstance(session, str):
+        raise TypeError("session ids are str, not %s"
+                        % type(session).__name__)
+    # Ids never need escapes; escaping the rest lets the daemon answer
+    # invalid_session_id instead of seeing another path.
+    return "/session/" + urllib.parse.quote(session, safe="") + suffix
+
+
+def _health_call() -> _Call:
+    return _Call("GET", "/healthz", None, None, lambda status, obj: obj)
+
+
+def _metrics_call() -> _Call:
+    return _Call("GET", "/metrics", None, None,
+                 lambda status, raw: raw.decode("utf-8"), raw=True)
+
+
+def _create_call(session: str, budget: Optional[int], sinks: Optional[int],
+                 lookahead: Optional[int], page_size: Optional[int]
+                 ) -> _Call:
+    body = {name: v for name, v in (("budget", budget), ("sinks", sinks),
+                                    ("lookahead", lookahead),
+                                    ("page_size", page_size))
+            if v is not None}
+    return _Call("PUT", _session_path(session), body, None,
+                 lambda status, obj: _view(obj, created=status == 201))
+
+
+def _step_call(session: str, pos: Any, positions: Any, attention: Any,
+               creation: Mapping[str, Any], tentative: Any, commit: Any
+               ) -> _Call:
+    key, value = _positions_of(pos, positions, commit)
+    body = _step_body(key, value, tentative, commit, attention, creation)
+    sent = _sent_positions(key, value)
+    return _Call("POST", _session_path(session, "/step"), body, True,
+                 lambda status, obj: StepResult.from_json(
+                     obj, sent, tentative is True, commit))
+
+
+def _commit_call(session: str, newest: int) -> _Call:
+    return _Call("POST", _session_path(session, "/commit"),
+                 {"newest": newest}, True,
+                 lambda status, obj: CommitResult.from_json(obj))
+
+
+def _truncate_call(session: str, frm: Optional[int], from_: Optional[int]
+                   ) -> _Call:
+    if (frm is None) == (from_ is None):
+        raise ValueError("give exactly one of frm and from_")
+    return _Call("POST", _session_path(session, "/truncate"),
+                 {"from": frm if from_ is None else from_}, True,
+                 lambda status, obj: TruncateResult.from_json(obj))
+
+
+def _fork_call(session: str, into: str) -> _Call:
+    return _Call("POST", _session_path(session, "/fork"), {"into": into},
+                 True,
+                 lambda status, obj: _view(obj, created=status == 201))
+
+
+def _evict_call(session: str, budget: Optional[int]) -> _Call:
+    body = {} if budget is None else {"budget": budget}
+    return _Call("POST", _session_path(session, "/evict"), body, False,
+                 lambda status, obj: EvictResult.from_json(obj))
+
+
+def _get_call(session: str) -> _Call:
+    return _Call("GET", _session_path(session), None, None,
+                 lambda status, obj: _view(obj))
+
+
+def _delete_call(session: str, missing_ok: bool) -> _Call:
+    def on_error(e: EvictdError) -> bool:
+        if missing_ok and isinstance(e, UnknownSession):
+            return False
+        raise e
+
+    return _Call("DELETE", _session_path(session), None, None,
+                 lambda status, obj: True, on_error=on_error)
+
+
+def _batch_call(items: Union[StepBatch, Iterable[Mapping[str, Any]]]
+                ) -> _Call:
+    if isinstance(items, StepBatch):
+        items = items.items()
+    items = list(items)
+    sessions = [it.get("session") for it in items]
+    retry = len(set(map(repr, sessions))) == len(sessions)
+
+    def parse(status: int, obj: Any) -> List[BatchOutcome]:
+        results = obj.get("results") if isinstance(obj, dict) else None
+        if not isinstance(results, list) or len(results) != len(items):
+            raise ProtocolError("Not a batch answer for %d items: %.200r"
+                                % (len(items), obj))
+        out: List[BatchOutcome] = []
+        for item, res in zip(items, results):
+            if isinstance(res, dict) and "error" in res:
+                out.append(error_from_body(None, res))
+                continue
+            sent = item.get("positions")
+            if sent is None:
+                sent = [item["pos"]] if "pos" in item else []
+            out.append(StepResult.from_json(
+                res, sent, item.get("tentative") is True,
+                item.get("commit")))
+        return out
+
+    return _Call("POST", "/step", {"steps": items}, retry, parse)
+
+
+def _encode(body: Any) -> Optional[bytes]:
+    """A request body: None, bytes as they are, anything else as JSON."""
+    if body is None or isinstance(body, bytes):
+        return body
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _answer(method: str, path: str, status: int, reason: str,
+            header: Callable[[str], Optional[str]], payload: bytes,
+            raw: bool) -> Tuple[int, Any]:
+    """``(status, parsed JSON or None)`` of an answer (the bytes with
+    ``raw``), or raises the EvictdError of an error answer."""
+    if raw and status < 400:
+        return status, payload
+    parsed: Any = None
+    if payload and method != "HEAD":
+        try:
+            parsed = json.loads(payload)
+        except ValueError:
+            if status < 400:
+                raise ProtocolError("The answer to %s %s is not JSON: %.200r"
+                                    % (method, path, payload),
+                                    status=status) from None
+            parsed = None
+    if status >= 400:
+        err = error_from_body(status, parsed)
+        if isinstance(err, ProtocolError):
+            err.message = ("%s %s answered %d %s: %.200r"
+                           % (method, path, status, reason, payload))
+            err.args = (err.message,)
+        for name in ("Allow", "WWW-Authenticate"):
+            value = header(name)
+            if value is not None:
+                err.error.setdefault(name.lower().replace("-", "_"), value)
+        raise err
+    return status, parsed
+
+
+class _Address(NamedTuple):
+    unix: Optional[str]
+    host: str
+    port: int
+    prefix: str
+
+
+def _parse_address(url: str) -> _Address:
+    """``http://host:port[/prefix]``, ``host:port`` or ``unix:/path``."""
+    if url.startswith("unix:"):
+        path = url[len("unix:"):]
+        if not path:
+            raise ValueError("unix: address without a path")
+        return _Address(path, "localhost", 0, "")
+    parsed = urllib.parse.urlsplit(url if "//" in url else "http://" + url)
+    try:
+        port = parsed.port or 80
+    except ValueError:
+        raise ValueError("unsupported evictd address %r" % url) from None
+    if parsed.scheme != "http" or not parsed.hostname:
+        raise ValueError("unsupported evictd address %r" % url)
+    return _Address(None, parsed.hostname, port, parsed.path.rstrip("/"))
+
+
+def _base_headers(token: Optional[str], token_file: Optional[str],
+                  agent: str) -> Dict[str, str]:
+    if token is None and token_file is not None:
+        with open(token_file, encoding="utf-8") as f:
+            token = f.readline().strip()
+    headers = {"Accept": "application/json",
+               "User-Agent": "%s/%s" % (agent, __version__)}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    return headers
 
 
 # ---- connections ------------------------------------------------------------
@@ -508,7 +939,8 @@ class EvictdClient:
         token_file: a file whose first line is the token (used when token
             is None).
 
-    Not thread-safe: give each thread its own client. Use as a context
+    Not thread-safe: give each thread its own client (or use
+    ``evictd_aio.AsyncEvictdClient`` from coroutines). Use as a context
     manager or call :meth:`close`.
 
     Every method raises an :class:`EvictdError` subclass: the one of the
@@ -525,27 +957,12 @@ class EvictdClient:
         self.timeout = timeout
         self.connect_timeout = (timeout if connect_timeout is None
                                 else connect_timeout)
-        if token is None and token_file is not None:
-            with open(token_file, encoding="utf-8") as f:
-                token = f.readline().strip()
-        self._headers = {"Accept": "application/json",
-                         "User-Agent": "evictd-client-python/" + __version__}
-        if token:
-            self._headers["Authorization"] = "Bearer " + token
-        self._prefix = ""
-        self._unix: Optional[str] = None
-        if url.startswith("unix:"):
-            self._unix = url[len("unix:"):]
-            if not self._unix:
-                raise ValueError("unix: address without a path")
-        else:
-            parsed = urllib.parse.urlsplit(url if "//" in url
-                                           else "http://" + url)
-            if parsed.scheme != "http" or not parsed.hostname:
-                raise ValueError("unsupported evictd address %r" % url)
-            self._host = parsed.hostname
-            self._port = parsed.port or 80
-            self._prefix = parsed.path.rstrip("/")
+        address = _parse_address(url)
+        self._headers = _base_headers(token, token_file,
+                                      "evictd-client-python")
+        self._unix = address.unix
+        self._host, self._port = address.host, address.port
+        self._prefix = address.prefix
         self._conn: Optional[http.client.HTTPConnection] = None
         # Counters, for logs and tests.
         self.connections_opened = 0
@@ -653,158 +1070,133 @@ class EvictdClient:
         if retry is None:
             retry = method in _IDEMPOTENT
         headers = dict(self._headers)
-        if body is None:
-            data = None
-        else:
-            data = (body if isinstance(body, bytes)
-                    else json.dumps(body, separators=(",", ":")).encode())
+        data = _encode(body)
+        if data is not None:
             headers["Content-Type"] = "application/json"
         resp, payload = self._exchange(method, self._prefix + path, data,
                                        headers, retry)
-        parsed: Any = None
-        if raw and resp.status < 400:
-            return resp.status, payload
-        if payload and method != "HEAD":
-            try:
-                parsed = json.loads(payload)
-            except ValueError:
-                if resp.status < 400:
-                    raise ProtocolError("The answer to %s %s is not JSON: "
-                                        "%.200r" % (method, path, payload),
-                                        status=resp.status) from None
-                parsed = None
-        if resp.status >= 400:
-            err = error_from_body(resp.status, parsed)
-            if isinstance(err, ProtocolError):
-                err.message = ("%s %s answered %d %s: %.200r"
-                               % (method, path, resp.status, resp.reason,
-                                  payload))
-                err.args = (err.message,)
-            for header in ("Allow", "WWW-Authenticate"):
-                value = resp.getheader(header)
-                if value is not None:
-                    err.error.setdefault(header.lower().replace("-", "_"),
-                                         value)
-            raise err
-        return resp.status, parsed
+        return _answer(method, path, resp.status, resp.reason,
+                       resp.getheader, payload, raw)
+
+    def _call(self, call: _Call) -> Any:
+        """Carries out one API call (see the shared _*_call functions)."""
+        try:
+            status, obj = self.request(call.method, call.path, call.body,
+                                       retry=call.retry, raw=call.raw)
+        except EvictdError as e:
+            if call.on_error is None:
+                raise
+            return call.on_error(e)
+        return call.parse(status, obj)
 
     @staticmethod
     def _session_path(session: str, suffix: str = "") -> str:
-        if not isinstance(session, str):
-            raise TypeError("session ids are str, not %s"
-                            % type(session).__name__)
-        # Ids never need escapes; escaping the rest lets the daemon answer
-        # invalid_session_id instead of seeing another path.
-        return "/session/" + urllib.parse.quote(session, safe="") + suffix
+        return _session_path(session, suffix)
 
     # -- the API --
 
     def health(self) -> Dict[str, Any]:
         """GET /healthz: ``{"status": "ok"}`` when the daemon is up."""
-        return self.request("GET", "/healthz")[1]
+        return self._call(_health_call())
 
     def metrics(self) -> str:
         """GET /metrics: the Prometheus text exposition."""
-        return self.request("GET", "/metrics", raw=True)[1].decode("utf-8")
+        return self._call(_metrics_call())
 
     def create(self, session: str, budget: Optional[int] = None,
-               sinks: Optional[int] = None) -> SessionView:
+               sinks: Optional[int] = None, *,
+               lookahead: Optional[int] = None,
+               page_size: Optional[int] = None) -> SessionView:
         """PUT /session/{id}: creates a session (defaults from the daemon's
-        --budget/--sinks). An identical existing session is returned with
+        --budget/--sinks/--lookahead/--page-size). ``lookahead`` L gives the
+        ring budget + L slots (the most positions one sub-step or the
+        pending drafts may hold); ``page_size`` > 0 turns on the pages
+        fields. An identical existing session is returned with
         ``created=False``; another config raises :class:`SessionExists`."""
-        body: Dict[str, Any] = {}
-        if budget is not None:
-            body["budget"] = budget
-        if sinks is not None:
-            body["sinks"] = sinks
-        status, obj = self.request("PUT", self._session_path(session), body)
-        return _view(obj, created=status == 201)
+        return self._call(_create_call(session, budget, sinks, lookahead,
+                                       page_size))
 
     def step(self, session: str,
              pos: Union[int, Sequence[int], None] = None, *,
              positions: Optional[Sequence[int]] = None,
              attention: Any = None, budget: Optional[int] = None,
-             sinks: Optional[int] = None) -> StepResult:
+             sinks: Optional[int] = None, lookahead: Optional[int] = None,
+             page_size: Optional[int] = None, tentative: bool = False,
+             commit: Optional[int] = None) -> StepResult:
         """POST /session/{id}/step: steps one position (``pos``) or several
-        (``positions``, or a sequence as ``pos``), evicting to the budget
-        after each. Creates the session unless the daemon runs with
-        --no-autocreate (budget/sinks are used only then). ``attention`` is
-        sent as is (the daemon ignores it today).
+        (``positions``, or a sequence as ``pos``), in sub-steps of up to the
+        session's lookahead positions, each appended and then evicted down to
+        the budget. Creates the session unless the daemon runs with
+        --no-autocreate (budget/sinks/lookahead/page_size are used only
+        then). ``attention`` is sent as is (the daemon ignores it today).
+
+        ``tentative=True`` sends drafts: appended, nothing evicted, at most
+        the lookahead pending (else :class:`TooManyPositions`); until they
+        are committed, a plain step or an evict is
+        :class:`TentativePending`. ``commit=P`` first accepts the pending
+        drafts up to P and drops the others (``dropped``), then evicts to
+        the budget (the first victims); it may come without positions (a
+        commit-only step, empty ``slots``).
 
         Retried once on a dropped connection: an exact retry is answered with
         the original response and ``replayed=True``.
         """
-        key, value = _positions_of(pos, positions)
-        body: Dict[str, Any] = {key: value}
-        if attention is not None:
-            body["attention"] = attention
-        if budget is not None:
-            body["budget"] = budget
-        if sinks is not None:
-            body["sinks"] = sinks
-        _, obj = self.request("POST", self._session_path(session, "/step"),
-                              body, retry=True)
-        return StepResult.from_json(obj, value if key == "positions"
-                                    else [value])
+        return self._call(_step_call(
+            session, pos, positions, attention,
+            {"budget": budget, "sinks": sinks, "lookahead": lookahead,
+             "page_size": page_size}, tentative, commit))
+
+    def commit(self, session: str, newest: int) -> CommitResult:
+        """POST /session/{id}/commit: keeps the pending drafts up to
+        ``newest``, drops the others and evicts down to the budget. Nothing
+        pending is fine (empty lists); ``newest`` below the committed newest
+        is :class:`InvalidPosition`. Never creates the session. Retried once
+        on a dropped connection (an exact retry is replayed)."""
+        return self._call(_commit_call(session, newest))
+
+    def truncate(self, session: str, frm: Optional[int] = None, *,
+                 from_: Optional[int] = None) -> TruncateResult:
+        """POST /session/{id}/truncate: removes every held position >= the
+        given one (``frm``, or ``from_`` by keyword; at least 1), pinned and
+        drafts included, e.g. to roll back after a rejected branch; newest
+        becomes ``frm - 1`` when it was at or above it. Retried once on a
+        dropped connection (an exact retry is replayed)."""
+        return self._call(_truncate_call(session, frm, from_))
+
+    def fork(self, session: str, into: str) -> SessionView:
+        """POST /session/{id}/fork: copies the session (config, positions,
+        slots, drafts) into a new session ``into`` and returns the child's
+        view, ``created=True``. An identical existing child is returned with
+        ``created=False``; a different one raises :class:`SessionExists`.
+        Retried once on a dropped connection."""
+        return self._call(_fork_call(session, into))
 
     def evict(self, session: str, budget: Optional[int] = None
               ) -> EvictResult:
         """POST /session/{id}/evict: evicts until at most ``budget`` (default
         the session's own) positions remain. Not retried once sent."""
-        body = {} if budget is None else {"budget": budget}
-        _, obj = self.request("POST", self._session_path(session, "/evict"),
-                              body, retry=False)
-        try:
-            return EvictResult(list(obj["victims"]), obj["size"])
-        except (KeyError, TypeError):
-            raise ProtocolError("Not an evict result: %.200r"
-                                % (obj,)) from None
+        return self._call(_evict_call(session, budget))
 
     def get(self, session: str) -> SessionView:
         """GET /session/{id}: the positions kept and their slots."""
-        return _view(self.request("GET", self._session_path(session))[1])
+        return self._call(_get_call(session))
 
     def delete(self, session: str, missing_ok: bool = False) -> bool:
         """DELETE /session/{id}. Returns True when deleted; with
         ``missing_ok`` an unknown session returns False instead of raising
         :class:`UnknownSession`."""
-        try:
-            self.request("DELETE", self._session_path(session))
-        except UnknownSession:
-            if missing_ok:
-                return False
-            raise
-        return True
+        return self._call(_delete_call(session, missing_ok))
 
     def batch(self, items: Union[StepBatch, Iterable[Mapping[str, Any]]]
               ) -> List[BatchOutcome]:
         """POST /step: many step requests in one. ``items`` are dicts with
-        ``session``, ``pos``/``positions`` and optionally ``attention``,
-        ``budget``, ``sinks`` (see :func:`step_item`), or a
-        :class:`StepBatch`. Returns one outcome per item, in order: a
-        :class:`StepResult`, or the :class:`EvictdError` of that item (not
-        raised). Errors of the request as a whole (e.g.
-        :class:`TooManySteps`, :class:`BodyTooLarge`) raise.
+        ``session``, ``pos``/``positions`` and optionally ``tentative``,
+        ``commit``, ``attention``, ``budget``, ``sinks``, ``lookahead``,
+        ``page_size`` (see :func:`step_item`), or a :class:`StepBatch`.
+        Returns one outcome per item, in order: a :class:`StepResult`, or the
+        :class:`EvictdError` of that item (not raised). Errors of the request
+        as a whole (e.g. :class:`TooManySteps`, :class:`BodyTooLarge`) raise.
 
         Retried once on a dropped connection when no session appears twice.
         """
-        if isinstance(items, StepBatch):
-            items = items.items()
-        items = list(items)
-        sessions = [it.get("session") for it in items]
-        retry = len(set(map(repr, sessions))) == len(sessions)
-        _, obj = self.request("POST", "/step", {"steps": items}, retry=retry)
-        results = obj.get("results") if isinstance(obj, dict) else None
-        if not isinstance(results, list) or len(results) != len(items):
-            raise ProtocolError("Not a batch answer for %d items: %.200r"
-                                % (len(items), obj))
-        out: List[BatchOutcome] = []
-        for item, res in zip(items, results):
-            if isinstance(res, dict) and "error" in res:
-                out.append(error_from_body(None, res))
-            else:
-                sent = item.get("positions")
-                if sent is None:
-                    sent = [item.get("pos")]
-                out.append(StepResult.from_json(res, sent))
-        return out
+        return self._call(_batch_call(items))

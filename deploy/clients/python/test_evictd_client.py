@@ -5,6 +5,8 @@ repository, `make B=build/x test-python`; from this directory,
 `EVICTD_BIN=/abs/path/evictd python3 -m unittest -v test_evictd_client`.
 """
 
+import asyncio
+import dataclasses
 import glob
 import http.client
 import http.server
@@ -422,6 +424,10 @@ class ErrorsTest(Case):
             c.create(self.sid(n))
             self.addCleanup(c.delete, self.sid(n), True)
         self.assertApiError(ec.SessionLimit, 503, c.create, self.sid("3"))
+        self.assertApiError(ec.SessionLimit, 503, c.fork, self.sid("1"),
+                            self.sid("3"))
+        self.assertEqual(c.fork(self.sid("1"), self.sid("1")).id,
+                         self.sid("1"))  # into itself: no new session
 
     def test_unauthorized(self) -> None:
         path = os.path.join(TMP.name, "daemon-token")
@@ -455,6 +461,15 @@ class ErrorsTest(Case):
                                                       "message": "x"}})
             self.assertIsInstance(e, EvictdError)
             self.assertIs(type(e), cls)
+        for code, cls, status in (
+                ("invalid_lookahead", ec.InvalidLookahead, 400),
+                ("invalid_page_size", ec.InvalidPageSize, 400),
+                ("tentative_pending", ec.TentativePending, 409)):
+            e = ec.error_from_body(None, {"error": {
+                "code": code, "message": "x", "status": status}})
+            self.assertIs(type(e), cls)
+            self.assertEqual((e.status, e.code), (status, code))
+            self.assertIn(cls.__name__, ec.__all__)
         odd = ec.error_from_body(400, {"error": {"code": "brand_new",
                                                  "message": "later"}})
         self.assertIs(type(odd), EvictdError)
@@ -547,6 +562,80 @@ class BatchTest(Case):
             {"session": "z", "positions": [1]}])
         self.assertEqual(ec.step_item("q", 3, budget=4),
                          {"session": "q", "pos": 3, "budget": 4})
+
+    def test_step_batch_with_drafts_commits_and_config(self) -> None:
+        batch = StepBatch()
+        batch.add("a", commit=4)                      # commit-only so far
+        batch.add("a", [5, 6], tentative=True)
+        batch.add("a", 7, tentative=True, commit=4)   # the same commit
+        batch.add("b", [1, 2], lookahead=2, page_size=4)
+        batch.add("b", 3, lookahead=2)
+        batch.add("c", commit=9)
+        self.assertEqual(batch.items(), [
+            {"session": "a", "commit": 4, "positions": [5, 6, 7],
+             "tentative": True},
+            {"session": "b", "positions": [1, 2, 3], "lookahead": 2,
+             "page_size": 4},
+            {"session": "c", "commit": 9}])
+        for bad in (lambda: batch.add("a", 8),          # plain among drafts
+                    lambda: batch.add("b", 4, tentative=True),
+                    lambda: batch.add("a", 8, tentative=True, commit=5),
+                    lambda: batch.add("b", 4, lookahead=3),
+                    lambda: batch.add("b", 4, page_size=0),
+                    lambda: batch.add("d"),
+                    lambda: batch.add("d", tentative=True)):
+            with self.assertRaises(ValueError):
+                bad()
+        self.assertEqual(len(batch), 3)
+        self.assertEqual(batch.items()[0]["positions"], [5, 6, 7])
+        # Commit first, drafts later: the item is the same.
+        later = StepBatch().add("a", [5, 6], tentative=True).add(
+            "a", 7, tentative=True).add("a", commit=4)
+        self.assertEqual(later.items(), [
+            {"session": "a", "positions": [5, 6, 7], "tentative": True,
+             "commit": 4}])
+        self.assertEqual(ec.step_item("q", commit=3),
+                         {"session": "q", "commit": 3})
+        self.assertEqual(ec.step_item("q", [1], tentative=True, commit=0,
+                                      lookahead=4, page_size=16),
+                         {"session": "q", "positions": [1],
+                          "tentative": True, "commit": 0, "lookahead": 4,
+                          "page_size": 16})
+        with self.assertRaises(ValueError):
+            ec.step_item("q")
+
+    def test_requests_at_the_defaults_are_what_they_were(self) -> None:
+        # No new field goes on the wire unless asked for.
+        self.assertEqual(ec._step_call("s", 1, None, None, {}, False,
+                                       None).body, {"pos": 1})
+        self.assertEqual(ec._create_call("s", None, None, None, None).body,
+                         {})
+        self.assertEqual(ec._create_call("s", 4, 1, None, None).body,
+                         {"budget": 4, "sinks": 1})
+        self.assertEqual(ec.step_item("s", [1, 2], budget=3),
+                         {"session": "s", "positions": [1, 2], "budget": 3})
+        call = ec._step_call("s", None, None, None, {}, False, 5)
+        self.assertEqual((call.body, call.retry), ({"commit": 5}, True))
+        self.assertEqual(ec._evict_call("s", None).retry, False)
+        for c in (ec._commit_call("s", 1), ec._truncate_call("s", 1, None),
+                  ec._fork_call("s", "t")):
+            self.assertTrue(c.retry)
+
+    def test_batch_outcomes_carry_what_was_asked(self) -> None:
+        a, b = self.sid("a"), self.sid("b")
+        self.client.create(a, budget=4, lookahead=2, page_size=2)
+        batch = StepBatch().add(a, [1, 2, 3]).add(b, [1], page_size=1)
+        out = batch.results_by_session(self.client.batch(batch))
+        self.assertEqual(out[a], StepResult([], [1, 2, 3], 4, 3, False,
+                                            [1, 2, 3], [], [1], []))
+        self.assertEqual((out[b].pages_new, out[b].size), ([0, 1], 2))
+        batch = StepBatch().add(a, [4, 5], tentative=True)
+        r = self.client.batch(batch)[0]
+        self.assertEqual((r.tentative, r.commit, r.victims, r.size),
+                         (True, None, [], 6))
+        r = self.client.batch(StepBatch().add(a, commit=4))[0]
+        self.assertEqual(r, StepResult([0], [], 4, 4, False, [], [5], [], [],
+                                       False, 4))
 
 
 # ---- connections: reconnects, retries, unix sockets, timeouts ---------------
@@ -659,6 +748,28 @@ class RetryThroughProxyTest(Case):
         self.assertEqual(self.pc.retries, 0)
         self.assertEqual(self.client.get(a).kept, [0, 1, 2])
 
+    def test_lost_commit_truncate_and_fork_answers(self) -> None:
+        s, child = self.sid(), self.sid("child")
+        self.client.create(s, budget=3, lookahead=2)
+        self.client.step(s, [1, 2, 3])
+        self.client.step(s, [4, 5], tentative=True)
+        self.proxy.drop = 1
+        self.assertEqual(self.pc.commit(s, 4),
+                         ec.CommitResult([1], [5], 3, 4, True))
+        self.proxy.drop = 1
+        self.assertEqual(self.pc.truncate(s, 4),
+                         ec.TruncateResult([4], 2, 3, True))
+        self.proxy.drop = 1
+        v = self.pc.fork(s, child)
+        self.assertEqual((v.created, v.kept, v.lookahead),
+                         (False, [2, 3], 2))
+        self.proxy.drop = 1
+        r = self.pc.step(s, [4, 5], tentative=True, commit=3)
+        self.assertEqual((r.replayed, r.dropped, r.slots, r.commit),
+                         (True, [], r.slots, 3))
+        self.assertEqual(self.pc.retries, 4)
+        self.assertEqual(self.client.get(s).tentative, [4, 5])
+
     def test_lost_evict_answer_is_not_retried(self) -> None:
         s = self.sid()
         self.client.step(s, [1, 2, 3])
@@ -744,6 +855,12 @@ class UnixSocketTest(unittest.TestCase):
                                   StepResult)
             self.assertEqual(c.evict("u", 2).victims, [3, 4])
             self.assertEqual(c.get("u").kept, [0, 5])
+            self.assertEqual(c.step("u", [6], tentative=True).size, 3)
+            self.assertEqual(c.commit("u", 5).dropped, [6])
+            self.assertEqual(c.fork("u", "u2").kept, [0, 5])
+            self.assertEqual(c.truncate("u2", 5).removed, [5])
+            self.assertEqual(c.create("p", lookahead=3, page_size=2).pages,
+                             [0])
             with self.assertRaises(ec.StalePosition):
                 c.step("u", 3)
             self.assertTrue(c.delete("u"))
@@ -829,53 +946,153 @@ class TransportFailureTest(unittest.TestCase):
 
 # ---- the vectors ------------------------------------------------------------
 
+# Keys of a vector op that describe its request; the others are its answer.
+VECTOR_REQUEST_KEYS = {"session", "step", "tentative", "commit", "evict",
+                       "truncate", "fork", "check", "error"}
+# The HTTP status of each error code a vector may expect.
+VECTOR_STATUS = {"invalid_position": 400, "invalid_budget": 400,
+                 "too_many_positions": 400, "stale_position": 409,
+                 "tentative_pending": 409, "session_exists": 409}
+
+
+class AsAsync:
+    """A blocking client seen through coroutines: ``await w.step(...)``
+    calls ``client.step(...)``. The engine tests and the vector replay are
+    written once, as coroutines, and run against both clients."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.client, name)
+        if not callable(attr):
+            return attr
+
+        async def call(*args: Any, **kw: Any) -> Any:
+            return attr(*args, **kw)
+        return call
+
+
+def load_vector(path: str) -> Dict[str, Any]:
+    with open(path) as f:
+        return json.load(f)
+
+
+async def replay_vector(test: unittest.TestCase, client: Any,
+                        vec: Dict[str, Any], use_batch: bool,
+                        main: str) -> None:
+    """Replays one proto/vectors file (proto/vectors/README.md) through a
+    client's coroutines (AsyncEvictdClient, or AsAsync(EvictdClient)) on
+    session ``main`` (forks become ``main.<name>``): each step as a step
+    request (``pos`` for one position) or as a batch item, every answer
+    compared with the vector's expected fields exactly, errors by class,
+    code and status."""
+    names: Dict[Optional[str], str] = {None: main}
+    await client.delete(main, missing_ok=True)
+    view = await client.create(main, budget=vec["budget"], sinks=vec["sinks"],
+                               lookahead=vec.get("lookahead"),
+                               page_size=vec.get("page_size"))
+    test.assertTrue(view.created)
+    test.assertEqual((view.lookahead, view.page_size),
+                     (vec.get("lookahead", 1), vec.get("page_size", 0)))
+    paged = vec.get("page_size", 0) > 0
+    for i, op in enumerate(vec["ops"]):
+        where = "%s op %d %s" % (vec["name"], i, json.dumps(op)[:120])
+        sid = names[op.get("session")]
+        got: Dict[str, Any] = {}
+        try:
+            if "step" in op:
+                kw = {"tentative": op.get("tentative", False),
+                      "commit": op.get("commit")}
+                positions = op["step"] or None
+                if use_batch:
+                    item = ec.step_item(sid, positions=positions, **kw)
+                    r = (await client.batch([item]))[0]
+                    if isinstance(r, EvictdError):
+                        raise r
+                elif positions is not None and len(positions) == 1:
+                    r = await client.step(sid, positions[0], **kw)
+                else:
+                    r = await client.step(sid, positions=positions, **kw)
+                test.assertIsInstance(r, StepResult, where)
+                test.assertFalse(r.replayed, where)
+                test.assertEqual((r.positions, r.tentative, r.commit),
+                                 (op["step"], op.get("tentative", False),
+                                  op.get("commit")), where)
+                got = {"victims": r.victims, "slots": r.slots,
+                       "size": r.size, "newest": r.newest}
+                if "commit" in op:
+                    got["dropped"] = r.dropped
+                else:
+                    test.assertEqual(r.dropped, [], where)
+            elif "commit" in op:
+                c = await client.commit(sid, op["commit"])
+                test.assertFalse(c.replayed, where)
+                got = {"victims": c.victims, "dropped": c.dropped,
+                       "size": c.size, "newest": c.newest}
+                r = c
+            elif "truncate" in op:
+                t = await client.truncate(sid, op["truncate"])
+                test.assertFalse(t.replayed, where)
+                got = {"removed": t.removed, "size": t.size,
+                       "newest": t.newest}
+                r = t
+            elif "evict" in op:
+                r = await client.evict(sid, op["evict"])
+                got = {"victims": r.victims, "size": r.size}
+            elif "fork" in op:
+                child = "%s.%s" % (main, op["fork"])
+                await client.delete(child, missing_ok=True)
+                v = await client.fork(sid, child)
+                test.assertTrue(v.created, where)
+                test.assertEqual(v.id, child, where)
+                parent = await client.get(sid)
+                parent.id = child
+                test.assertEqual(v, dataclasses.replace(parent, created=True),
+                                 where)
+                names[op["fork"]] = child
+                r = None
+            else:
+                v = await client.get(sid)
+                test.assertEqual(v.size, len(v.kept), where)
+                test.assertEqual(len(v.slots), len(v.kept), where)
+                test.assertEqual({k: getattr(v, k) for k in op["check"]},
+                                 op["check"], where)
+                continue
+            if r is not None:
+                if paged:
+                    got["pages_new"] = r.pages_new
+                    got["pages_freed"] = r.pages_freed
+                else:
+                    test.assertEqual((r.pages_new, r.pages_freed), ([], []),
+                                     where)
+        except EvictdError as err:
+            test.assertEqual(err.status, VECTOR_STATUS.get(err.code), where)
+            test.assertIs(type(err), ec._ERRORS.get(err.code), where)
+            got = {"error": err.code}
+        want = {k: v for k, v in op.items() if k not in VECTOR_REQUEST_KEYS}
+        if "error" in op:
+            want = {"error": op["error"]}
+        test.assertEqual(got, want, where)
+    for sid in names.values():
+        await client.delete(sid)
+
 
 class VectorsTest(Case):
     """Every proto/vectors/*.json replayed through the client, once with
     single step requests and once with each step as a batch item."""
 
-    def replay(self, path: str, use_batch: bool) -> None:
-        with open(path) as f:
-            vec = json.load(f)
-        s = "vec-%s-%s" % (vec["name"], "batch" if use_batch else "step")
-        self.client.delete(s, missing_ok=True)
-        self.client.create(s, budget=vec["budget"], sinks=vec["sinks"])
-        for i, op in enumerate(vec["ops"]):
-            where = "%s op %d %r" % (vec["name"], i, op)
-            try:
-                if "step" in op:
-                    if use_batch:
-                        r = self.client.batch([{"session": s,
-                                                "positions": op["step"]}])[0]
-                        if isinstance(r, EvictdError):
-                            raise r
-                    else:
-                        r = self.client.step(s, positions=op["step"])
-                    got = {"victims": r.victims, "slots": r.slots,
-                           "size": r.size, "newest": r.newest}
-                    self.assertFalse(r.replayed, where)
-                elif "evict" in op:
-                    e = self.client.evict(s, op["evict"])
-                    got = {"victims": e.victims, "size": e.size}
-                else:
-                    v = self.client.get(s)
-                    self.assertEqual({"kept": v.kept, "slots": v.slots},
-                                     op["check"], where)
-                    self.assertEqual(v.size, len(v.kept), where)
-                    continue
-            except EvictdError as err:
-                got = {"error": err.code}
-            want = {k: v for k, v in op.items() if k not in ("step", "evict")}
-            self.assertEqual(got, want, where)
-        self.client.delete(s)
-
     def test_vectors(self) -> None:
-        self.assertGreaterEqual(len(VECTORS), 5)
+        self.assertGreaterEqual(len(VECTORS), 20)
         for path in VECTORS:
             for use_batch in (False, True):
                 with self.subTest(vector=os.path.basename(path),
                                   batch=use_batch):
-                    self.replay(path, use_batch)
+                    vec = load_vector(path)
+                    asyncio.run(replay_vector(
+                        self, AsAsync(self.client), vec, use_batch,
+                        "vec-%s-%s" % (vec["name"],
+                                       "batch" if use_batch else "step")))
 
 
 # ---- the example frontend ---------------------------------------------------
@@ -890,7 +1107,12 @@ class ExampleFrontendTest(unittest.TestCase):
                               universal_newlines=True, timeout=300)
 
     def test_runs_clean_end_to_end(self) -> None:
-        extras = ([], ["--sinks", "4"], ["--budget", "1", "--sinks", "0"])
+        extras = ([], ["--sinks", "4"], ["--budget", "1", "--sinks", "0"],
+                  ["--lookahead", "16", "--sinks", "2"],
+                  ["--speculative", "4"],
+                  ["--speculative", "4", "--lookahead", "8", "--sinks", "3"],
+                  ["--speculative", "1", "--budget", "1"],
+                  ["--speculative", "3", "--budget", "2", "--sinks", "1"])
         for i, extra in enumerate(extras):
             with self.subTest(extra=extra):
                 p = self.run_frontend("--url", MAIN.url, "--sequences", "3",
@@ -899,9 +1121,24 @@ class ExampleFrontendTest(unittest.TestCase):
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertTrue(p.stdout.startswith("ok: 3 sequences"),
                                 p.stdout)
+                want = "lookahead %s" % (
+                    extra[extra.index("--lookahead") + 1]
+                    if "--lookahead" in extra else
+                    extra[extra.index("--speculative") + 1]
+                    if "--speculative" in extra else "1")
+                self.assertIn(want, p.stdout)
+                self.assertEqual("--speculative" in extra,
+                                 "speculative" in p.stdout)
                 with EvictdClient(MAIN.url) as c:  # it deleted its sessions
                     with self.assertRaises(ec.UnknownSession):
                         c.get("fe%d-0" % i)
+
+    def test_bad_arguments(self) -> None:
+        for args in (["--speculative", "4", "--lookahead", "2"],
+                     ["--lookahead", "0"], ["--speculative", "-1"]):
+            p = self.run_frontend("--url", MAIN.url, *args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertIn("error:", p.stderr)
 
     def test_unreachable_daemon_exits_nonzero(self) -> None:
         p = self.run_frontend("--url", "unix:" + os.path.join(TMP.name, "no"),
@@ -912,6 +1149,7 @@ class ExampleFrontendTest(unittest.TestCase):
     def test_buffer_checks_catch_bad_answers(self) -> None:
         fe = example_frontend
         buf = fe.KVBuffer(0, 2)
+        self.assertEqual(len(buf.slots), 3)
         buf.write(0, 0)
         buf.apply(StepResult([], [1], 2, 1, False, [1]))
         buf.apply(StepResult([0], [2], 2, 2, False, [2]))
@@ -920,14 +1158,19 @@ class ExampleFrontendTest(unittest.TestCase):
             StepResult([1], [2], 2, 3, False, [3]),     # slot of a live one
             StepResult([1], [3], 2, 3, False, [3]),     # outside the buffer
             StepResult([0], [0], 2, 3, False, [3]),     # victim not held
-            StepResult([2, 1], [1], 2, 3, False, [3]),  # victims unordered
-            StepResult([1], [1], 2, 4, False, [3]),     # wrong newest
-            StepResult([1], [1, 0], 2, 3, False, [3]),  # slots != positions
-            StepResult([], [0], 2, 3, False, [3]),      # size disagrees
+            StepResult([2, 1], [0], 2, 3, False, [3]),  # victims unordered
+            StepResult([1], [0], 2, 4, False, [3]),     # wrong newest
+            StepResult([1], [0, 1], 2, 3, False, [3]),  # slots != positions
+            StepResult([1], [0], 3, 3, False, [3]),     # size disagrees
+            StepResult([1, 2], [0], 1, 3, False, [3]),  # evicts too much
+            # The victim's slot, taken before the victim is evicted.
+            StepResult([1], [1], 2, 3, False, [3]),
+            StepResult([1], [0], 2, 3, True, [3]),      # a replay, unasked
+            StepResult([1], [0], 2, 3, False, [3], [2], commit=None),
         ]
         ok = fe.KVBuffer(0, 2)
         ok.slots, ok.where = list(buf.slots), dict(buf.where)
-        ok.apply(StepResult([1], [1], 2, 3, False, [3]))  # the good answer
+        ok.apply(StepResult([1], [0], 2, 3, False, [3]))  # the good answer
         for r in bad:
             copy = fe.KVBuffer(0, 2)
             copy.slots, copy.where = list(buf.slots), dict(buf.where)
@@ -938,6 +1181,67 @@ class ExampleFrontendTest(unittest.TestCase):
             buf.check_tokens()
         self.assertEqual(fe.expected_window(9, 4, 1), [0, 7, 8, 9])
         self.assertEqual(fe.expected_window(2, 4, 1), [0, 1, 2])
+
+    def test_buffer_checks_follow_sub_steps_and_drafts(self) -> None:
+        fe = example_frontend
+
+        def fresh() -> "example_frontend.KVBuffer":
+            b = fe.KVBuffer(0, 3, lookahead=2)  # 5 slots
+            b.write(0, 0)
+            b.apply(StepResult([], [1, 2], 3, 2, False, [1, 2]))
+            b.apply(StepResult([], [3, 4], 5, 4, False, [3, 4],
+                               tentative=True))
+            return b
+
+        b = fresh()
+        self.assertEqual((len(b.slots), b.drafts), (5, {3, 4}))
+        # Accept 3, drop 4, evict 0; then drafts 4 and 5 in slots 4 and 0.
+        b.apply(StepResult([0], [4, 0], 5, 5, False, [4, 5], [4],
+                           tentative=True, commit=3))
+        self.assertEqual((b.drafts, sorted(b.where)), ({4, 5}, [1, 2, 3, 4,
+                                                                5]))
+        # The same request again is answered as a replay: nothing changes.
+        b.apply(StepResult([0], [4, 0], 5, 5, True, [4, 5], [4],
+                           tentative=True, commit=3), repeat=True)
+        self.assertEqual((b.drafts, sorted(b.where)), ({4, 5}, [1, 2, 3, 4,
+                                                                5]))
+        # A commit-only step accepting all: evicts 1 and 2.
+        b.apply(StepResult([1, 2], [], 3, 5, commit=5))
+        self.assertEqual((b.drafts, sorted(b.where)), (set(), [3, 4, 5]))
+        # Sub-steps of 2: [6, 7] evicts 3 and 4, then [8] evicts 5; position
+        # 8 may take slot 3 (3's, evicted after the first sub-step) but not
+        # slot 0 (5's, evicted only after 8 is in).
+        good = StepResult([3, 4, 5], [1, 2, 3], 3, 8, False, [6, 7, 8])
+        early = StepResult([3, 4, 5], [1, 2, 0], 3, 8, False, [6, 7, 8])
+        for r, fine in ((early, False), (good, True)):
+            copy = fe.KVBuffer(0, 3, lookahead=2)
+            copy.slots, copy.where = list(b.slots), dict(b.where)
+            if fine:
+                copy.apply(r)
+            else:
+                with self.assertRaises(fe.Violation):
+                    copy.apply(r)
+        bad = [
+            # a plain step while drafts are pending
+            StepResult([0], [4], 3, 5, False, [5]),
+            # more drafts than the lookahead
+            StepResult([], [4], 6, 5, False, [5], tentative=True),
+            # dropped is not every draft above the commit
+            StepResult([0], [], 4, 3, False, [], [], commit=3),
+            StepResult([0], [], 3, 3, False, [], [4, 5], commit=3),
+            # more victims than the commit needs (it needs 0 and 1)
+            StepResult([0, 1, 3], [], 3, 4, False, [], [], commit=4),
+            StepResult([0, 1], [], 3, 3, False, [], [4], tentative=True,
+                       commit=3),
+            # a victim that is not held
+            StepResult([0, 9], [], 3, 4, False, [], [], commit=4),
+            # a replayed answer that does not match the buffer
+            StepResult([], [0, 4], 5, 4, True, [3, 4], tentative=True),
+        ]
+        for r in bad:
+            b = fresh()
+            with self.subTest(result=r), self.assertRaises(fe.Violation):
+                b.apply(r, repeat=r.replayed)
 
     def test_run_in_process_with_a_lying_daemon_view(self) -> None:
         # A daemon whose GET disagrees with its step answers is caught.
