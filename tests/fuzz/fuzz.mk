@@ -1,8 +1,9 @@
 # The API fuzzer: libFuzzer with ASan and UBSan, built by clang into its own
 # directory (never sharing objects with the gcc build). `make fuzz
 # FUZZ_SECONDS=600` fuzzes for that long; `make check` replays the saved
-# regressions and fuzzes for FUZZ_SMOKE_SECONDS. Clang and its runtime come
-# from `deploy/deps.sh fuzz`.
+# regressions and fuzzes for FUZZ_SMOKE_SECONDS; `make fuzz-stats` shows how
+# often each route answered each status over the corpus. Clang and its
+# runtime come from `deploy/deps.sh fuzz`.
 
 FUZZ_B        ?= $(B)/fuzz
 FUZZ_CC       ?= clang
@@ -17,7 +18,8 @@ FUZZ_FLAGS    := -max_len=8192 -dict=tests/fuzz/api.dict -print_final_stats=1 \
                  -artifact_prefix=$(FUZZ_B)/artifacts/ -timeout=10
 FUZZ_REGRESS  := $(sort $(wildcard tests/fuzz/regress/*))
 
-.PHONY: fuzz fuzz-build fuzz-deps fuzz-corpus fuzz-regress fuzz-smoke fuzz-cov
+.PHONY: fuzz fuzz-build fuzz-deps fuzz-corpus fuzz-regress fuzz-smoke fuzz-cov \
+        fuzz-stats
 
 fuzz-deps:
 	@deploy/deps.sh fuzz
@@ -69,10 +71,11 @@ fuzz-corpus: | $(FUZZ_B)/corpus
 fuzz-regress: fuzz-build | $(FUZZ_B)/artifacts
 	@echo "== fuzz regressions: $(words $(FUZZ_REGRESS)) inputs"
 	@bad=0; for f in $(FUZZ_REGRESS); do \
-	  if $(FUZZ_B)/fuzz_api $(FUZZ_FLAGS) $$f > $(FUZZ_B)/regress.log 2>&1; \
+	  if $(FUZZ_B)/fuzz_api $(FUZZ_FLAGS) $$f \
+	    > $(FUZZ_B)/regress.log 2>&1; \
 	  then echo "ok   $$f"; \
 	  else bad=$$((bad + 1)); echo "FAIL $$f"; \
-	    grep -E '^\*\*\* invariant|runtime error|^SUMMARY|ERROR: ' $(FUZZ_B)/regress.log | \
+	    grep -E '^\*\*\* invariant|runtime error|^SUMMARY|ERROR: [A-Z]' $(FUZZ_B)/regress.log | \
 	      sed 's/^/     /'; fi; \
 	done; [ $$bad -eq 0 ] || { echo "$$bad fuzz regression(s) fail"; exit 1; }
 
@@ -107,6 +110,13 @@ fuzz: fuzz-build fuzz-corpus | $(FUZZ_B)/artifacts
 fuzz-smoke: fuzz-regress fuzz-corpus | $(FUZZ_B)/artifacts
 	$(call fuzz_run,$(FUZZ_SMOKE_SECONDS),)
 
+# Every input of the corpus and the seeds once, in one process, with the
+# count of answers per route and status (EVD_FUZZ_STATS) at the end.
+fuzz-stats: fuzz-build fuzz-corpus | $(FUZZ_B)/corpus
+	@EVD_FUZZ_STATS=1 $(FUZZ_B)/fuzz_api \
+	  $(FUZZ_FLAGS) -runs=0 $(FUZZ_B)/seeds $(FUZZ_B)/corpus 2>&1 | \
+	  sed -n '/^fuzz_api stats/,$$p; /invariant violated/p; /runtime error/p'
+
 # Line coverage of the server code by the current corpus (clang source
 # coverage; the harness's standalone main replays the files).
 fuzz-cov: fuzz-deps fuzz-corpus
@@ -123,7 +133,8 @@ fuzz-cov: fuzz-deps fuzz-corpus
 	@llvm-cov report $(FUZZ_B)/cov/fuzz_api_cov \
 	  -instr-profile=$(FUZZ_B)/cov/run.profdata \
 	  $(filter server/api.c server/apierr.c server/buf.c server/fastpath.c \
-	    server/request.c server/step.c server/session.c server/window.c, \
+	    server/pages.c server/request.c server/step.c server/session.c \
+	    server/window.c, \
 	    $(DAEMON_SRC) $(CORE_SRC))
 
 test-more:: fuzz-smoke

@@ -4,7 +4,8 @@
 Seeds come from two places: every test vector in proto/vectors, turned into
 the requests the HTTP tests would send (PUT the session, then one request per
 op, also as a batch and as retries), and a hand-written list of requests that
-reach every error code of the spec. The framing is the harness's: records
+reach every error code of the spec (lookahead, page_size, drafts, commit,
+truncate and fork included). The framing is the harness's: records
 separated by the byte 0xFF, each record an op byte (G H U P D X, or T for the
 clock), the path, and after a newline the body.
 
@@ -47,28 +48,62 @@ def chunks(records, head):
         yield cur
 
 
+def step_body(op):
+    """The body of a vector's step op: pos or positions, tentative, commit."""
+    body = {}
+    if len(op["step"]) == 1:
+        body["pos"] = op["step"][0]
+    elif op["step"]:
+        body["positions"] = op["step"]
+    if op.get("tentative"):
+        body["tentative"] = True
+    if "commit" in op:
+        body["commit"] = op["commit"]
+    return body
+
+
+def vector_config(v):
+    cfg = {"budget": v["budget"], "sinks": v["sinks"]}
+    for k in ("lookahead", "page_size"):
+        if k in v:
+            cfg[k] = v[k]
+    return cfg
+
+
 def vector_seeds(path):
     v = json.load(open(path))
     name = v["name"]
-    cfg = {"budget": v["budget"], "sinks": v["sinks"]}
+    cfg = vector_config(v)
     out = []
 
     def op_records(sid, ops):
+        """Every op of a vector as requests to session sid (forks to
+        sid.<name>)."""
         recs = []
         for op in ops:
+            target = sid if "session" not in op else f"{sid}.{op['session']}"
+            base = f"/session/{target}"
             if "step" in op:
-                recs.append(rec("P", f"/session/{sid}/step",
-                                {"positions": op["step"]}))
+                recs.append(rec("P", base + "/step", step_body(op)))
             elif "evict" in op:
-                recs.append(rec("P", f"/session/{sid}/evict",
-                                {"budget": op["evict"]}))
+                recs.append(rec("P", base + "/evict", {"budget": op["evict"]}))
+            elif "truncate" in op:
+                recs.append(rec("P", base + "/truncate",
+                                {"from": op["truncate"]}))
+            elif "fork" in op:
+                recs.append(rec("P", base + "/fork",
+                                {"into": f"{sid}.{op['fork']}"}))
+            elif "commit" in op:
+                recs.append(rec("P", base + "/commit",
+                                {"newest": op["commit"]}))
             else:
-                recs.append(rec("G", f"/session/{sid}"))
+                recs.append(rec("G", base))
         return recs
 
     ops = v["ops"]
     # The whole vector in order, split where it gets long; later pieces run
-    # on fresh sessions (gaps are allowed, so most steps still apply).
+    # on fresh sessions (gaps are allowed, so most steps still apply; ops on
+    # forks that a piece does not create get 404).
     pieces = list(chunks(op_records(name, ops),
                          rec("U", f"/session/{name}", cfg)))
     if len(pieces) > 8:  # the long generated vectors: a sample suffices
@@ -77,8 +112,13 @@ def vector_seeds(path):
     for k, p in enumerate(pieces):
         sid = f"{name}-{k}"
         out.append(join([r.replace(f"/session/{name}".encode(),
-                                   f"/session/{sid}".encode()) for r in p]))
-    steps = [op["step"] for op in ops if "step" in op and "error" not in op]
+                                   f"/session/{sid}".encode())
+                         .replace(f"\"{name}.".encode(),
+                                  f"\"{sid}.".encode()) for r in p]))
+    steps = [op["step"] for op in ops
+             if "step" in op and "error" not in op and op["step"]
+             and "session" not in op and not op.get("tentative")
+             and "commit" not in op]
     # One request that fills the window past its budget.
     if steps:
         last = max(p for s in steps for p in s if isinstance(p, int))
@@ -91,18 +131,24 @@ def vector_seeds(path):
                          rec("P", f"/session/{sid}/evict",
                              {"budget": max(v["sinks"] + 1, 1)}),
                          rec("P", f"/session/{sid}/step", {"pos": last + n})]))
-    # The first steps as single "pos" requests, each sent twice (a retry).
+    # The first ops of the main session, each sent twice (a retry: steps,
+    # commits and truncates are answered again, "replayed").
     sid = f"{name}-retry"
     recs = [rec("U", f"/session/{sid}", cfg)]
-    for s in steps[:8]:
-        body = {"pos": s[0]} if len(s) == 1 else {"positions": s}
-        recs += [rec("P", f"/session/{sid}/step", body)] * 2
+    for r in op_records(sid, [op for op in ops if "session" not in op
+                              and "fork" not in op][:12]):
+        recs += [r, r]
     out.append(join(recs))
-    # The same steps as one batch that creates its session.
-    items = [dict({"session": f"{name}-batch", "positions": s},
-                  **({"budget": v["budget"], "sinks": v["sinks"]} if i == 0
-                     else {}))
-             for i, s in enumerate(steps[:20])]
+    # The steps of the main session as one batch that creates its session.
+    items = []
+    for op in ops:
+        if "step" not in op or "session" in op:
+            continue
+        item = dict({"session": f"{name}-batch"}, **step_body(op))
+        if not items:
+            item.update(cfg)
+        items.append(item)
+    items = items[:20]
     if items:
         out.append(join([rec("P", "/step", {"steps": items}),
                          rec("G", f"/session/{name}-batch"),
@@ -191,16 +237,163 @@ def error_seeds():
     for b in [{}, {"steps": {}}, {"steps": []}, {"steps": [], "x": 1},
               {"steps": [{"session": f"s{i}", "pos": 1} for i in range(65)]}]:
         s.append(rec("P", "/step", b))
+    # lookahead, page_size: PUT and autocreating steps, all their errors
+    for b in [{"lookahead": 0}, {"lookahead": 65}, {"lookahead": 64},
+              {"lookahead": "2"}, {"lookahead": 2.5}, {"page_size": -1},
+              {"page_size": 65537}, {"page_size": 65536},
+              {"page_size": True}, {"budget": 4, "lookahead": 3,
+                                    "page_size": 2},
+              {"budget": 3, "sinks": 1, "lookahead": 2, "page_size": 1}]:
+        s.append(join([put("la", b), put("la", b), put("la", {}),
+                       rec("G", "/session/la"), rec("D", "/session/la")]))
+        s.append(step("la2", dict({"positions": [1, 2, 3]}, **b)))
+    # drafts: tentative steps, commits (as a step field and as a route),
+    # tentative_pending, too_many_positions, stale after a commit
+    dr = lambda sid: [
+        put(sid, {"budget": 4, "sinks": 1, "lookahead": 3, "page_size": 2}),
+        step(sid, {"positions": [1, 2, 3, 4, 5]}),
+        step(sid, {"positions": [6, 7], "tentative": True}),
+        step(sid, {"positions": [6, 7], "tentative": True}),
+        rec("G", f"/session/{sid}"),
+        step(sid, {"pos": 8}),
+        evict(sid, {"budget": 2}),
+        step(sid, {"positions": [8, 9], "tentative": True}),
+        step(sid, {"pos": 8, "tentative": True}),
+        rec("P", f"/session/{sid}/commit", {"newest": 6}),
+        rec("P", f"/session/{sid}/commit", {"newest": 6}),
+        rec("P", f"/session/{sid}/commit", {"newest": 5}),
+        step(sid, {"positions": [7, 8, 9], "tentative": True}),
+        step(sid, {"commit": 8, "positions": [9, 10], "tentative": True}),
+        step(sid, {"commit": 8, "positions": [9, 10], "tentative": True}),
+        step(sid, {"commit": 9, "pos": 9}),
+        step(sid, {"commit": 10, "pos": 11}),
+        step(sid, {"commit": 11}),
+        step(sid, {"commit": 11}),
+        rec("G", f"/session/{sid}"),
+        step(sid, {"pos": 12, "tentative": False}),
+        step(sid, {"pos": 13, "tentative": "yes"}),
+        step(sid, {"pos": 13, "commit": "12"}),
+        step(sid, {"pos": 13, "commit": -1}),
+        step(sid, {"pos": 13, "commit": 4294967296}),
+        step(sid, {"tentative": True}),
+        step(sid, {}),
+        rec("P", f"/session/{sid}/commit", {}),
+        rec("P", f"/session/{sid}/commit", {"newest": "x"}),
+        rec("P", f"/session/{sid}/commit", {"newest": 1.5}),
+        rec("P", f"/session/{sid}/commit", {"newest": 12, "x": 1}),
+        rec("P", f"/session/{sid}/commit"),
+        rec("G", f"/session/{sid}/commit"),
+        rec("P", f"/session/{sid}-none/commit", {"newest": 1}),
+    ]
+    s.append(join(dr("d1")))
+    s.append(join([rec("P", "/step", {"steps": [
+        {"session": "d2", "positions": [1, 2], "tentative": True,
+         "lookahead": 2, "page_size": 1},
+        {"session": "d2", "pos": 3},
+        {"session": "d2", "commit": 1, "pos": 3, "tentative": True},
+        {"session": "d2", "commit": 1, "pos": 3, "tentative": True},
+        {"session": "d2", "commit": 3},
+        {"session": "d2", "commit": 3, "positions": [4, 5, 6, 7, 8]},
+        {"session": "d2", "commit": "3"}, {"session": "d2", "commit": 2},
+        {"session": "d2", "tentative": 1, "pos": 9}]}),
+        rec("G", "/session/d2")]))
+    # truncate: into the pins, the window and the drafts, past the newest,
+    # to nothing; its errors; retries
+    tr = lambda sid: [
+        put(sid, {"budget": 5, "sinks": 2, "lookahead": 2, "page_size": 3}),
+        step(sid, {"positions": list(range(1, 12))}),
+        rec("P", f"/session/{sid}/truncate", {"from": 20}),
+        rec("P", f"/session/{sid}/truncate", {"from": 10}),
+        rec("P", f"/session/{sid}/truncate", {"from": 10}),
+        rec("G", f"/session/{sid}"),
+        step(sid, {"positions": [10, 11], "tentative": True}),
+        rec("P", f"/session/{sid}/truncate", {"from": 11}),
+        rec("G", f"/session/{sid}"),
+        rec("P", f"/session/{sid}/commit", {"newest": 10}),
+        rec("P", f"/session/{sid}/truncate", {"from": 1}),
+        rec("G", f"/session/{sid}"),
+        step(sid, {"positions": [1, 2, 3]}),
+        rec("P", f"/session/{sid}/truncate", {"from": 2}),
+        step(sid, {"positions": [2, 3, 4, 5, 6, 7, 8]}),
+        rec("G", f"/session/{sid}"),
+        evict(sid, {"budget": 3}),
+        rec("P", f"/session/{sid}/truncate", {"from": 0}),
+        rec("P", f"/session/{sid}/truncate", {"from": -1}),
+        rec("P", f"/session/{sid}/truncate", {"from": "3"}),
+        rec("P", f"/session/{sid}/truncate", {}),
+        rec("P", f"/session/{sid}/truncate", {"from": 3, "to": 4}),
+        rec("P", f"/session/{sid}/truncate", raw("[3]")),
+        rec("D", f"/session/{sid}/truncate"),
+        rec("P", f"/session/{sid}-none/truncate", {"from": 3}),
+    ]
+    s.append(join(tr("t1")))
+    # a truncate into the gap above the committed newest: drafts all
+    # removed, then commits (the contract's C stays where it was)
+    s.append(join([
+        put("g1", {"budget": 4, "lookahead": 4}),
+        step("g1", {"positions": [1, 2]}),
+        step("g1", {"positions": [10, 20], "tentative": True}),
+        rec("P", "/session/g1/truncate", {"from": 5}),
+        rec("G", "/session/g1"),
+        rec("P", "/session/g1/commit", {"newest": 3}),
+        rec("P", "/session/g1/commit", {"newest": 4}),
+        step("g1", {"pos": 5})]))
+    s.append(join([
+        put("g2", {"budget": 4, "lookahead": 4}),
+        step("g2", {"positions": [1, 2]}),
+        step("g2", {"positions": [10, 20], "tentative": True}),
+        rec("P", "/session/g2/truncate", {"from": 15}),
+        rec("G", "/session/g2"),
+        rec("P", "/session/g2/commit", {"newest": 12}),
+        step("g2", {"pos": 11, "tentative": True})]))
+    # fork: new child, identical child (200), diverged child (409), into
+    # itself, its errors; the child's own retries and drafts
+    fk = lambda sid: [
+        put(sid, {"budget": 4, "sinks": 1, "lookahead": 2, "page_size": 2}),
+        step(sid, {"positions": [1, 2, 3, 4, 5]}),
+        step(sid, {"positions": [6, 7], "tentative": True}),
+        rec("P", f"/session/{sid}/fork", {"into": f"{sid}~a"}),
+        rec("P", f"/session/{sid}/fork", {"into": f"{sid}~a"}),
+        rec("P", f"/session/{sid}/fork", {"into": sid}),
+        rec("G", f"/session/{sid}~a"),
+        rec("P", f"/session/{sid}~a/commit", {"newest": 6}),
+        rec("P", f"/session/{sid}/fork", {"into": f"{sid}~a"}),
+        step(f"{sid}~a", {"positions": [6, 7], "tentative": True}),
+        rec("P", f"/session/{sid}/commit", {"newest": 7}),
+        rec("G", f"/session/{sid}"), rec("G", f"/session/{sid}~a"),
+        rec("P", f"/session/{sid}/fork", {"into": "a b"}),
+        rec("P", f"/session/{sid}/fork", {"into": 5}),
+        rec("P", f"/session/{sid}/fork", {}),
+        rec("P", f"/session/{sid}/fork", {"into": "z", "x": 1}),
+        rec("P", f"/session/{sid}/fork"),
+        rec("P", f"/session/{sid}-none/fork", {"into": f"{sid}~b"}),
+        rec("U", f"/session/{sid}/fork"),
+        rec("D", f"/session/{sid}"),
+        rec("P", f"/session/{sid}~a/fork", {"into": sid}),
+        rec("G", f"/session/{sid}"),
+    ]
+    s.append(join(fk("f1")))
+    s.append(join([rec("U", "/session/f2"), rec("T", "2000"),
+                   rec("P", "/session/f2/fork", {"into": "f2.c"}),
+                   rec("T", "2000"), rec("P", "/session/f2/step", {"pos": 1}),
+                   rec("T", "2000"),
+                   rec("P", "/session/f2/fork", {"into": "f2.c"}),
+                   rec("T", "2000"), rec("G", "/session/f2.c")]))
+    # the session limit through forks
+    s.append(join([rec("U", "/session/fl")] + [
+        rec("P", "/session/fl/fork", {"into": f"fl.{i}"}) for i in range(60)]))
     # the clock and the reaper (TTL 5 s in the harness)
     s.append(join([put("t"), rec("T", "4000"), rec("G", "/session/t"),
                    rec("T", "4999"), rec("G", "/session/t"),
                    rec("T", "6000"), rec("G", "/session/t")]))
     s.append(rec("T", "600000"))
-    # the session limit (1000 in the harness)
+    # the session limit (1000 in the harness; the state lives on across
+    # inputs, so later ones reach it): batches, PUT, step and fork
     for k in range(16):
         s.append(join([rec("P", "/step", {"steps": [
             {"session": f"lim{k}-{i}", "pos": 1} for i in range(64)]}),
-            put(f"lim{k}-put"), step(f"lim{k}-step", {"pos": 1})]))
+            put(f"lim{k}-put"), step(f"lim{k}-step", {"pos": 1}),
+            rec("P", f"/session/lim{k}-put/fork", {"into": f"lim{k}-fork"})]))
     return s
 
 
