@@ -184,11 +184,8 @@ static evd_apierr_t check(evd_api_t *api, const evd_window_t *w,
   }
   if (r->op != EVD_RP_STEP || r->n == 0)
     return EVD_AE_OK;
-  if (!r->tentative && drafts != 0) {
-    *message = "Tentative positions are pending: commit them (\"commit\") "
-               "before a step that is not tentative.";
-    return EVD_AE_TENTATIVE_PENDING;
-  }
+  /* Here the request commits (no drafts left after it) or is tentative:
+   * plain steps were told apart above. */
   if (pos[0] <= newest)
     return EVD_AE_STALE_POSITION;
   if (r->tentative && r->n > lookahead - drafts) {
