@@ -11,17 +11,20 @@ n=${API_N:-200000}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-count() { # VARIANT REQUESTS FUNCTION: instructions per request inside it
+# count VARIANT N REQUESTS FUNCTION: runs VARIANT with --n N, which makes
+# REQUESTS requests inside FUNCTION (forks are a tenth of N), and prints the
+# instructions per request spent there.
+count() {
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
-    --toggle-collect="$3" "$bin" --only "$1" --n "$((10 * $2))" \
+    --toggle-collect="$4" "$bin" --only "$1" --n "$2" \
     >/dev/null 2>"$tmp/cg.log" || { cat "$tmp/cg.log" >&2; exit 1; }
-  awk -v n="$2" '/^(summary|totals):/ {printf "%.0f", $2 / n; exit}' \
+  awk -v n="$3" '/^(summary|totals):/ {printf "%.0f", $2 / n; exit}' \
     "$tmp/cg.out"
 }
 k=20000
-step=$(count step "$((k * 10))" step_loop)
-spec=$(count spec "$((k * 10))" spec_loop)
-fork=$(count fork "$k" fork_loop)
+step=$(count step "$k" "$k" step_loop)
+spec=$(count spec "$k" "$k" spec_loop)
+fork=$(count fork "$((10 * k))" "$k" fork_loop)
 echo "api: instructions per request (callgrind, the request's formatting" \
   "included)"
 printf '  %-26s %9s  %6s\n' "decode step {\"pos\":P}" "$step" "1.00x"
