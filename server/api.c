@@ -144,7 +144,19 @@ static int fail(ctx_t *c, evd_apierr_t e, const char *message) {
 
 
 static int h_healthz(ctx_t *c) {
-  evd_buf_str(c->out, "{\"status\":\"ok\"}");
+  int err = c->api->journal != NULL ? evd_journal_error(c->api->journal) : 0;
+
+  if (err == 0) {
+    evd_buf_str(c->out, "{\"status\":\"ok\"}");
+    return 200;
+  }
+  /* Still 200: reads go on and the journal retries by itself, so a
+   * liveness probe must not restart the daemon; the detail says why
+   * changes are refused. */
+  evd_buf_str(c->out, "{\"status\":\"degraded\",\"journal\":");
+  evd_buf_json_str(c->out, strerror(err), strlen(strerror(err)));
+  evd_buf_str(c->out, ",\"changes\":\"refused until a journal write "
+                      "succeeds\"}");
   return 200;
 }
 
@@ -613,15 +625,22 @@ void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
   }
   assert(h != NULL);
   reply->status = h(&c);
-  /* One record per request, whatever it changed. With --fsync always the
-   * answer waits until that record is on disk; an answer that changed
-   * nothing waits for the last record too, since it may show a change
-   * (a replayed step, a view, a stale position's newest) that is not on
-   * disk yet. */
+  /* One record per request, whatever it changed. The answer waits until
+   * that record is written (on disk, with --fsync always), as Redis writes
+   * its AOF before it answers; an answer that changed nothing waits for
+   * the last record too, since it may show a change (a replayed step, a
+   * view, a stale position's newest) that is not written yet. Health and
+   * metrics show no session and never wait, nor does a read while writes
+   * fail: reads must answer at once then. */
   if (api->journal != NULL) {
     uint64_t lsn = evd_journal_commit(api->journal);
-    if (evd_journal_mode(api->journal) == EVD_FSYNC_ALWAYS)
-      reply->wait_lsn = lsn != 0 ? lsn : evd_journal_last(api->journal);
+    int reads = r == EVD_R_HEALTHZ || r == EVD_R_METRICS ||
+                (evd_journal_failed(api->journal) &&
+                 (req->method & (EVD_M_GET | EVD_M_HEAD)));
+    if (lsn != 0)
+      reply->wait_lsn = lsn;
+    else if (!reads)
+      reply->wait_lsn = evd_journal_last(api->journal);
   }
 done:
   if (out->oom) {

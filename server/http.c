@@ -34,7 +34,7 @@ typedef struct conn_s {
   evd_buf_t body;  /* the request body so far */
   evd_buf_t out;   /* the response body, alive until it is sent */
   int too_large;   /* the body passed --max-body: answer 413 */
-  int waiting;     /* suspended until its journal record is durable */
+  int waiting;     /* suspended until its journal record is acknowledged */
   evd_reply_t reply;          /* the answer kept meanwhile */
   struct MHD_Connection *mc;
   struct conn_s *wnext;       /* the waiting list, in LSN order */
@@ -253,10 +253,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
     *upload_size = 0;
     return MHD_YES;
   }
-  if (c->waiting) { /* resumed: the record is durable, or never will be */
+  if (c->waiting) { /* resumed: the record is written (or durable) */
     c->waiting = 0;
-    if (h->journal != NULL && evd_journal_failed(h->journal))
-      return respond_error(h, mc, c, EVD_AE_JOURNAL_FAILED);
     return respond(h, mc, c, &c->reply);
   }
   if (c->too_large)
@@ -274,9 +272,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
                    : NULL;
   evd_api_handle(h->api, &req, &c->out, &reply);
   if (reply.wait_lsn > 0 && h->journal != NULL &&
-      reply.wait_lsn > evd_journal_durable(h->journal)) {
-    /* --fsync always: park the answer until its record is on disk; many
-     * requests share one fsync meanwhile. */
+      reply.wait_lsn > evd_journal_acked(h->journal)) {
+    /* Park the answer until its record is written (on disk, with --fsync
+     * always); many requests share one write and one fsync meanwhile. A
+     * failed write is retried, and the answer waits for it. */
     c->waiting = 1;
     c->reply = reply;
     c->mc = mc;
@@ -297,11 +296,10 @@ void evd_http_set_journal(evd_http_t *h, evd_journal_t *j) {
 }
 
 void evd_http_durable(evd_http_t *h, uint64_t lsn) {
-  int failed = h->journal != NULL && evd_journal_failed(h->journal);
   conn_t *c;
 
-  /* Records become durable in LSN order, and the list is in LSN order. */
-  while ((c = h->wait_head) != NULL && (failed || c->reply.wait_lsn <= lsn)) {
+  /* Records are acknowledged in LSN order, and the list is in LSN order. */
+  while ((c = h->wait_head) != NULL && c->reply.wait_lsn <= lsn) {
     h->wait_head = c->wnext;
     if (h->wait_head == NULL)
       h->wait_tail = NULL;

@@ -33,6 +33,7 @@
 #define REC_MAX (1u << 30)
 #define SYNC_EVERY_MS 1000
 #define COMPACT_RETRY_MS 30000
+#define WRITE_RETRY_MS 500
 
 struct evd_journal_s {
   int dirfd, lockfd;
@@ -42,10 +43,13 @@ struct evd_journal_s {
 
   int fd;        /* the segment being appended to */
   uint32_t seg;  /* its number */
+  uint64_t seg_len; /* its bytes known written in full */
   uint64_t next_lsn, written_lsn, durable_lsn;
   uint64_t journal_bytes;  /* in segments not covered by a snapshot */
   uint64_t snapshot_bytes; /* size of the last snapshot */
-  int failed;
+  int failed;   /* a write or sync failed: changes wait for a retry */
+  int fail_err; /* its errno */
+  int broken;   /* a record could not even be built: restart to recover */
 
   evd_buf_t pending; /* records not handed to a write yet */
   uint64_t pending_last;
@@ -55,10 +59,12 @@ struct evd_journal_s {
   uv_loop_t *loop;
   uv_work_t work;
   uv_timer_t sync_timer;
+  uv_timer_t retry_timer;
   int started, stopping, job_running;
   evd_buf_t inflight; /* what the job in the pool writes */
   uint64_t inflight_last, last_sync_ms;
-  int job_fd, job_sync, job_err, close_fd;
+  uint64_t job_off; /* where in job_fd's segment the job writes */
+  int job_fd, job_sync, job_err, job_torn, close_fd;
   double job_secs;
 
   pid_t child; /* the snapshot writer, when one runs */
@@ -377,6 +383,7 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
   free(segs);
   segs = NULL;
   j->fd = create_segment(j->dirfd, j->seg);
+  j->seg_len = SEG_HDR;
   if (j->fd < 0) {
     snprintf(why, len, "cannot create a journal segment in %s: %s", dir,
              strerror(errno));
@@ -408,13 +415,20 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* In the pool: write the batch, sync when asked, close a retired segment. */
+/* In the pool: write the batch, sync when asked, close a retired segment.
+ * A batch that failed before is written again from where it started: the
+ * segment is first cut back there, so that no torn write stays behind it. */
 static void job_work(uv_work_t *w) {
   evd_journal_t *j = w->data;
   size_t off = 0;
   struct timespec t0, t1;
 
   j->job_err = 0;
+  if (j->job_torn && ftruncate(j->job_fd, (off_t)j->job_off) != 0) {
+    j->job_err = errno;
+    return;
+  }
+  j->job_torn = 1; /* until the whole batch is in */
   while (off < j->inflight.len) {
     ssize_t n = write(j->job_fd, j->inflight.data + off, j->inflight.len - off);
     if (n < 0 && errno == EINTR)
@@ -425,15 +439,22 @@ static void job_work(uv_work_t *w) {
     }
     off += (size_t)n;
   }
+  j->job_torn = 0;
   if (j->close_fd >= 0) { /* the segment before a rotation */
-    if (j->mode != EVD_FSYNC_NO && fdatasync(j->close_fd) != 0)
+    if (j->mode != EVD_FSYNC_NO && fdatasync(j->close_fd) != 0) {
       j->job_err = errno;
+      return;
+    }
     close(j->close_fd);
+    j->close_fd = -1;
   }
-  if (j->job_sync && j->job_err == 0) {
+  if (j->job_sync) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (fdatasync(j->job_fd) != 0)
+    if (fdatasync(j->job_fd) != 0) {
+      /* Whether the pages reached the disk is unknown: write them again. */
       j->job_err = errno;
+      j->job_torn = 1;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     j->job_secs = (double)(t1.tv_sec - t0.tv_sec) +
                   (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
@@ -442,31 +463,77 @@ static void job_work(uv_work_t *w) {
 
 static void kick(evd_journal_t *j);
 static void maybe_compact(evd_journal_t *j);
+static void on_retry_timer(uv_timer_t *t);
+
+/* The LSN up to which answers may go out: on stable storage with --fsync
+ * always, handed to the kernel otherwise (a process crash loses nothing
+ * acknowledged). */
+uint64_t evd_journal_acked(const evd_journal_t *j) {
+  return j->mode == EVD_FSYNC_ALWAYS ? j->durable_lsn : j->written_lsn;
+}
+
+static void set_failing(evd_journal_t *j, int failing) {
+  if (j->metrics != NULL)
+    j->metrics->journal_failing = failing;
+}
+
+/* After a failed job: its batch goes back in front of what is pending (in
+ * LSN order), to be written again by the retry timer; changes are refused
+ * meanwhile, and reads go on. */
+static void job_failed(evd_journal_t *j, int err) {
+  if (!j->failed)
+    evd_log(EVD_LOG_ERROR, "journal write failed (%s): refusing changes "
+            "until a retry succeeds (every %d ms); nothing acknowledged is "
+            "lost", strerror(err), WRITE_RETRY_MS);
+  j->failed = 1;
+  j->fail_err = err;
+  set_failing(j, 1);
+  if (j->metrics != NULL)
+    j->metrics->journal_errors++;
+  evd_buf_add(&j->inflight, j->pending.data, j->pending.len);
+  if (j->inflight.oom) {
+    /* Nowhere to keep the batch: the records are gone from memory. */
+    evd_log(EVD_LOG_ERROR, "journal: out of memory keeping a failed batch; "
+            "restart to recover from what is on disk");
+    j->broken = 1;
+    return;
+  }
+  {
+    evd_buf_t t = j->pending;
+    j->pending = j->inflight;
+    j->inflight = t;
+    j->inflight.len = 0;
+  }
+  if (j->started && !uv_is_active((uv_handle_t *)&j->retry_timer))
+    uv_timer_start(&j->retry_timer, on_retry_timer, WRITE_RETRY_MS,
+                   WRITE_RETRY_MS);
+}
 
 static void job_done(uv_work_t *w, int status) {
   evd_journal_t *j = w->data;
 
   j->job_running = 0;
-  j->close_fd = -1;
   if (status != 0 || j->job_err != 0) {
-    if (!j->failed)
-      evd_log(EVD_LOG_ERROR, "journal write failed (%s): refusing changes "
-              "from now on; restart to recover from what is on disk",
-              strerror(status != 0 ? ECANCELED : j->job_err));
-    j->failed = 1;
+    job_failed(j, status != 0 ? ECANCELED : j->job_err);
   } else {
+    if (j->failed)
+      evd_log(EVD_LOG_INFO, "journal writes succeed again: taking changes");
+    j->failed = 0;
+    j->fail_err = 0;
+    set_failing(j, 0);
     j->written_lsn = j->inflight_last;
     j->journal_bytes += j->inflight.len;
+    j->seg_len = j->job_off + j->inflight.len;
     if (j->job_sync) {
       j->durable_lsn = j->inflight_last;
       j->last_sync_ms = now_ms();
       if (j->metrics != NULL)
         evd_metrics_observe(&j->metrics->fsync, j->job_secs);
     }
+    evd_buf_reset(&j->inflight, 1u << 20);
   }
-  evd_buf_reset(&j->inflight, 1u << 20);
-  if (j->on_durable != NULL)
-    j->on_durable(j->arg, j->durable_lsn);
+  if (j->on_durable != NULL && !j->failed)
+    j->on_durable(j->arg, evd_journal_acked(j));
   kick(j);
   maybe_compact(j);
 }
@@ -481,34 +548,50 @@ static void start_job(evd_journal_t *j, int sync) {
   j->pending.len = 0;
   j->inflight_last = j->pending_last > j->written_lsn ? j->pending_last
                                                       : j->written_lsn;
+  if (j->job_fd != j->fd) /* a new segment since the last job */
+    j->job_torn = 0;
   j->job_fd = j->fd;
+  j->job_off = j->seg_len;
   j->job_sync = sync;
   j->job_running = 1;
   j->work.data = j;
   if (uv_queue_work(j->loop, &j->work, job_work, job_done) != 0) {
     j->job_running = 0;
-    j->failed = 1;
+    job_failed(j, EAGAIN);
   }
 }
 
-static void kick(evd_journal_t *j) {
-  int sync;
+static int sync_due(const evd_journal_t *j) {
+  return j->mode == EVD_FSYNC_ALWAYS ||
+         (j->mode == EVD_FSYNC_EVERYSEC &&
+          now_ms() - j->last_sync_ms >= SYNC_EVERY_MS);
+}
 
-  if (!j->started || j->job_running || j->failed || j->rec_open)
+static void kick(evd_journal_t *j) {
+  if (!j->started || j->job_running || j->failed || j->broken || j->rec_open)
     return;
   if (j->pending.len == 0 && j->close_fd < 0)
     return;
-  sync = j->mode == EVD_FSYNC_ALWAYS ||
-         (j->mode == EVD_FSYNC_EVERYSEC &&
-          now_ms() - j->last_sync_ms >= SYNC_EVERY_MS);
-  start_job(j, sync);
+  start_job(j, sync_due(j));
+}
+
+static void on_retry_timer(uv_timer_t *t) {
+  evd_journal_t *j = t->data;
+
+  if (!j->failed || j->broken) {
+    uv_timer_stop(t);
+    return;
+  }
+  if (!j->job_running && !j->rec_open)
+    start_job(j, sync_due(j) || j->written_lsn > j->durable_lsn);
 }
 
 static void on_sync_timer(uv_timer_t *t) {
   evd_journal_t *j = t->data;
 
   /* everysec: sync what was written without a sync since. */
-  if (!j->job_running && !j->failed && j->written_lsn > j->durable_lsn)
+  if (!j->job_running && !j->failed && !j->broken &&
+      j->written_lsn > j->durable_lsn)
     start_job(j, 1);
   else
     kick(j);
@@ -524,8 +607,10 @@ uint64_t evd_journal_commit(evd_journal_t *j) {
   j->rec_open = 0;
   if (j->pending.oom) {
     /* The change is in memory but cannot be journaled. */
-    evd_log(EVD_LOG_ERROR, "journal: out of memory; refusing changes");
-    j->failed = 1;
+    evd_log(EVD_LOG_ERROR, "journal: out of memory; refusing changes until "
+            "a restart");
+    j->broken = 1;
+    set_failing(j, 1);
     return 0;
   }
   lsn = j->next_lsn++;
@@ -554,7 +639,11 @@ evd_fsync_t evd_journal_mode(const evd_journal_t *j) {
 }
 
 int evd_journal_failed(const evd_journal_t *j) {
-  return j->failed;
+  return j->failed || j->broken;
+}
+
+int evd_journal_error(const evd_journal_t *j) {
+  return j->broken ? ENOMEM : j->failed ? j->fail_err : 0;
 }
 
 void evd_journal_start(evd_journal_t *j, uv_loop_t *loop,
@@ -571,6 +660,8 @@ void evd_journal_start(evd_journal_t *j, uv_loop_t *loop,
     metrics->journal = 1;
   uv_timer_init(loop, &j->sync_timer);
   j->sync_timer.data = j;
+  uv_timer_init(loop, &j->retry_timer);
+  j->retry_timer.data = j;
   if (j->mode == EVD_FSYNC_EVERYSEC)
     uv_timer_start(&j->sync_timer, on_sync_timer, SYNC_EVERY_MS,
                    SYNC_EVERY_MS);
@@ -582,6 +673,7 @@ void evd_journal_stop(evd_journal_t *j) {
     return;
   j->started = 0;
   uv_close((uv_handle_t *)&j->sync_timer, NULL);
+  uv_close((uv_handle_t *)&j->retry_timer, NULL);
 }
 
 /* ---- compaction --------------------------------------------------------- */
@@ -611,7 +703,8 @@ static void maybe_compact(evd_journal_t *j) {
   int fd;
   pid_t pid;
 
-  if (!j->started || j->child != 0 || j->failed || j->job_running ||
+  if (!j->started || j->child != 0 || j->failed || j->broken ||
+      j->job_running ||
       j->rec_open || j->journal_bytes + j->pending.len < j->compact_after ||
       j->journal_bytes + j->pending.len < j->snapshot_bytes ||
       now_ms() < j->next_compact_ms)
@@ -694,7 +787,10 @@ int evd_journal_close(evd_journal_t *j, evd_table_t *table) {
     j->close_fd = -1;
   }
   /* First make the journal complete, so that a failing snapshot loses
-   * nothing; then the snapshot makes all segments redundant. */
+   * nothing; then the snapshot makes all segments redundant. After a
+   * failed write, this is one more try (from where that write started). */
+  j->failed = j->broken ||
+              (j->failed && ftruncate(j->fd, (off_t)j->seg_len) != 0);
   while (!j->failed && off < j->pending.len) {
     ssize_t n = write(j->fd, j->pending.data + off, j->pending.len - off);
     if (n < 0 && errno == EINTR)

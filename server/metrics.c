@@ -169,5 +169,10 @@ void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,
     line(out, "# HELP evictd_journal_fsync_seconds Time one journal fsync "
               "took.\n# TYPE evictd_journal_fsync_seconds histogram\n");
     histogram(out, "evictd_journal_fsync_seconds", "", &m->fsync);
+    gauge(out, "evictd_journal_failing", "1 while journal writes fail and "
+          "changes are refused (retried every half second), else 0.",
+          m->journal_failing);
+    counter(out, "evictd_journal_write_errors_total", "Journal writes or "
+            "syncs that failed.", m->journal_errors);
   }
 }

@@ -28,7 +28,8 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
                      evd_apply_fn apply, void *ctx, char *why, size_t len);
 
 /* Attaches the journal to the loop (its thread pool writes and syncs) and
- * names the function told when records become durable. */
+ * names the function told, with evd_journal_acked(), when records may be
+ * acknowledged. */
 void evd_journal_start(evd_journal_t *j, struct uv_loop_s *loop,
                        struct evd_metrics_s *metrics,
                        void (*on_durable)(void *arg, uint64_t lsn),
@@ -50,9 +51,18 @@ uint64_t evd_journal_durable(const evd_journal_t *j);
 /* The fsync mode. */
 evd_fsync_t evd_journal_mode(const evd_journal_t *j);
 
-/* Nonzero once a write or sync has failed: the state in memory can no
- * longer be made durable, and the daemon refuses changes. */
+/* The LSN up to which answers may go out: durable with --fsync always,
+ * written to the file (handed to the kernel) in the other modes. */
+uint64_t evd_journal_acked(const evd_journal_t *j);
+
+/* Nonzero while the journal cannot take changes: a write or sync failed
+ * (it is retried from memory every half second; changes are refused until
+ * one succeeds, and nothing acknowledged is lost), or a record could not be
+ * built for lack of memory (until a restart). */
 int evd_journal_failed(const evd_journal_t *j);
+
+/* The errno of the failure evd_journal_failed reports, else 0. */
+int evd_journal_error(const evd_journal_t *j);
 
 /* Detaches from the loop (no more jobs are started; one in the pool must
  * have finished: the loop keeps running until it has). */

@@ -35,6 +35,8 @@ typedef struct evd_metrics_s {
   uint64_t connections_cut;  /* by --conn-timeout */
   evd_histogram_t fsync;     /* journal fsync latency */
   int journal;               /* persistence on: export the fsync figures */
+  int journal_failing;       /* changes refused until a write succeeds */
+  uint64_t journal_errors;   /* failed journal writes and syncs */
 } evd_metrics_t;
 
 /* Counts one answered request with its handling time. */
