@@ -17,6 +17,11 @@ VERSION := 0.1.0
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+# FIU=1: the fault tests' build, with libfiu's injection points (fault.h).
+ifeq ($(FIU),1)
+CFLAGS   += -DEVD_FIU
+PKG_LIBS += -lfiu
+endif
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 # The policy core: no I/O, no libraries.

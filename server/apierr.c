@@ -65,7 +65,7 @@ static const struct {
                               "The daemon is out of memory."},
     [EVD_AE_JOURNAL_FAILED] = {503, "journal_failed",
                                "The journal cannot be written; changes are "
-                               "refused until the daemon is restarted."},
+                               "refused until a retried write succeeds."},
 };
 
 int evd_apierr_status(evd_apierr_t e) {

@@ -25,6 +25,7 @@
 
 #include "evictd/buf.h"
 #include "evictd/crc.h"
+#include "fault.h"
 #include "evictd/log.h"
 #include "evictd/metrics.h"
 
@@ -306,6 +307,10 @@ static int create_segment(int dirfd, uint32_t seg) {
   int fd;
 
   seg_name(name, sizeof name, seg);
+  if (EVD_FAULT("evictd/journal/open")) {
+    errno = EIO;
+    return -1;
+  }
   fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
               0600);
   if (fd < 0)
@@ -430,7 +435,10 @@ static void job_work(uv_work_t *w) {
   }
   j->job_torn = 1; /* until the whole batch is in */
   while (off < j->inflight.len) {
-    ssize_t n = write(j->job_fd, j->inflight.data + off, j->inflight.len - off);
+    ssize_t n = EVD_FAULT("evictd/journal/write")
+                    ? (errno = ENOSPC, -1)
+                    : write(j->job_fd, j->inflight.data + off,
+                            j->inflight.len - off);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
@@ -450,7 +458,8 @@ static void job_work(uv_work_t *w) {
   }
   if (j->job_sync) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (fdatasync(j->job_fd) != 0) {
+    if (EVD_FAULT("evictd/journal/sync") ? (errno = EIO, 1)
+                                         : fdatasync(j->job_fd) != 0) {
       /* Whether the pages reached the disk is unknown: write them again. */
       j->job_err = errno;
       j->job_torn = 1;
@@ -716,7 +725,7 @@ static void maybe_compact(evd_journal_t *j) {
     j->next_compact_ms = now_ms() + COMPACT_RETRY_MS;
     return;
   }
-  pid = fork();
+  pid = EVD_FAULT("evictd/snapshot/fork") ? (errno = EAGAIN, -1) : fork();
   if (pid < 0) {
     evd_log(EVD_LOG_WARN, "journal: cannot fork the snapshot writer (%s)",
             strerror(errno));

@@ -12,6 +12,7 @@
 #include "evictd/log.h"
 #include "evictd/loop.h"
 #include "evictd/probe.h"
+#include "fault.h"
 
 enum kind {
   K_STR, K_U32, K_SIZE, K_FLAG, K_LEVEL, K_FORMAT, K_TOKEN, K_FSYNC, K_ACTION
@@ -280,6 +281,9 @@ int main(int argc, char **argv) {
   size_t i;
   int c, idx;
 
+#ifdef EVD_FIU
+  fiu_init(0); /* the fault tests' build: points are enabled by fiu-ctrl */
+#endif
   evd_config_defaults(&cfg);
   for (i = 0; i < NOPTIONS; i++) {
     const char *v = options[i].env ? getenv(options[i].env) : NULL;

@@ -27,6 +27,7 @@
 #include "evictd/crc.h"
 #include "evictd/journal.h"
 #include "evictd/record.h"
+#include "fault.h"
 
 #define TMP_NAME "snapshot.tmp"
 #define NAME "snapshot"
@@ -171,6 +172,8 @@ int evd_snapshot_write(int dirfd, const evd_table_t *table, uint64_t lsn,
     w.err = errno;
   if (close(w.fd) != 0 && w.err == 0)
     w.err = errno;
+  if (w.err == 0 && EVD_FAULT("evictd/snapshot/rename"))
+    w.err = EIO;
   if (w.err == 0 && renameat(dirfd, TMP_NAME, dirfd, NAME) != 0)
     w.err = errno;
   if (w.err == 0 && fsync(dirfd) != 0)

@@ -1,0 +1,151 @@
+/* The trace pass: every row read once, checked, head-averaged and handed to
+ * the replay. The only memory that grows with the trace is one row of
+ * floats (the read buffer) and one row of doubles (the head sum). */
+#include "eval.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+static int fail(char *msg, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *msg, size_t len, const char *fmt, ...) {
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, len, fmt, ap);
+  va_end(ap);
+  return EVD_ECORRUPT;
+}
+
+int evd_eval_shape(const evd_npy_t *f, uint64_t *H, uint64_t *T, char *msg,
+                   size_t len) {
+  char shape[128];
+  const uint64_t *s = f->shape;
+
+  evd_npy_shape_str(f, shape, sizeof shape);
+  if (f->ndim != 2 && f->ndim != 3)
+    return fail(msg, len, "bad shape %s: %d-D, want (T, T) or (H, T, T)",
+                shape, f->ndim);
+  if (s[f->ndim - 1] != s[f->ndim - 2])
+    return fail(msg, len,
+                "bad shape %s: not square, want (T, T) or (H, T, T)", shape);
+  *H = f->ndim == 3 ? s[0] : 1;
+  *T = s[f->ndim - 1];
+  if (*H == 0)
+    return fail(msg, len, "bad shape %s: no heads", shape);
+  if (*T < 2)
+    return fail(msg, len,
+                "bad shape %s: T = %llu, need at least 2 positions", shape,
+                (unsigned long long)*T);
+  if (*T > EVD_WINDOW_MAX_BUDGET)
+    return fail(msg, len, "bad shape %s: T above %u positions", shape,
+                EVD_WINDOW_MAX_BUDGET);
+  return 0;
+}
+
+/* Checks row t of one head (T floats) and adds its 0..t part to acc. */
+static int check_row(const float *row, uint64_t T, uint64_t t, uint64_t h,
+                     uint64_t H, double *acc, char *msg, size_t len) {
+  char where[64];
+  double sum = 0, above = 0;
+  uint64_t p, first = 0;
+
+  if (H > 1)
+    snprintf(where, sizeof where, "head %llu, row %llu",
+             (unsigned long long)h, (unsigned long long)t);
+  else
+    snprintf(where, sizeof where, "row %llu", (unsigned long long)t);
+  for (p = 0; p < T; p++) {
+    double v = row[p];
+    if (!isfinite(v))
+      return fail(msg, len, "%s: non-finite value %g at column %llu", where,
+                  v, (unsigned long long)p);
+    if (p > t) {
+      if (v != 0 && above == 0)
+        first = p;
+      above += fabs(v);
+      continue;
+    }
+    if (v < -EVD_EVAL_TOL)
+      return fail(msg, len, "%s: negative weight %g at column %llu", where, v,
+                  (unsigned long long)p);
+    sum += v;
+    acc[p] += v;
+  }
+  if (fabs(sum - 1.0) > EVD_EVAL_TOL)
+    return fail(msg, len,
+                "%s sums to %.6f over columns 0..%llu, not 1 (tolerance %g)",
+                where, sum, (unsigned long long)t, EVD_EVAL_TOL);
+  if (above > EVD_EVAL_TOL)
+    return fail(msg, len,
+                "%s: nonzero above the diagonal (%g at column %llu; %g in "
+                "all), want zeros there", where, (double)row[first],
+                (unsigned long long)first, above);
+  return 0;
+}
+
+/* A 3-D trace is H sequential streams read in turn: readahead follows one
+ * stream, so the next rows of every head are announced a chunk ahead. */
+static void prefetch(const evd_npy_t *f, uint64_t H, uint64_t T, uint64_t t) {
+  uint64_t rows = ((uint64_t)4 << 20) / (T * (uint64_t)f->dtype), h, from;
+
+  if (H < 2)
+    return;
+  if (rows == 0)
+    rows = 1;
+  if (t % rows != 0)
+    return;
+  from = t == 0 ? 0 : t + rows;
+  for (h = 0; h < H; h++)
+    evd_npy_prefetch(f, (h * T + from) * T, (t == 0 ? 2 * rows : rows) * T);
+}
+
+int evd_eval_trace(const evd_npy_t *f, uint64_t H, uint64_t T,
+                   evd_replay_t *r, char *msg, size_t len) {
+  float *row = malloc(T * sizeof *row);
+  double *acc = malloc(T * sizeof *acc);
+  uint64_t t, h, p;
+  int err = EVD_ENOMEM;
+
+  if (row == NULL || acc == NULL) {
+    snprintf(msg, len, "out of memory for a row of %llu positions",
+             (unsigned long long)T);
+    goto cleanup;
+  }
+  for (t = 0; t < T; t++) {
+    prefetch(f, H, T, t);
+    for (p = 0; p <= t; p++)
+      acc[p] = 0;
+    for (h = 0; h < H; h++) {
+      err = evd_npy_read(f, (h * T + t) * T, T, row, msg, len);
+      if (err < 0)
+        goto cleanup;
+      err = check_row(row, T, t, h, H, acc, msg, len);
+      if (err < 0)
+        goto cleanup;
+    }
+    if (t == 0)
+      continue; /* position 0 is held from the start: nothing to measure */
+    err = evd_replay_row(r, (uint32_t)t, acc, 1.0 / (double)H);
+    if (err < 0) {
+      snprintf(msg, len, "replay at position %llu: %s",
+               (unsigned long long)t, evd_strerror(err));
+      goto cleanup;
+    }
+  }
+  err = 0;
+
+cleanup:
+  free(acc);
+  free(row);
+  return err;
+}
+
+void evd_eval_policy_name(uint32_t sinks, char *buf, size_t len) {
+  if (sinks == 0)
+    snprintf(buf, len, "window");
+  else
+    snprintf(buf, len, "sinks %u", sinks);
+}
