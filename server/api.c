@@ -114,6 +114,9 @@ uint32_t evd_api_reap(evd_api_t *api) {
     return 0;
   while ((s = evd_table_oldest(api->table)) != NULL &&
          (uint32_t)(api->now_tick - s->used) > ttl) {
+    if (api->journal != NULL &&
+        evd_journal_room(api->journal, 64 + (size_t)s->idlen) != 0)
+      break; /* the next tick tries again */
     evd_log(EVD_LOG_DEBUG, "reaped idle session %.*s", (int)s->idlen, s->id);
     evd__journal(api, &(evd_op_t){.type = EVD_OP_REAP, .id = s->id,
                                   .idlen = s->idlen});
@@ -140,6 +143,15 @@ typedef struct {
 static int fail(ctx_t *c, evd_apierr_t e, const char *message) {
   evd_apierr_body(c->out, e, message);
   return evd_apierr_status(e);
+}
+
+/* Room for an answer of `answer` bytes and `journal` bytes of records,
+ * made before a change so that the change cannot be left unanswered. */
+static int room(evd_api_t *api, evd_buf_t *out, size_t answer,
+                size_t journal) {
+  if (evd_buf_room(out, answer) != 0)
+    return EVD_ENOMEM;
+  return api->journal != NULL ? evd_journal_room(api->journal, journal) : 0;
 }
 
 
@@ -187,6 +199,42 @@ static int h_step(ctx_t *c) {
   return status;
 }
 
+/* Makes room for a whole batch's answer and journal record before any item
+ * is applied: items is NULL for the general path's items in steps. Items
+ * the general path refuses for their form are measured by writing their
+ * error once. Returns 0, or EVD_ENOMEM. */
+static int batch_room(ctx_t *c, const evd__step_t *items, json_t *steps,
+                      size_t n) {
+  evd_api_t *api = c->api;
+  size_t i, answer = 16 + n, journal = 0, j;
+
+  for (i = 0; i < n; i++) {
+    evd__step_t r = {0};
+    const char *message;
+    if (items != NULL) {
+      r = items[i];
+    } else {
+      evd_apierr_t e = evd__step_parse(api, json_array_get(steps, i), 1, &r,
+                                       &message);
+      if (e != EVD_AE_OK) {
+        size_t at = c->out->len;
+        evd__write_error(c->out, e, message, 1, NULL);
+        if (c->out->oom)
+          return EVD_ENOMEM;
+        answer += c->out->len - at;
+        c->out->len = at;
+        continue;
+      }
+    }
+    answer += evd__result_bound(
+        api, evd_table_find(api->table, r.id, r.idlen), &r, &j);
+    journal += j;
+  }
+  if (evd_buf_room(c->out, answer) != 0)
+    return EVD_ENOMEM;
+  return api->journal != NULL ? evd_journal_room(api->journal, journal) : 0;
+}
+
 static int h_batch(ctx_t *c) {
   static const char *const fields[] = {"steps", NULL};
   const char *message;
@@ -195,7 +243,8 @@ static int h_batch(ctx_t *c) {
   size_t i, n;
 
   if (evd__fast_batch(c->api, c->req->body, c->req->body_len, &n)) {
-    evd_buf_reserve(c->out, 16 + 64 * n);
+    if (batch_room(c, c->api->items, NULL, n) != 0)
+      return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
     evd_buf_str(c->out, "{\"results\":[");
     for (i = 0; i < n; i++) {
       if (i > 0)
@@ -225,7 +274,12 @@ static int h_batch(ctx_t *c) {
     json_decref(root);
     return fail(c, EVD_AE_TOO_MANY_STEPS, c->api->msg);
   }
-  evd_buf_reserve(c->out, 16 + 64 * json_array_size(steps));
+  /* Room for every item's answer first (reading each item once more to
+   * do so), so that no item is applied whose batch cannot be answered. */
+  if (batch_room(c, NULL, steps, json_array_size(steps)) != 0) {
+    json_decref(root);
+    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+  }
   evd_buf_str(c->out, "{\"results\":[");
   json_array_foreach(steps, i, item) {
     evd__step_t r = {0};
@@ -273,6 +327,8 @@ static int h_put(ctx_t *c) {
     evd__write_view(api, c->out, s);
     return 200;
   }
+  if (room(api, c->out, 512 + c->idlen, 96 + c->idlen) != 0)
+    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   err = evd_table_add(api->table, c->id, c->idlen, &cfg, api->now_tick, &s);
   if (err == EVD_ELIMIT)
     return fail(c, EVD_AE_SESSION_LIMIT, NULL);
@@ -300,6 +356,8 @@ static int h_delete(ctx_t *c) {
 
   if (s == NULL)
     return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
+  if (room(c->api, c->out, 0, 64 + (size_t)s->idlen) != 0)
+    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   evd__journal(c->api, &(evd_op_t){.type = EVD_OP_DELETE, .id = s->id,
                                     .idlen = s->idlen});
   evd_table_remove(c->api->table, s);
@@ -356,7 +414,10 @@ static int h_evict(ctx_t *c) {
              "sinks.", w->sinks);
     return fail(c, EVD_AE_INVALID_BUDGET, api->msg);
   }
-  if (evd__reserve(api, evd_window_size(w), 0, 0, evd_session_page_size(s)) != 0)
+  if (evd__reserve(api, evd_window_size(w), 0, 0,
+                   evd_session_page_size(s)) != 0 ||
+      room(api, c->out, 160 + 33 * (size_t)evd_window_size(w),
+           64 + (size_t)s->idlen) != 0)
     return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   err = evd_window_evict(w, (uint32_t)x, api->victims, evd_window_size(w), &n);
   assert(err == 0);
@@ -472,6 +533,14 @@ static int h_fork(ctx_t *c) {
     evd_table_touch(api->table, child, api->now_tick);
     evd__write_view(api, c->out, child);
     return 200;
+  }
+  /* Room for the child's view (and its pages) and the record first. */
+  if (room(api, c->out, evd__view_bound(parent) + EVD_SESSION_ID_MAX,
+           64 + 2 * (size_t)EVD_SESSION_ID_MAX) != 0 ||
+      evd__grow(&api->pages, &api->pages_cap,
+                evd_window_size(evd_session_window(parent))) != 0) {
+    json_decref(root);
+    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   }
   err = evd_table_fork(api->table, parent, into, len, api->now_tick, &child);
   json_decref(root);

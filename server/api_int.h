@@ -96,6 +96,15 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
 int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                   evd_buf_t *out);
 
+/* The most bytes the result object of r on session s (NULL: r creates
+ * it) can take in an answer, and in *journal the most its journal record
+ * can: what must be free before it is applied. */
+size_t evd__result_bound(evd_api_t *api, const evd_session_t *s,
+                         const evd__step_t *r, size_t *journal);
+
+/* The most bytes a session's view can take. */
+size_t evd__view_bound(const evd_session_t *s);
+
 /* Writes a session's view (GET, PUT, fork). */
 void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
 

@@ -25,29 +25,39 @@ void evd_buf_reset(evd_buf_t *b, size_t keep) {
   b->oom = 0;
 }
 
-int evd_buf_reserve(evd_buf_t *b, size_t n) {
+/* Grows the storage to hold n more bytes; 0, or EVD_ENOMEM. */
+static int grow(evd_buf_t *b, size_t n) {
   size_t cap;
   char *p;
 
-  if (b->oom)
-    return EVD_ENOMEM;
   if (b->cap - b->len >= n)
     return 0;
   cap = b->cap ? b->cap : 256;
   while (cap - b->len < n) {
     if (cap > SIZE_MAX / 2)
-      goto fail;
+      return EVD_ENOMEM;
     cap *= 2;
   }
   p = realloc(b->data, cap);
   if (p == NULL)
-    goto fail;
+    return EVD_ENOMEM;
   b->data = p;
   b->cap = cap;
   return 0;
-fail:
-  b->oom = 1;
-  return EVD_ENOMEM;
+}
+
+int evd_buf_reserve(evd_buf_t *b, size_t n) {
+  if (b->oom)
+    return EVD_ENOMEM;
+  if (grow(b, n) != 0) {
+    b->oom = 1;
+    return EVD_ENOMEM;
+  }
+  return 0;
+}
+
+int evd_buf_room(evd_buf_t *b, size_t n) {
+  return b->oom ? EVD_ENOMEM : grow(b, n);
 }
 
 void evd_buf_add(evd_buf_t *b, const void *p, size_t n) {

@@ -79,6 +79,10 @@ struct evd_journal_s {
 
 /* ---- encoding ----------------------------------------------------------- */
 
+int evd_journal_room(evd_journal_t *j, size_t n) {
+  return evd_buf_room(&j->pending, n);
+}
+
 void evd_journal_add(evd_journal_t *j, const evd_op_t *op) {
   if (!j->rec_open) {
     static const unsigned char zero[REC_HDR];

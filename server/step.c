@@ -349,6 +349,49 @@ void evd__journal_create(evd_api_t *api, const evd_session_t *s) {
   evd__journal(api, &op);
 }
 
+/* ---- room before a change ------------------------------------------------ */
+
+/* The most bytes a run-time error object of a step, commit or truncate
+ * takes (messages of those errors are short and carry numbers only). */
+#define ERROR_BOUND 240
+
+size_t evd__result_bound(evd_api_t *api, const evd_session_t *s,
+                         const evd__step_t *r, size_t *journal) {
+  const evd_window_t *w = s != NULL ? evd_session_window(s) : NULL;
+  const uint32_t *pos = r->n > 0 ? api->pos + r->first : NULL;
+  size_t la = w != NULL ? evd_window_lookahead(w) : r->cfg.lookahead;
+  size_t size = w != NULL ? evd_window_size(w) : 1;
+  size_t b = s != NULL ? evd_session_page_size(s) : r->cfg.page_size;
+  size_t n = r->n, victims = n + la, gone, entries, answer;
+  evd_replay_t rp;
+
+  /* Drafts pending are at most the lookahead; victims at most those and
+   * the new positions; a truncate removes at most what is held. */
+  gone = r->op == EVD_RP_TRUNCATE ? size : la;
+  entries = victims + gone + n + (b != 0 ? 2 * (victims + gone + n + 1) : 0);
+  answer = 160 + 11 * entries;
+  if (w != NULL && (r->op != EVD_RP_STEP || n == 0 || pos[0] <= w->newest) &&
+      evd_session_replay_get(s, &rp) && same_request(&rp, r, pos)) {
+    size_t stored = 160 + 11 * ((size_t)rp.npos * 2 + rp.nvictims + rp.ngone +
+                                rp.npages_new + rp.npages_freed);
+    answer = stored > answer ? stored : answer;
+  }
+  *journal = 2 * (64 + 2 * (size_t)r->idlen) + 4 * n;
+  return answer > ERROR_BOUND ? answer : ERROR_BOUND;
+}
+
+/* Makes room for the answer and the journal record of r before anything
+ * changes, so that a request refused for want of memory changed nothing.
+ * Returns 0, or EVD_ENOMEM. */
+static int make_room(evd_api_t *api, const evd_session_t *s,
+                     const evd__step_t *r, evd_buf_t *out) {
+  size_t journal, answer = evd__result_bound(api, s, r, &journal);
+
+  if (evd_buf_room(out, answer) != 0)
+    return EVD_ENOMEM;
+  return api->journal != NULL ? evd_journal_room(api->journal, journal) : 0;
+}
+
 /* The decode step (one committed position, above the newest, no drafts,
  * no pages) in as few instructions as the general path would spend on
  * telling what it is: it is every request of a plain decode loop. Returns
@@ -393,6 +436,8 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
   evd_replay_t rp;
   int err, created = 0;
 
+  if (make_room(api, s, r, out) != 0)
+    return evd__write_error(out, EVD_AE_OUT_OF_MEMORY, NULL, in_batch, NULL);
   if (s != NULL && (err = decode_step(api, s, r, pos, out)) != 0)
     return err;
 
@@ -452,6 +497,13 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
 }
 
 /* ---- the session view --------------------------------------------------- */
+
+size_t evd__view_bound(const evd_session_t *s) {
+  /* kept, slots, tentative and pages: at most one entry each per held
+   * position; the id is plain ASCII. */
+  return 320 + (size_t)s->idlen + 44 * (size_t)evd_window_size(
+                                            evd_session_window(s));
+}
 
 /* Writes the held positions from the i-th oldest on (or their slots) as a
  * JSON array, in at most three runs of the ring: the pinned slots, then

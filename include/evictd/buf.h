@@ -28,6 +28,11 @@ void evd_buf_reset(evd_buf_t *b, size_t keep);
 /* Makes room for `n` more bytes. Returns 0, or EVD_ENOMEM (and sets oom). */
 int evd_buf_reserve(evd_buf_t *b, size_t n);
 
+/* As evd_buf_reserve, but a failure leaves the buffer usable (oom is not
+ * set): for making room before a change, so that writing its answer
+ * cannot fail after it. */
+int evd_buf_room(evd_buf_t *b, size_t n);
+
 /* Appends n bytes, a NUL-terminated string, one byte, or a uint32 in
  * decimal. */
 void evd_buf_add(evd_buf_t *b, const void *p, size_t n);

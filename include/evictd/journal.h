@@ -35,6 +35,10 @@ void evd_journal_start(evd_journal_t *j, struct uv_loop_s *loop,
                        void (*on_durable)(void *arg, uint64_t lsn),
                        void *arg);
 
+/* Makes room for n more bytes of records, so that adding them cannot fail.
+ * Returns 0, or EVD_ENOMEM (nothing else changes). */
+int evd_journal_room(evd_journal_t *j, size_t n);
+
 /* Adds an op to the record being built (one record per request). */
 void evd_journal_add(evd_journal_t *j, const evd_op_t *op);
 

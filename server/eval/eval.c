@@ -45,44 +45,74 @@ int evd_eval_shape(const evd_npy_t *f, uint64_t *H, uint64_t *T, char *msg,
   return 0;
 }
 
-/* Checks row t of one head (T floats) and adds its 0..t part to acc. */
-static int check_row(const float *row, uint64_t T, uint64_t t, uint64_t h,
-                     uint64_t H, double *acc, char *msg, size_t len) {
-  char where[64];
-  double sum = 0, above = 0;
-  uint64_t p, first = 0;
-
+/* Names a row in messages: "row 5", or "head 2, row 5" in a 3-D trace. */
+static const char *row_name(char *buf, size_t len, uint64_t t, uint64_t h,
+                            uint64_t H) {
   if (H > 1)
-    snprintf(where, sizeof where, "head %llu, row %llu",
-             (unsigned long long)h, (unsigned long long)t);
+    snprintf(buf, len, "head %llu, row %llu", (unsigned long long)h,
+             (unsigned long long)t);
   else
-    snprintf(where, sizeof where, "row %llu", (unsigned long long)t);
+    snprintf(buf, len, "row %llu", (unsigned long long)t);
+  return buf;
+}
+
+/* The slow pass over a row already found bad: the first culprit's name. */
+static int explain(const float *row, uint64_t T, uint64_t t,
+                   const char *where, double sum, char *msg, size_t len) {
+  double above = 0;
+  uint64_t p, first = T;
+
   for (p = 0; p < T; p++) {
-    double v = row[p];
-    if (!isfinite(v))
+    if (!isfinite(row[p]))
       return fail(msg, len, "%s: non-finite value %g at column %llu", where,
-                  v, (unsigned long long)p);
-    if (p > t) {
-      if (v != 0 && above == 0)
-        first = p;
-      above += fabs(v);
-      continue;
-    }
-    if (v < -EVD_EVAL_TOL)
-      return fail(msg, len, "%s: negative weight %g at column %llu", where, v,
-                  (unsigned long long)p);
-    sum += v;
-    acc[p] += v;
+                  (double)row[p], (unsigned long long)p);
+    if (p <= t && row[p] < -EVD_EVAL_TOL)
+      return fail(msg, len, "%s: negative weight %g at column %llu", where,
+                  (double)row[p], (unsigned long long)p);
+    if (p > t && row[p] != 0 && first == T)
+      first = p;
+    if (p > t)
+      above += fabs(row[p]);
   }
   if (fabs(sum - 1.0) > EVD_EVAL_TOL)
     return fail(msg, len,
                 "%s sums to %.6f over columns 0..%llu, not 1 (tolerance %g)",
                 where, sum, (unsigned long long)t, EVD_EVAL_TOL);
-  if (above > EVD_EVAL_TOL)
-    return fail(msg, len,
-                "%s: nonzero above the diagonal (%g at column %llu; %g in "
-                "all), want zeros there", where, (double)row[first],
-                (unsigned long long)first, above);
+  return fail(msg, len,
+              "%s: nonzero above the diagonal (%g at column %llu; %g in "
+              "all), want zeros there", where, (double)row[first],
+              (unsigned long long)first, above);
+}
+
+/* Decodes and checks row t of head h (T raw elements in buf) and adds its
+ * 0..t part to acc. The zeros above the diagonal, half the trace, are
+ * checked on the raw bytes; only a row with something there is decoded
+ * whole. Errors are looked for in one pass and named in a second. */
+static int check_row(const evd_npy_t *f, float *row, uint64_t T, uint64_t t,
+                     uint64_t h, uint64_t H, double *acc, char *msg,
+                     size_t len) {
+  double sum = 0, above = 0;
+  uint64_t p;
+  int neg = 0;
+  char where[64];
+
+  if (evd_npy_raw_zero(f, row, t + 1, T)) {
+    evd_npy_decode(f, row, t + 1);
+  } else {
+    evd_npy_decode(f, row, T);
+    for (p = t + 1; p < T; p++)
+      above += fabsf(row[p]);
+  }
+  for (p = 0; p <= t; p++) {
+    sum += row[p];
+    neg |= row[p] < -EVD_EVAL_TOL;
+  }
+  /* NaN and infinities leave sum or above non-finite, and so fail here. */
+  if (neg || !(fabs(sum - 1.0) <= EVD_EVAL_TOL) || !(above <= EVD_EVAL_TOL))
+    return explain(row, above > 0 ? T : t + 1, t,
+                   row_name(where, sizeof where, t, h, H), sum, msg, len);
+  for (p = 0; p <= t; p++)
+    acc[p] += row[p];
   return 0;
 }
 
@@ -119,10 +149,10 @@ int evd_eval_trace(const evd_npy_t *f, uint64_t H, uint64_t T,
     for (p = 0; p <= t; p++)
       acc[p] = 0;
     for (h = 0; h < H; h++) {
-      err = evd_npy_read(f, (h * T + t) * T, T, row, msg, len);
+      err = evd_npy_read_raw(f, (h * T + t) * T, T, row, msg, len);
       if (err < 0)
         goto cleanup;
-      err = check_row(row, T, t, h, H, acc, msg, len);
+      err = check_row(f, row, T, t, h, H, acc, msg, len);
       if (err < 0)
         goto cleanup;
     }

@@ -361,38 +361,48 @@ void evd_npy_close(evd_npy_t *f) {
 
 /* ---- data ------------------------------------------------------------ */
 
+/* Bit manipulation after F. Giesen's half_to_float_fast: move exponent
+ * and mantissa into place and rebias; infinities and NaNs get the rest of
+ * the float exponent, subnormals are renormalised by one float subtraction
+ * (exact). No table, no loop. */
 float evd_npy_half(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+  const uint32_t inf = 0x7c00u << 13;
+  uint32_t o = (uint32_t)(h & 0x7fffu) << 13, exp = o & inf;
   float v;
 
-  if (exp == 0) {
-    /* Zero or subnormal: man * 2^-24, exact in a float. */
-    v = (float)man * 0x1p-24f;
-    return sign ? -v : v;
+  o += (127u - 15u) << 23;
+  if (exp == inf) {
+    o += (128u - 16u) << 23;
+  } else if (exp == 0) {
+    o += 1u << 23;
+    memcpy(&v, &o, sizeof v);
+    v -= 0x1p-14f;
+    memcpy(&o, &v, sizeof o);
   }
-  if (exp == 0x1f)
-    bits = sign | 0x7f800000u | man << 13; /* infinity or NaN */
-  else
-    bits = sign | (exp + 112u) << 23 | man << 13; /* rebias 15 -> 127 */
-  memcpy(&v, &bits, sizeof v);
+  o |= (uint32_t)(h & 0x8000u) << 16;
+  memcpy(&v, &o, sizeof v);
   return v;
 }
 
-int evd_npy_read(const evd_npy_t *f, uint64_t index, size_t n, float *out,
-                 char *msg, size_t len) {
-  unsigned char *b = (unsigned char *)out;
-  size_t i;
+int evd_npy_read_raw(const evd_npy_t *f, uint64_t index, size_t n, void *buf,
+                     char *msg, size_t len) {
   int err;
 
   if (index > f->count || n > f->count - index)
     return fail(EVD_EINVAL, msg, len, "read outside the array");
-  err = pread_all(f->fd, out, n * (size_t)f->dtype,
+  err = pread_all(f->fd, buf, n * (size_t)f->dtype,
                   f->data_off + index * (uint64_t)f->dtype);
   if (err == EVD_EIO)
     return fail(err, msg, len, "%s", strerror(errno));
   if (err < 0)
     return fail(err, msg, len, "truncated data: the file shrank while read");
+  return 0;
+}
+
+void evd_npy_decode(const evd_npy_t *f, void *buf, size_t n) {
+  unsigned char *b = buf;
+  size_t i;
+
   if (f->dtype == EVD_NPY_F4) {
     for (i = 0; i < n; i++) {
       const unsigned char *p = b + 4 * i;
@@ -400,17 +410,30 @@ int evd_npy_read(const evd_npy_t *f, uint64_t index, size_t n, float *out,
                       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
       memcpy(b + 4 * i, &bits, 4);
     }
-    return 0;
+    return;
   }
-  /* Two bytes per element read into a four-byte-per-element buffer: decode
-   * from the end, where element i's float overwrites only raw elements 2i
-   * and 2i + 1, both already decoded. */
+  /* Two bytes per element into four: decode from the end, where element
+   * i's float overwrites only raw elements 2i and 2i + 1, never one below
+   * i that is still to be decoded. */
   for (i = n; i-- > 0;) {
-    uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
-    float v = evd_npy_half(h);
+    float v = evd_npy_half((uint16_t)(b[2 * i] | b[2 * i + 1] << 8));
     memcpy(b + 4 * i, &v, 4);
   }
-  return 0;
+}
+
+int evd_npy_raw_zero(const evd_npy_t *f, const void *buf, size_t from,
+                     size_t n) {
+  const unsigned char *b = (const unsigned char *)buf + from * f->dtype;
+  size_t bytes = from < n ? (n - from) * f->dtype : 0, i;
+  uint64_t acc = 0, w;
+
+  for (i = 0; i + 8 <= bytes; i += 8) {
+    memcpy(&w, b + i, 8);
+    acc |= w;
+  }
+  for (; i < bytes; i++)
+    acc |= b[i];
+  return acc == 0;
 }
 
 void evd_npy_prefetch(const evd_npy_t *f, uint64_t index, uint64_t n) {

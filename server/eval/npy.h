@@ -39,13 +39,24 @@ int evd_npy_open(evd_npy_t *f, const char *path, char *msg, size_t len);
 /* Closes f; safe to call twice. */
 void evd_npy_close(evd_npy_t *f);
 
-/* Reads elements index..index+n-1 (in C order) and decodes them into
- * out[0..n) as floats; out is also the read buffer, so n floats are all the
- * memory it takes. Returns 0, or EVD_EINVAL when the range is outside the
- * array, EVD_EIO (errno's text in msg) or EVD_ECORRUPT (the file shrank
- * since it was opened). */
-int evd_npy_read(const evd_npy_t *f, uint64_t index, size_t n, float *out,
-                 char *msg, size_t len);
+/* Reads elements index..index+n-1 (in C order), raw, into buf, which has
+ * room for n floats (so that evd_npy_decode can then decode it in place).
+ * Returns 0, or EVD_EINVAL when the range is outside the array, EVD_EIO
+ * (errno's text in msg) or EVD_ECORRUPT (the file shrank since it was
+ * opened). */
+int evd_npy_read_raw(const evd_npy_t *f, uint64_t index, size_t n, void *buf,
+                     char *msg, size_t len);
+
+/* Decodes the first n raw elements of buf in place into floats. Decoding a
+ * prefix of float16 data overwrites raw elements beyond it (up to 2n), so
+ * look at those first (evd_npy_raw_zero). */
+void evd_npy_decode(const evd_npy_t *f, void *buf, size_t n);
+
+/* 1 when raw elements from..n-1 of buf are all zero bits (+0.0), else 0. A
+ * word-wise scan: the cheap way to check the zeros above a trace's
+ * diagonal without decoding them. */
+int evd_npy_raw_zero(const evd_npy_t *f, const void *buf, size_t from,
+                     size_t n);
 
 /* Advises the kernel that elements index..index+n-1 will be read soon (a
  * hint: errors are ignored). Several interleaved sequential streams, one

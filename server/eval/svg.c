@@ -147,8 +147,11 @@ static void series(FILE *out, const evd_eval_t *e, const scale_t *s,
           Y0 + 30 + 22 * j, X1 + 58, Y0 + 34 + 22 * j);
   if (e->sinks[j] == 0)
     fputs("window (no sinks)", out);
+  else if (e->sinks[j] == 1)
+    fputs("sinks 1 (position 0 pinned)", out);
   else
-    fprintf(out, "sinks %u (first %u pinned)", e->sinks[j], e->sinks[j]);
+    fprintf(out, "sinks %u (positions 0..%u pinned)", e->sinks[j],
+            e->sinks[j] - 1);
   fputs("</text>\n</g>\n", out);
 }
 
@@ -176,7 +179,9 @@ int evd_eval_svg(FILE *out, const evd_eval_t *e) {
   fprintf(out, ": T = %llu positions, H = %llu head%s (%s); mean over t = "
                "1..%llu</text>\n",
           (unsigned long long)e->T, (unsigned long long)e->H,
-          e->H == 1 ? "" : "s", e->dtype, (unsigned long long)(e->T - 1));
+          e->H == 1 ? "" : "s",
+          strcmp(e->dtype, "<f2") == 0 ? "float16" : "float32",
+          (unsigned long long)(e->T - 1));
   axes(out, e, &s);
   fprintf(out, "<text x=\"%d\" y=\"%d\" font-size=\"13\" "
                "font-weight=\"bold\">policy</text>\n", X1 + 20, Y0 + 8);
