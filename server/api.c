@@ -627,11 +627,11 @@ static evd_route_t route_of(const char *p, size_t n, const char **id,
     return EVD_R_NONE;
   *id = p + plen;
   slash = memchr(*id, '/', n - plen);
-  if (slash == NULL) {
-    *idlen = n - plen;
+  *idlen = slash != NULL ? (size_t)(slash - *id) : n - plen;
+  if (*idlen == 0) /* /session/ and /session//...: no route names no id */
+    return EVD_R_NONE;
+  if (slash == NULL)
     return EVD_R_SESSION;
-  }
-  *idlen = (size_t)(slash - *id);
   if (path_is(slash, (size_t)(p + n - slash), "/step"))
     return EVD_R_STEP;
   if (path_is(slash, (size_t)(p + n - slash), "/evict"))

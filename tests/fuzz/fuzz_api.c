@@ -336,11 +336,11 @@ static evd_route_t parse_route(const char *p, size_t n, const char **id,
     return EVD_R_NONE;
   *id = p + 9;
   slash = memchr(p + 9, '/', n - 9);
-  if (slash == NULL) {
-    *idlen = n - 9;
+  *idlen = slash != NULL ? (size_t)(slash - (p + 9)) : n - 9;
+  if (*idlen == 0) /* an empty id: no route */
+    return EVD_R_NONE;
+  if (slash == NULL)
     return EVD_R_SESSION;
-  }
-  *idlen = (size_t)(slash - (p + 9));
   rest = (size_t)(p + n - slash);
   for (i = 0; i < sizeof tails / sizeof tails[0]; i++)
     if (rest == strlen(tails[i].tail) && memcmp(slash, tails[i].tail, rest) == 0)
