@@ -250,9 +250,11 @@ class MethodsTest(Case):
                 EvictdClient(bad)
 
     def test_session_ids_are_escaped_not_rerouted(self) -> None:
-        for bad in ("a/b", "", "a b", "é", "x" * 129, "a%2Fb"):
+        for bad in ("a/b", "a b", "é", "x" * 129, "a%2Fb"):
             self.assertApiError(ec.InvalidSessionId, 400, self.client.get,
                                 bad)
+        # An empty id leaves "/session/", which is no route at all.
+        self.assertApiError(ec.NotFound, 404, self.client.get, "")
         with self.assertRaises(TypeError):
             self.client.get(7)  # type: ignore[arg-type]
         ok = "A-z0.9_~" + "x" * 120
