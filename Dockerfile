@@ -1,6 +1,6 @@
 # evictd container image: a Debian build stage that compiles the daemon, and
-# a slim runtime stage holding only the binary and the three shared libraries
-# it links (libuv, libmicrohttpd, jansson), run as an unprivileged user.
+# a slim runtime stage holding only the binary and the shared libraries it
+# links (libuv, libmicrohttpd, jansson, GnuTLS), run as an unprivileged user.
 #
 #   podman build --isolation=chroot --format docker -t evictd .   (or docker build)
 #   docker run --rm -p 8090:8090 evictd
@@ -23,7 +23,7 @@ RUN make B=/out /out/evictd && strip --strip-unneeded /out/evictd
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libmicrohttpd12 libjansson4 \
+      libuv1 libmicrohttpd12 libjansson4 libgnutls30 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 evictd \
  && useradd --system --uid 10001 --gid evictd --no-create-home \

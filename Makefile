@@ -9,7 +9,7 @@ CC      ?= cc
 B       ?= build
 OPT     ?= -O2
 SAN     ?=
-PKGS    := libuv libmicrohttpd jansson
+PKGS    := libuv libmicrohttpd jansson gnutls
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) $(SAN) -Iinclude
 LDFLAGS += $(SAN)

@@ -8,13 +8,14 @@ set -euo pipefail
 want=()
 for group in "$@"; do
   case "$group" in
-    build) want+=(gcc make pkg-config libuv1-dev libmicrohttpd-dev libjansson-dev) ;;
+    build) want+=(gcc make pkg-config libuv1-dev libmicrohttpd-dev libjansson-dev libgnutls28-dev) ;;
     test)  want+=(check python3 python3-yaml) ;;
     bench) want+=(valgrind nginx redis-server redis-tools wrk util-linux procps) ;;
     fuzz)  want+=(clang libclang-rt-14-dev) ;;
     image) want+=(podman runc debootstrap) ;;
     lint)  want+=(yamllint systemd groff-base man-db) ;;
     proxy) want+=(nginx curl) ;;
+    tls)   want+=(openssl curl ca-certificates) ;;
     metrics) want+=(prometheus curl) ;;
     *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
   esac

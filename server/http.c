@@ -311,9 +311,18 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
                    int listen_fd) {
   evd_http_t *h = calloc(1, sizeof *h);
   unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+  /* TLS, when configured: libmicrohttpd's own HTTPS, over GnuTLS. */
+  struct MHD_OptionItem tls[] = {
+      {MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls_key_pem},
+      {MHD_OPTION_HTTPS_MEM_CERT, 0, cfg->tls_cert_pem},
+      {MHD_OPTION_END, 0, NULL}};
 
   if (h == NULL)
     return EVD_ENOMEM;
+  if (cfg->tls_cert_pem != NULL)
+    flags |= MHD_USE_TLS;
+  else
+    tls[0].option = MHD_OPTION_END;
   h->api = api;
   h->metrics = evd_api_metrics(api);
   h->timeout_ms = (uint64_t)cfg->conn_timeout * 1000;
@@ -335,6 +344,7 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
       MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, h,
       MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
+      MHD_OPTION_ARRAY, tls,
       MHD_OPTION_END);
   if (h->d == NULL) {
     free(h);

@@ -243,7 +243,8 @@ int evd_server_run(const evd_config_t *config) {
   /* The grace timer must not keep the loop alive on its own account. */
   uv_unref((uv_handle_t *)&s.grace_timer);
 
-  evd_log_always("listening on %s (evictd " EVD_VERSION ")", name);
+  evd_log_always("listening on %s (evictd " EVD_VERSION "%s)", name,
+                 cfg.tls_cert_pem != NULL ? ", TLS" : "");
   drive(&s);
   uv_run(&s.loop, UV_RUN_DEFAULT);
   if (!s.finished) /* the loop ran dry without a stop: should not happen */

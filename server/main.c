@@ -11,6 +11,8 @@
 #include "evictd/journal.h"
 #include "evictd/log.h"
 #include "evictd/loop.h"
+#include <gnutls/gnutls.h>
+
 #include "evictd/probe.h"
 #include "fault.h"
 
@@ -67,6 +69,11 @@ static const option_t options[] = {
     {"conn-timeout", "EVICTD_CONN_TIMEOUT", "SECONDS",
      "close a connection that has not completed a request for this long "
      "(idle or trickling)", K_U32, CFG(conn_timeout), 1, 86400},
+    {"tls-cert", "EVICTD_TLS_CERT", "FILE",
+     "serve HTTPS (TLS, by libmicrohttpd and GnuTLS) with this PEM "
+     "certificate (chain) and --tls-key", K_STR, CFG(tls_cert), 0, 0},
+    {"tls-key", "EVICTD_TLS_KEY", "FILE",
+     "the PEM private key of --tls-cert", K_STR, CFG(tls_key), 0, 0},
     {"token-file", "EVICTD_TOKEN_FILE", "FILE",
      "require 'Authorization: Bearer <token>' (the file's first line) on "
      "every endpoint but /healthz", K_TOKEN, CFG(token), 0, 0},
@@ -90,8 +97,10 @@ static const option_t options[] = {
     {"log-format", "EVICTD_LOG_FORMAT", "FORMAT", "text or json", K_FORMAT, 0,
      0, 0},
     {"probe", NULL, "URL",
-     "check a running daemon: exit 0 when GET URL (http://host:port/healthz"
-     " or unix:/path) answers 200 within 5 s, else 1", K_ACTION, 0, 0, 0},
+     "check a running daemon: exit 0 when GET URL (http://host:port/healthz,"
+     " https://... or unix:/path) answers 200 within 5 s, else 1; like "
+     "Kubernetes' HTTPS probes it does not verify the certificate",
+     K_ACTION, 0, 0, 0},
     {"version", NULL, NULL, "print the version and exit", K_ACTION, 0, 0, 0},
     {"help", NULL, NULL, "print this help and exit", K_ACTION, 0, 0, 0},
 };
@@ -249,8 +258,69 @@ static int apply(const option_t *o, const char *source, const char *value,
   return -1;
 }
 
+/* Reads a whole PEM file (at most 1 MiB) into a heap string kept for the
+ * life of the process. Returns it, or NULL having said why. */
+static char *read_pem(const char *flag, const char *path) {
+  FILE *f = fopen(path, "r");
+  char *buf = NULL;
+  size_t n = 0;
+
+  if (f != NULL && (buf = malloc((1u << 20) + 1)) != NULL) {
+    n = fread(buf, 1, 1u << 20, f);
+    if (!feof(f) && n == (1u << 20)) {
+      fprintf(stderr, "evictd: --%s: %s is over 1 MiB\n", flag, path);
+      fclose(f);
+      free(buf);
+      return NULL;
+    }
+  }
+  if (f == NULL || buf == NULL || ferror(f)) {
+    fprintf(stderr, "evictd: --%s: cannot read %s: %s\n", flag, path,
+            strerror(errno));
+    if (f != NULL)
+      fclose(f);
+    free(buf);
+    return NULL;
+  }
+  fclose(f);
+  buf[n] = '\0';
+  if (strstr(buf, "-----BEGIN ") == NULL) {
+    fprintf(stderr, "evictd: --%s: %s is not a PEM file\n", flag, path);
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
 /* Cross-option rules that no single option can check. */
-static int check(const evd_config_t *cfg) {
+static int check(evd_config_t *cfg) {
+  if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL)) {
+    fprintf(stderr, "evictd: --tls-cert and --tls-key go together\n");
+    return -1;
+  }
+  if (cfg->tls_cert != NULL) {
+    gnutls_certificate_credentials_t cred;
+    gnutls_datum_t c, k;
+    int r;
+    if ((cfg->tls_cert_pem = read_pem("tls-cert", cfg->tls_cert)) == NULL ||
+        (cfg->tls_key_pem = read_pem("tls-key", cfg->tls_key)) == NULL)
+      return -1;
+    /* Load the pair once here, for a clear word on what is wrong with it
+     * (libmicrohttpd would only fail to start). */
+    c = (gnutls_datum_t){(unsigned char *)cfg->tls_cert_pem,
+                         (unsigned)strlen(cfg->tls_cert_pem)};
+    k = (gnutls_datum_t){(unsigned char *)cfg->tls_key_pem,
+                         (unsigned)strlen(cfg->tls_key_pem)};
+    if (gnutls_certificate_allocate_credentials(&cred) < 0)
+      return -1;
+    r = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
+    gnutls_certificate_free_credentials(cred);
+    if (r < 0) {
+      fprintf(stderr, "evictd: --tls-cert %s with --tls-key %s: %s\n",
+              cfg->tls_cert, cfg->tls_key, gnutls_strerror(r));
+      return -1;
+    }
+  }
   if (cfg->budget > cfg->max_budget) {
     fprintf(stderr, "evictd: --budget %u is above --max-budget %u\n",
             cfg->budget, cfg->max_budget);
@@ -332,5 +402,7 @@ int main(int argc, char **argv) {
   evd_log_setup(cfg.log_level, log_format);
   c = evd_server_run(&cfg);
   free((char *)cfg.token);
+  free(cfg.tls_cert_pem);
+  free(cfg.tls_key_pem);
   return c;
 }

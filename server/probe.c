@@ -1,9 +1,12 @@
-/* `evictd --probe URL`: one blocking GET with a deadline. It runs instead of
- * the daemon, so plain blocking sockets with poll() are fine here. */
+/* `evictd --probe URL`: one blocking GET with a deadline, over TLS (GnuTLS,
+ * the certificate unverified, as Kubernetes' HTTPS probes do) for https://
+ * URLs. It runs instead of the daemon, so plain blocking sockets with
+ * poll() are fine here. */
 #include "evictd/probe.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -48,7 +51,7 @@ static int dial(const struct sockaddr *sa, socklen_t len, int family,
 }
 
 static int connect_url(const char *url, char *host_hdr, size_t hlen,
-                       const char **path, long long deadline) {
+                       const char **path, int *tls, long long deadline) {
   char host[256], port[8] = "80";
   const char *p, *end;
   struct addrinfo hints, *res, *ai;
@@ -63,9 +66,12 @@ static int connect_url(const char *url, char *host_hdr, size_t hlen,
     *path = "/healthz";
     return dial((struct sockaddr *)&sa, sizeof sa, AF_UNIX, deadline);
   }
-  if (strncmp(url, "http://", 7) != 0)
+  *tls = strncmp(url, "https://", 8) == 0;
+  if (*tls)
+    strcpy(port, "443");
+  else if (strncmp(url, "http://", 7) != 0)
     return -1;
-  p = url + 7;
+  p = url + (*tls ? 8 : 7);
   end = p + strcspn(p, "/");
   *path = *end ? end : "/healthz";
   snprintf(host_hdr, hlen, "%.*s", (int)(end - p), p);
@@ -94,49 +100,114 @@ static int connect_url(const char *url, char *host_hdr, size_t hlen,
   return fd;
 }
 
+/* The transport under the request: the socket, or a TLS session on it. */
+typedef struct {
+  int fd;
+  gnutls_session_t tls;
+  long long deadline;
+} link_t;
+
+/* Sends or receives at most n bytes; > 0, or -1 at an error or the
+ * deadline. */
+static ssize_t link_io(link_t *l, int send_it, void *buf, size_t n) {
+  for (;;) {
+    ssize_t r;
+    short ev = send_it ? POLLOUT : POLLIN;
+    if (l->tls != NULL) {
+      r = send_it ? gnutls_record_send(l->tls, buf, n)
+                  : gnutls_record_recv(l->tls, buf, n);
+      if (r > 0)
+        return r;
+      if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED)
+        return -1;
+      ev = gnutls_record_get_direction(l->tls) ? POLLOUT : POLLIN;
+    } else {
+      r = send_it ? send(l->fd, buf, n, MSG_NOSIGNAL) : recv(l->fd, buf, n, 0);
+      if (r > 0)
+        return r;
+      if (r == 0 || (errno != EAGAIN && errno != EINTR))
+        return -1;
+    }
+    if (wait_fd(l->fd, ev, l->deadline) != 0)
+      return -1;
+  }
+}
+
+/* A TLS client session over fd with SNI for host; 0, or -1 at an error. */
+static int tls_start(link_t *l, gnutls_certificate_credentials_t cred,
+                     const char *host) {
+  int r;
+
+  if (gnutls_init(&l->tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK) < 0)
+    return -1;
+  if (gnutls_set_default_priority(l->tls) < 0 ||
+      gnutls_credentials_set(l->tls, GNUTLS_CRD_CERTIFICATE, cred) < 0)
+    return -1;
+  if (host[0] != '\0' && host[0] != '[')
+    gnutls_server_name_set(l->tls, GNUTLS_NAME_DNS, host, strlen(host));
+  gnutls_transport_set_int(l->tls, l->fd);
+  gnutls_handshake_set_timeout(l->tls, GNUTLS_DEFAULT_HANDSHAKE_TIMEOUT);
+  while ((r = gnutls_handshake(l->tls)) < 0) {
+    if (gnutls_error_is_fatal(r) ||
+        wait_fd(l->fd, gnutls_record_get_direction(l->tls) ? POLLOUT : POLLIN,
+                l->deadline) != 0)
+      return -1;
+  }
+  return 0;
+}
+
 int evd_probe(const char *url, int timeout_ms) {
-  long long deadline = now_ms() + timeout_ms;
-  char host[300], req[512], resp[64];
+  link_t l = {.deadline = now_ms() + timeout_ms};
+  gnutls_certificate_credentials_t cred = NULL;
+  char host[300], name[300], req[512], resp[64];
   const char *path = "/healthz";
   size_t sent = 0, got = 0;
-  int fd, len, status;
+  int len, status, tls = 0, ok = 0;
 
-  fd = connect_url(url, host, sizeof host, &path, deadline);
-  if (fd < 0) {
+  l.fd = connect_url(url, host, sizeof host, &path, &tls, l.deadline);
+  if (l.fd < 0) {
     fprintf(stderr, "evictd: probe: cannot connect to %s\n", url);
     return 1;
+  }
+  if (tls) {
+    /* SNI takes the host without its port. */
+    snprintf(name, sizeof name, "%s", host);
+    if (name[0] != '[')
+      name[strcspn(name, ":")] = '\0';
+    if (gnutls_certificate_allocate_credentials(&cred) < 0 ||
+        tls_start(&l, cred, name) != 0) {
+      fprintf(stderr, "evictd: probe: TLS handshake with %s failed\n", url);
+      goto done;
+    }
   }
   len = snprintf(req, sizeof req,
                  "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
                  path, host);
   while (len > 0 && sent < (size_t)len) {
-    ssize_t n = send(fd, req + sent, (size_t)len - sent, MSG_NOSIGNAL);
-    if (n > 0)
-      sent += (size_t)n;
-    else if (n < 0 && errno == EAGAIN && wait_fd(fd, POLLOUT, deadline) == 0)
-      continue;
-    else
+    ssize_t n = link_io(&l, 1, req + sent, (size_t)len - sent);
+    if (n <= 0)
       break;
+    sent += (size_t)n;
   }
   while (sent == (size_t)len && got < sizeof resp - 1 &&
          memchr(resp, '\n', got) == NULL) {
-    ssize_t n = recv(fd, resp + got, sizeof resp - 1 - got, 0);
-    if (n > 0)
-      got += (size_t)n;
-    else if (n < 0 && errno == EAGAIN && wait_fd(fd, POLLIN, deadline) == 0)
-      continue;
-    else
+    ssize_t n = link_io(&l, 0, resp + got, sizeof resp - 1 - got);
+    if (n <= 0)
       break;
+    got += (size_t)n;
   }
-  close(fd);
   resp[got] = '\0';
-  if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1) {
+  if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
     fprintf(stderr, "evictd: probe: no HTTP answer from %s\n", url);
-    return 1;
-  }
-  if (status != 200) {
+  else if (status != 200)
     fprintf(stderr, "evictd: probe: %s answered %d\n", url, status);
-    return 1;
-  }
-  return 0;
+  else
+    ok = 1;
+done:
+  if (l.tls != NULL)
+    gnutls_deinit(l.tls);
+  if (cred != NULL)
+    gnutls_certificate_free_credentials(cred);
+  close(l.fd);
+  return ok ? 0 : 1;
 }

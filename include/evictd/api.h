@@ -31,6 +31,10 @@ typedef struct evd_config_s {
   uint32_t max_conns;     /* concurrent connections */
   uint32_t conn_timeout;  /* seconds a connection gets per request */
   const char *token;      /* bearer token required, or NULL */
+  const char *tls_cert;   /* --tls-cert: the file, or NULL */
+  const char *tls_key;    /* --tls-key: the file, or NULL */
+  char *tls_cert_pem;     /* their contents (read at start-up) */
+  char *tls_key_pem;
   int autocreate;         /* step creates unknown sessions */
   int log_level;          /* EVD_LOG_* */
 } evd_config_t;

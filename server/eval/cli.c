@@ -42,6 +42,8 @@ static const char usage[] =
     "the token at t attends to the positions the window holds after step\n"
     "t-1, plus t itself; its retained mass is its row's sum over them. Then\n"
     "the window steps t. Printed: the mean over t = 1..T-1, six decimals.\n"
+    "Each row is first scaled to sum to exactly 1, so that float16 rounding\n"
+    "shows as no mass gained or lost (a budget >= T retains 1.000000).\n"
     "Memory is one row of the trace plus the windows, whatever T.\n"
     "\n"
     "Exit status: 0 success; 2 bad arguments or an unreadable or malformed\n"
@@ -247,16 +249,16 @@ int evd_eval_cli(int argc, char **argv, FILE *out, FILE *err) {
   char msg[256], *svg_tmp = NULL;
   uint64_t H, T;
   uint32_t i, j;
-  int rc, e2;
+  int rc, code;
 
   if (parse_args(argc, argv, &o, out, err, &rc) < 0)
     return rc;
   if (o.svg != NULL && (rc = svg_open(o.svg, &svg, &svg_tmp, err)) != 0)
     return rc;
   rc = EVD_EVAL_USAGE;
-  if ((e2 = evd_npy_open(&f, o.trace, msg, sizeof msg)) < 0) {
+  if ((code = evd_npy_open(&f, o.trace, msg, sizeof msg)) < 0) {
     fprintf(err, "evictd-eval: %s: %s\n", o.trace, msg);
-    rc = status_of(e2);
+    rc = status_of(code);
     goto fail_svg;
   }
   if (evd_eval_shape(&f, &H, &T, msg, sizeof msg) < 0) {
@@ -264,14 +266,17 @@ int evd_eval_cli(int argc, char **argv, FILE *out, FILE *err) {
     goto fail_npy;
   }
   mass = malloc((size_t)o.nb * o.np * sizeof *mass);
-  if (mass == NULL || evd_replay_new(&r, o.budgets, o.nb, o.sinks, o.np, T)) {
-    fprintf(err, "evictd-eval: %s: out of memory\n", o.trace);
+  code = mass == NULL ? EVD_ENOMEM
+                      : evd_replay_new(&r, o.budgets, o.nb, o.sinks, o.np, T);
+  if (code < 0) {
+    /* The arguments and T were checked: only memory can be short here. */
+    fprintf(err, "evictd-eval: %s: %s\n", o.trace, evd_strerror(code));
     rc = EVD_EVAL_FAIL;
     goto fail_npy;
   }
-  if ((e2 = evd_eval_trace(&f, H, T, r, msg, sizeof msg)) < 0) {
+  if ((code = evd_eval_trace(&f, H, T, r, msg, sizeof msg)) < 0) {
     fprintf(err, "evictd-eval: %s: %s\n", o.trace, msg);
-    rc = status_of(e2);
+    rc = status_of(code);
     goto fail_replay;
   }
   for (i = 0; i < o.nb; i++)

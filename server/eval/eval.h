@@ -41,7 +41,8 @@ int evd_eval_shape(const evd_npy_t *f, uint64_t *H, uint64_t *T, char *msg,
 /* Reads the trace row by row (the H rows of a position together), checks
  * each (finite, no weight below -EVD_EVAL_TOL, summing to 1 over 0..t
  * within EVD_EVAL_TOL, absolute weight above the diagonal at most
- * EVD_EVAL_TOL), and feeds positions 1..T-1 to r, head-averaged. Memory:
+ * EVD_EVAL_TOL), scales its 0..t part to sum to exactly 1 (storage
+ * rounding), and feeds positions 1..T-1 to r, head-averaged. Memory:
  * one row of floats and one of doubles. Returns 0, or EVD_ECORRUPT (a bad
  * row, or the file shrank), EVD_EIO or EVD_ENOMEM, with the reason in msg. */
 int evd_eval_trace(const evd_npy_t *f, uint64_t H, uint64_t T,

@@ -18,7 +18,7 @@ static const char *const dashes[] = {"", "6,4", "2,3", "8,3,2,3"};
 #define NDASHES (sizeof dashes / sizeof dashes[0])
 
 /* Canvas and plot area, in pixels. */
-enum { W = 820, HGT = 500, X0 = 80, X1 = 600, Y0 = 80, Y1 = 420 };
+enum { W = 920, HGT = 500, X0 = 80, X1 = 600, Y0 = 80, Y1 = 420 };
 
 static void xml_str(FILE *out, const char *s) {
   for (; *s != '\0'; s++) {

@@ -40,6 +40,7 @@ Example::
 """
 
 import asyncio
+import ssl
 from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence,
                     Tuple, Union)
 
@@ -49,7 +50,8 @@ from evictd_client import (
     StepBatch, StepResult, TruncateResult, _IDEMPOTENT, _Call, _answer,
     _base_headers, _batch_call, _commit_call, _create_call, _delete_call,
     _encode, _evict_call, _fork_call, _get_call, _health_call, _metrics_call,
-    _parse_address, _peer_closed, _session_path, _step_call, _truncate_call)
+    _parse_address, _peer_closed, _session_path, _step_call, _tls_context,
+    _truncate_call)
 
 __all__ = ["AsyncEvictdClient"]
 
@@ -252,7 +254,9 @@ class AsyncEvictdClient:
                  connect_timeout: Optional[float] = None,
                  token: Optional[str] = None,
                  token_file: Optional[str] = None,
-                 max_connections: int = 8) -> None:
+                 max_connections: int = 8,
+                 cafile: Optional[str] = None,
+                 ssl_context: Optional["ssl.SSLContext"] = None) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self.url = url
@@ -261,6 +265,7 @@ class AsyncEvictdClient:
                                 else connect_timeout)
         self.max_connections = max_connections
         address = _parse_address(url)
+        self._tls = _tls_context(address, ssl_context, cafile)
         self._headers = _base_headers(token, token_file,
                                       "evictd-client-python-asyncio")
         self._unix = address.unix
@@ -271,7 +276,8 @@ class AsyncEvictdClient:
         else:
             host = ("[%s]" % self._host if ":" in self._host
                     else self._host)
-            self._host_header = (host if self._port == 80
+            default = 443 if self._tls is not None else 80
+            self._host_header = (host if self._port == default
                                  else "%s:%d" % (host, self._port))
         # The pool, made in the loop of the first request (a Semaphore made
         # outside a running loop is bound to the wrong one on Python 3.9).
@@ -337,8 +343,9 @@ class AsyncEvictdClient:
                 connecting = loop.create_unix_connection(lambda: protocol,
                                                          self._unix)
             else:
-                connecting = loop.create_connection(lambda: protocol,
-                                                    self._host, self._port)
+                connecting = loop.create_connection(
+                    lambda: protocol, self._host, self._port, ssl=self._tls,
+                    server_hostname=self._host if self._tls else None)
             transport, _ = await asyncio.wait_for(connecting,
                                                   self.connect_timeout)
         except asyncio.TimeoutError as e:

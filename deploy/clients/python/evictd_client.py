@@ -58,6 +58,7 @@ import http.client
 import json
 import select
 import socket
+import ssl
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple,
@@ -833,23 +834,39 @@ class _Address(NamedTuple):
     host: str
     port: int
     prefix: str
+    tls: bool = False
 
 
 def _parse_address(url: str) -> _Address:
-    """``http://host:port[/prefix]``, ``host:port`` or ``unix:/path``."""
+    """``http://host:port[/prefix]``, ``https://...``, ``host:port`` or
+    ``unix:/path``."""
     if url.startswith("unix:"):
         path = url[len("unix:"):]
         if not path:
             raise ValueError("unix: address without a path")
         return _Address(path, "localhost", 0, "")
     parsed = urllib.parse.urlsplit(url if "//" in url else "http://" + url)
+    tls = parsed.scheme == "https"
     try:
-        port = parsed.port or 80
+        port = parsed.port or (443 if tls else 80)
     except ValueError:
         raise ValueError("unsupported evictd address %r" % url) from None
-    if parsed.scheme != "http" or not parsed.hostname:
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError("unsupported evictd address %r" % url)
-    return _Address(None, parsed.hostname, port, parsed.path.rstrip("/"))
+    return _Address(None, parsed.hostname, port, parsed.path.rstrip("/"),
+                    tls)
+
+
+def _tls_context(address: _Address, ssl_context: Optional[ssl.SSLContext],
+                 cafile: Optional[str]) -> Optional[ssl.SSLContext]:
+    """The TLS context of an https:// address: the caller's, or one that
+    verifies the daemon's certificate against `cafile` (the system's trust
+    store when None). None for plain http."""
+    if not address.tls:
+        if ssl_context is not None or cafile is not None:
+            raise ValueError("ssl_context and cafile need an https:// URL")
+        return None
+    return ssl_context or ssl.create_default_context(cafile=cafile)
 
 
 def _base_headers(token: Optional[str], token_file: Optional[str],
@@ -868,18 +885,28 @@ def _base_headers(token: Optional[str], token_file: Optional[str],
 
 
 class _TCPConnection(http.client.HTTPConnection):
-    """HTTPConnection with its own connect timeout and TCP_NODELAY."""
+    """HTTPConnection with its own connect timeout and TCP_NODELAY, over
+    TLS when given a context."""
 
     def __init__(self, host: str, port: int, timeout: Optional[float],
-                 connect_timeout: Optional[float]) -> None:
+                 connect_timeout: Optional[float],
+                 tls: Optional[ssl.SSLContext] = None) -> None:
         super().__init__(host, port, timeout=timeout)
         self.connect_timeout = connect_timeout
+        self.tls = tls
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self.host, self.port),
-                                             self.connect_timeout)
-        self.sock.settimeout(self.timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection((self.host, self.port),
+                                        self.connect_timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+            sock.settimeout(self.timeout)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -932,12 +959,16 @@ class EvictdClient:
 
     Args:
         url: ``http://host:port`` (``http://[v6]:port`` too; a path prefix
-            is kept, for a proxy), ``host:port``, or ``unix:/path``.
+            is kept, for a proxy), ``https://host:port`` (a daemon started
+            with ``--tls-cert``), ``host:port``, or ``unix:/path``.
         timeout: seconds to wait for socket I/O of a request (None: forever).
         connect_timeout: seconds to wait for a connection (default timeout).
         token: a bearer token, sent as ``Authorization: Bearer <token>``.
         token_file: a file whose first line is the token (used when token
             is None).
+        cafile: with https, the CA (or self-signed certificate) that signs
+            the daemon's certificate; the system's trust store when None.
+        ssl_context: with https, a context of your own instead.
 
     Not thread-safe: give each thread its own client (or use
     ``evictd_aio.AsyncEvictdClient`` from coroutines). Use as a context
@@ -952,12 +983,15 @@ class EvictdClient:
                  timeout: Optional[float] = 10.0,
                  connect_timeout: Optional[float] = None,
                  token: Optional[str] = None,
-                 token_file: Optional[str] = None) -> None:
+                 token_file: Optional[str] = None,
+                 cafile: Optional[str] = None,
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.url = url
         self.timeout = timeout
         self.connect_timeout = (timeout if connect_timeout is None
                                 else connect_timeout)
         address = _parse_address(url)
+        self._tls = _tls_context(address, ssl_context, cafile)
         self._headers = _base_headers(token, token_file,
                                       "evictd-client-python")
         self._unix = address.unix
@@ -992,7 +1026,7 @@ class EvictdClient:
             else:
                 self._conn = _TCPConnection(self._host, self._port,
                                             self.timeout,
-                                            self.connect_timeout)
+                                            self.connect_timeout, self._tls)
         return self._conn
 
     def _exchange(self, method: str, path: str, data: Optional[bytes],

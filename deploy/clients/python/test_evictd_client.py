@@ -245,9 +245,13 @@ class MethodsTest(Case):
         bare = MAIN.addr  # host:port without a scheme
         with EvictdClient(bare) as c:
             self.assertEqual(c.health(), {"status": "ok"})
-        for bad in ("https://127.0.0.1:1", "ftp://x", "unix:"):
+        for bad in ("ftp://x", "unix:", "gopher://127.0.0.1:1"):
             with self.assertRaises(ValueError):
                 EvictdClient(bad)
+        # https is an address (tests/tls speaks it); TLS options need it.
+        EvictdClient("https://127.0.0.1:1").close()
+        with self.assertRaises(ValueError):
+            EvictdClient("http://127.0.0.1:1", cafile="/nonexistent")
 
     def test_session_ids_are_escaped_not_rerouted(self) -> None:
         for bad in ("a/b", "a b", "é", "x" * 129, "a%2Fb"):
