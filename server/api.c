@@ -12,6 +12,7 @@
 #include "api_int.h"
 #include "evictd/log.h"
 #include "evictd/pages.h"
+#include "evictd/replay.h"
 
 void evd_config_defaults(evd_config_t *c) {
   memset(c, 0, sizeof *c);
@@ -33,6 +34,7 @@ void evd_config_defaults(evd_config_t *c) {
   c->autocreate = 1;
   c->fsync = EVD_FSYNC_EVERYSEC;
   c->compact_after = (size_t)64 << 20;
+  c->replay_pool = (size_t)64 << 20;
   c->log_level = EVD_LOG_INFO;
 }
 
@@ -57,7 +59,7 @@ int evd_api_new(evd_api_t **out, const evd_config_t *cfg) {
   if (api == NULL)
     return EVD_ENOMEM;
   api->cfg = *cfg;
-  if (evd_table_new(&api->table, cfg->max_sessions) != 0) {
+  if (evd_table_new(&api->table, cfg->max_sessions, cfg->replay_pool) != 0) {
     free(api);
     return EVD_ENOMEM;
   }
@@ -173,7 +175,11 @@ static int h_healthz(ctx_t *c) {
 }
 
 static int h_metrics(ctx_t *c) {
+  evd_rpool_t *pool = evd_table_pool(c->api->table);
+
   c->reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
+  c->api->metrics.replay_pool_bytes = pool->bytes;
+  c->api->metrics.replay_let_go = pool->let_go;
   evd_metrics_write(&c->api->metrics, evd_table_count(c->api->table), c->out);
   return 200;
 }

@@ -55,6 +55,11 @@ static const struct {
     [EVD_AE_TENTATIVE_PENDING] = {409, "tentative_pending",
                                   "Tentative positions are pending: commit "
                                   "them first."},
+    [EVD_AE_REPLAY_UNAVAILABLE] = {409, "replay_unavailable",
+                                   "This resends the session's last request, "
+                                   "whose answer is no longer kept "
+                                   "(--replay-pool); GET the session to see "
+                                   "the state it left."},
     [EVD_AE_BODY_TOO_LARGE] = {413, "body_too_large",
                                "The request body is larger than --max-body "
                                "allows."},

@@ -74,6 +74,11 @@ static const option_t options[] = {
      "certificate (chain) and --tls-key", K_STR, CFG(tls_cert), 0, 0},
     {"tls-key", "EVICTD_TLS_KEY", "FILE",
      "the PEM private key of --tls-cert", K_STR, CFG(tls_key), 0, 0},
+    {"replay-pool", "EVICTD_REPLAY_POOL", "BYTES",
+     "memory for the answers of last requests that are not runs (a decode "
+     "or prefill answer takes none); beyond it the oldest are let go and "
+     "their resend is answered 409 replay_unavailable", K_SIZE,
+     CFG(replay_pool), 0, 1ull << 40},
     {"token-file", "EVICTD_TOKEN_FILE", "FILE",
      "require 'Authorization: Bearer <token>' (the file's first line) on "
      "every endpoint but /healthz", K_TOKEN, CFG(token), 0, 0},

@@ -147,6 +147,14 @@ void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,
   counter(out, "evictd_replays_total", "Retried steps, commits and "
           "truncates answered again from the session's last response.",
           m->replays);
+  gauge(out, "evictd_replay_pool_bytes", "Memory of the answers kept on "
+        "the heap for resends (--replay-pool).",
+        (double)m->replay_pool_bytes);
+  counter(out, "evictd_replay_records_let_go_total", "Answers let go from "
+          "the replay pool for room.", m->replay_let_go);
+  counter(out, "evictd_replays_unavailable_total", "Resent requests whose "
+          "answer was let go from the replay pool (409).",
+          m->replays_unavailable);
   counter(out, "evictd_commits_total", "Commits of tentative positions, "
           "alone or in a step.", m->commits);
   counter(out, "evictd_dropped_positions_total", "Tentative positions "

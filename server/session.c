@@ -5,25 +5,13 @@
  * record of each session's last step, commit or truncate request. */
 #include "evictd/session.h"
 
+#include "evictd/replay.h"
+
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-
-/* Replay record forms: none, the heap form, or the inline decode step,
- * whose bits say whether it had a victim and which pages it listed. */
-enum { RP_NONE = 0, RP_EXT = 1, RP_ONE = 0x10, RP_MASK = 0x7f };
-enum { RP_ONE_VICTIM = 1, RP_ONE_PAGE_NEW = 2, RP_ONE_PAGE_FREED = 4 };
-
-/* The replay form in s->bits, which also holds EVD__PAGED. */
-static unsigned rp_kind(const evd_session_t *s) {
-  return s->bits & RP_MASK;
-}
-
-static void set_rp_kind(evd_session_t *s, unsigned kind) {
-  s->bits = (uint8_t)((s->bits & ~RP_MASK) | kind);
-}
 
 /* Buckets never shrink below this, and a table starts at it. */
 #define MIN_BUCKETS 1024u
@@ -38,6 +26,7 @@ struct evd_table_s {
   uint32_t count, max;
   uint64_t key[2];
   evd_session_t *oldest, *youngest;
+  evd_rpool_t pool;
 };
 
 /* ---- SipHash-1-3 (Aumasson and Bernstein), keyed per process ------------ */
@@ -88,6 +77,18 @@ uint32_t evd_table_hash(const evd_table_t *t, const char *id, size_t len) {
   return hash_id(t, id, len);
 }
 
+uint64_t evd_hash64(const void *p, size_t len) {
+  /* A fixed key: the value must be the same in every process that reads
+   * the state directory. */
+  static const uint64_t key[2] = {0x6576696374642d72ull,
+                                  0x65706c6179206b65ull};
+  return siphash13(key, p, len);
+}
+
+evd_rpool_t *evd_table_pool(evd_table_t *t) {
+  return &t->pool;
+}
+
 /* A session's hash is computed again when needed rather than stored: four
  * bytes a session against one hash per removal and per rehashed session. */
 static uint32_t hash_of(const evd_table_t *t, const evd_session_t *s) {
@@ -111,30 +112,27 @@ int evd_session_id_valid(const char *id, size_t len) {
   return 1;
 }
 
-static size_t window_offset(size_t idlen) {
-  size_t off = offsetof(evd_session_t, id) + idlen;
-  return (off + 3) & ~(size_t)3; /* the window holds uint32_t only */
+/* Where a session's window begins in its block: after the header, the id
+ * (aligned for the uint32s that follow) and the replay area. */
+static size_t window_offset(size_t idlen, uint32_t page_size) {
+  size_t off = (offsetof(evd_session_t, id) + idlen + 3) & ~(size_t)3;
+  return off + 4 * (page_size != 0 ? EVD__RP_WORDS_PAGED : EVD__RP_WORDS);
 }
 
-size_t evd_session_footprint(size_t idlen, uint32_t budget,
-                             uint32_t lookahead) {
-  return window_offset(idlen) + evd_window_footprint(budget, lookahead);
+size_t evd_session_footprint(size_t idlen, const evd_session_config_t *cfg) {
+  return window_offset(idlen, cfg->page_size) +
+         evd_window_footprint(cfg->budget, cfg->lookahead);
 }
 
-static void replay_clear(evd_session_t *s) {
-  if (rp_kind(s) == RP_EXT)
-    free(s->rp.ext);
-  set_rp_kind(s, RP_NONE);
-}
-
-static void session_free(evd_session_t *s) {
-  replay_clear(s);
+static void session_free(evd_table_t *t, evd_session_t *s) {
+  evd_replay_clear(t, s);
   free(s);
 }
 
 /* ---- the hash table ----------------------------------------------------- */
 
-int evd_table_new(evd_table_t **out, uint32_t max_sessions) {
+int evd_table_new(evd_table_t **out, uint32_t max_sessions,
+                  size_t pool_bytes) {
   evd_table_t *t = calloc(1, sizeof *t);
 
   if (t == NULL)
@@ -146,6 +144,7 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions) {
   }
   t->mask[0] = MIN_BUCKETS - 1;
   t->max = max_sessions;
+  t->pool.limit = pool_bytes;
   if (getrandom(t->key, sizeof t->key, 0) != (ssize_t)sizeof t->key) {
     /* No entropy source: a clock-derived key is weaker but still keyed. */
     struct timespec ts;
@@ -164,7 +163,7 @@ void evd_table_free(evd_table_t *t) {
     return;
   for (s = t->oldest; s != NULL; s = next) {
     next = s->lnext;
-    session_free(s);
+    session_free(t, s);
   }
   free(t->bucket[0]);
   free(t->bucket[1]);
@@ -286,15 +285,16 @@ static int link_new(evd_table_t *t, const char *id, size_t len,
   assert(page_size <= EVD_MAX_PAGE_SIZE);
   if (t->count >= t->max)
     return EVD_ELIMIT;
-  s = malloc(window_offset(len) + evd_window_footprint(budget, lookahead));
+  s = malloc(window_offset(len, page_size) +
+             evd_window_footprint(budget, lookahead));
   if (s == NULL)
     return EVD_ENOMEM;
   s->used = now;
-  s->bits = page_size != 0 ? EVD__PAGED : 0; /* and no replay record */
+  s->bits = page_size != 0 ? EVD__PAGED : 0;
   s->page_m1 = (uint16_t)(page_size != 0 ? page_size - 1 : 0);
-  s->rp_size = 0;
   s->idlen = (uint8_t)len;
   memcpy(s->id, id, len);
+  evd__session_rp(s)[0] = 0; /* no replay record */
   chain = chain_of(t, hash_id(t, id, len));
   s->hnext = *chain;
   *chain = s;
@@ -373,7 +373,7 @@ void evd_table_remove(evd_table_t *t, evd_session_t *s) {
   *pp = s->hnext;
   lru_unlink(t, s);
   t->count--;
-  session_free(s);
+  session_free(t, s);
   maybe_resize(t);
 }
 
@@ -391,135 +391,4 @@ evd_session_t *evd_table_oldest(const evd_table_t *t) {
 
 evd_session_t *evd_table_younger(const evd_session_t *s) {
   return s->lnext;
-}
-
-/* ---- replay records ----------------------------------------------------- */
-
-/* The heap form, as uint32s: op | flags << 8, arg, npos, nvictims, ngone,
- * npages_new, npages_freed, size, newest, then positions, victims, gone,
- * slots, pages_new, pages_freed. */
-#define EXT_HDR 9
-
-static void copy32(uint32_t *dst, const uint32_t *src, uint32_t n) {
-  if (n > 0) /* src may be NULL then, and memcpy wants a pointer */
-    memcpy(dst, src, n * sizeof *dst);
-}
-
-/* 1 when the record is a decode step that the inline form holds: its pages
- * are then the new position's page and the victim's, so two bits say them
- * all. */
-static int fits_inline(const evd_session_t *s, const evd_replay_t *rp,
-                       unsigned *bits) {
-  uint32_t b = evd_session_page_size(s);
-
-  if (rp->op != EVD_RP_STEP || rp->flags != 0 || rp->npos != 1 ||
-      rp->nvictims > 1 || rp->ngone != 0 ||
-      rp->positions[0] != evd_session_window(s)->newest ||
-      rp->newest != rp->positions[0])
-    return 0;
-  *bits = rp->nvictims ? RP_ONE_VICTIM : 0;
-  if (b == 0)
-    return rp->npages_new == 0 && rp->npages_freed == 0;
-  if (rp->npages_new > 1 || rp->npages_freed > 1 || (rp->npages_freed &&
-      (!rp->nvictims || rp->pages_freed[0] != rp->victims[0] / b)) ||
-      (rp->npages_new && rp->pages_new[0] != rp->positions[0] / b))
-    return 0;
-  *bits |= (rp->npages_new ? RP_ONE_PAGE_NEW : 0u) |
-           (rp->npages_freed ? RP_ONE_PAGE_FREED : 0u);
-  return 1;
-}
-
-void evd_session_replay_step(evd_session_t *s, uint32_t slot, int victim,
-                             uint32_t v, uint32_t size) {
-  replay_clear(s);
-  s->rp_size = size;
-  s->rp.one.slot = slot;
-  s->rp.one.victim = victim ? v : 0;
-  set_rp_kind(s, RP_ONE | (victim ? RP_ONE_VICTIM : 0u));
-}
-
-int evd_session_replay_set(evd_session_t *s, const evd_replay_t *rp) {
-  uint32_t *ext, *p;
-  unsigned bits;
-
-  replay_clear(s);
-  s->rp_size = rp->size;
-  if (fits_inline(s, rp, &bits)) {
-    s->rp.one.slot = rp->slots[0];
-    s->rp.one.victim = rp->nvictims ? rp->victims[0] : 0;
-    set_rp_kind(s, RP_ONE | bits);
-    return 0;
-  }
-  ext = malloc((EXT_HDR + 2 * (size_t)rp->npos + rp->nvictims + rp->ngone +
-                rp->npages_new + rp->npages_freed) * sizeof *ext);
-  if (ext == NULL)
-    return EVD_ENOMEM;
-  ext[0] = rp->op | (uint32_t)rp->flags << 8;
-  ext[1] = rp->arg;
-  ext[2] = rp->npos;
-  ext[3] = rp->nvictims;
-  ext[4] = rp->ngone;
-  ext[5] = rp->npages_new;
-  ext[6] = rp->npages_freed;
-  ext[7] = rp->size;
-  ext[8] = rp->newest;
-  p = ext + EXT_HDR;
-  copy32(p, rp->positions, rp->npos);
-  copy32(p += rp->npos, rp->victims, rp->nvictims);
-  copy32(p += rp->nvictims, rp->gone, rp->ngone);
-  copy32(p += rp->ngone, rp->slots, rp->npos);
-  copy32(p += rp->npos, rp->pages_new, rp->npages_new);
-  copy32(p += rp->npages_new, rp->pages_freed, rp->npages_freed);
-  s->rp.ext = ext;
-  set_rp_kind(s, RP_EXT);
-  return 0;
-}
-
-int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out) {
-  const evd_window_t *w = evd_session_window(s);
-  const uint32_t *e = s->rp.ext;
-  unsigned kind = rp_kind(s), bits = kind & 0xf;
-  uint32_t b = evd_session_page_size(s);
-
-  if (kind & RP_ONE) {
-    /* One position: it is still the newest, since any later step, commit
-     * or truncate would have replaced this record. */
-    memset(out, 0, sizeof *out);
-    out->op = EVD_RP_STEP;
-    out->npos = 1;
-    out->positions = &w->newest;
-    out->nvictims = (bits & RP_ONE_VICTIM) != 0;
-    out->victims = &s->rp.one.victim;
-    out->slots = &s->rp.one.slot;
-    out->size = s->rp_size;
-    out->newest = w->newest;
-    if (bits & RP_ONE_PAGE_NEW)
-      out->inl[out->npages_new++] = w->newest / b;
-    out->pages_new = out->inl;
-    if (bits & RP_ONE_PAGE_FREED) {
-      out->inl[out->npages_new] = s->rp.one.victim / b;
-      out->npages_freed = 1;
-    }
-    out->pages_freed = out->inl + out->npages_new;
-    return 1;
-  }
-  if (kind != RP_EXT)
-    return 0;
-  out->op = (uint8_t)(e[0] & 0xff);
-  out->flags = (uint8_t)(e[0] >> 8);
-  out->arg = e[1];
-  out->npos = e[2];
-  out->nvictims = e[3];
-  out->ngone = e[4];
-  out->npages_new = e[5];
-  out->npages_freed = e[6];
-  out->size = e[7];
-  out->newest = e[8];
-  out->positions = e + EXT_HDR;
-  out->victims = out->positions + out->npos;
-  out->gone = out->victims + out->nvictims;
-  out->slots = out->gone + out->ngone;
-  out->pages_new = out->slots + out->npos;
-  out->pages_freed = out->pages_new + out->npages_new;
-  return 1;
 }

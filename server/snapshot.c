@@ -5,10 +5,14 @@
  *   session  u32 length, payload, u32 crc32c(payload), where payload is
  *              u8 idlen, id, u32 budget, sinks, lookahead, page_size, size,
  *              head, tail, newest, tentative, committed,
- *              u32 replay: 0, or op | flags << 8 followed by u32 arg, npos,
- *              nvictims, ngone, npages_new, npages_freed, size, newest and
- *              the arrays positions, victims, gone, slots, pages_new,
- *              pages_freed (see evd_replay_t),
+ *              u32 replay tag, low 4 bits: 0 none; 1 runs, followed by the
+ *              session's replay area (7 words, 11 with pages, see
+ *              replay.c); 2 arrays, with op << 4 | flags << 8, followed
+ *              by u32 arg, npos, nvictims, ngone, npages_new,
+ *              npages_freed, size, newest and the arrays positions,
+ *              victims, gone, slots, pages_new, pages_freed (see
+ *              evd_replay_t); 3 let go, followed by the request's u64
+ *              hash as two u32,
  *              then the ring: u32 pos[budget + lookahead]
  *   trailer  "EVDSEND1", u64 sessions, u32 crc32c(header)
  * Version 1 ("EVDSNAP1", still loaded) had lookahead 1, page size 0 and no
@@ -27,7 +31,12 @@
 #include "evictd/crc.h"
 #include "evictd/journal.h"
 #include "evictd/record.h"
+#include "evictd/replay.h"
 #include "fault.h"
+
+/* The replay record of a session in the snapshot, in the low 4 bits of its
+ * tag (op << 4 and flags << 8 above them for arrays). */
+enum { RP_NONE = 0, RP_RUNS = 1, RP_ARRAYS = 2, RP_GONE = 3 };
 
 #define TMP_NAME "snapshot.tmp"
 #define NAME "snapshot"
@@ -90,20 +99,40 @@ static void put32s(writer_t *w, uint32_t *crc, const uint32_t *v, size_t n) {
   }
 }
 
+/* Feeds a list of a replay record, run or array, to the output. */
+static void put_list(writer_t *w, uint32_t *crc, const evd_replay_t *rp,
+                     const evd_u32s_t *l) {
+  uint32_t tmp[64], i, k;
+
+  for (i = 0; i < l->n; i += k) {
+    for (k = 0; k < 64 && i + k < l->n; k++)
+      tmp[k] = evd_replay_at(rp, l, i + k);
+    put32s(w, crc, tmp, k);
+  }
+}
+
 static void write_session(writer_t *w, const evd_session_t *s) {
   const evd_window_t *win = evd_session_window(s);
   evd_session_config_t cfg;
   evd_replay_t rp;
-  int has_rp = evd_session_replay_get(s, &rp);
+  unsigned words;
+  const uint32_t *area = evd_replay_area(s, &words);
+  int has_rp = words == 0 && evd_replay_get(s, &rp);
+  uint64_t hash;
+  int gone = evd_replay_gone(s, &hash);
   uint32_t f[11], crc = 0, len, ring;
   unsigned char b[4];
 
   evd_session_config(s, &cfg);
   ring = cfg.budget + cfg.lookahead;
   len = 1 + s->idlen + 4 * 11 + 4 * ring;
-  if (has_rp)
-    len += 4 * (8 + 2 * rp.npos + rp.nvictims + rp.ngone + rp.npages_new +
-                rp.npages_freed);
+  if (words > 0)
+    len += 4 * words;
+  else if (has_rp)
+    len += 4 * (8 + 2 * rp.positions.n + rp.victims.n + rp.gone.n +
+                rp.pages_new.n + rp.pages_freed.n);
+  else if (gone)
+    len += 8;
   evd_le32_set(b, len);
   put(w, b, 4);
   b[0] = s->idlen;
@@ -121,24 +150,34 @@ static void write_session(writer_t *w, const evd_session_t *s) {
   f[7] = win->newest;
   f[8] = evd_window_tentative(win);
   f[9] = evd_window_committed(win);
-  f[10] = has_rp ? rp.op | (uint32_t)rp.flags << 8 : 0;
+  f[10] = words > 0 ? RP_RUNS
+          : has_rp  ? RP_ARRAYS | (uint32_t)rp.op << 4 |
+                         (uint32_t)rp.flags << 8
+          : gone    ? RP_GONE
+                    : RP_NONE;
   put32s(w, &crc, f, 11);
-  if (has_rp) {
+  if (words > 0) {
+    put32s(w, &crc, area, words);
+  } else if (has_rp) {
     f[0] = rp.arg;
-    f[1] = rp.npos;
-    f[2] = rp.nvictims;
-    f[3] = rp.ngone;
-    f[4] = rp.npages_new;
-    f[5] = rp.npages_freed;
+    f[1] = rp.positions.n;
+    f[2] = rp.victims.n;
+    f[3] = rp.gone.n;
+    f[4] = rp.pages_new.n;
+    f[5] = rp.pages_freed.n;
     f[6] = rp.size;
     f[7] = rp.newest;
     put32s(w, &crc, f, 8);
-    put32s(w, &crc, rp.positions, rp.npos);
-    put32s(w, &crc, rp.victims, rp.nvictims);
-    put32s(w, &crc, rp.gone, rp.ngone);
-    put32s(w, &crc, rp.slots, rp.npos);
-    put32s(w, &crc, rp.pages_new, rp.npages_new);
-    put32s(w, &crc, rp.pages_freed, rp.npages_freed);
+    put_list(w, &crc, &rp, &rp.positions);
+    put_list(w, &crc, &rp, &rp.victims);
+    put_list(w, &crc, &rp, &rp.gone);
+    put_list(w, &crc, &rp, &rp.slots);
+    put_list(w, &crc, &rp, &rp.pages_new);
+    put_list(w, &crc, &rp, &rp.pages_freed);
+  } else if (gone) {
+    f[0] = (uint32_t)hash;
+    f[1] = (uint32_t)(hash >> 32);
+    put32s(w, &crc, f, 2);
   }
   put32s(w, &crc, win->pos, ring);
   evd_le32_set(b, crc);
@@ -218,8 +257,8 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
                         char *why, size_t wlen) {
   const unsigned char *end = p + len;
   evd_session_config_t cfg;
-  uint32_t f[11], r[8] = {0}, kind;
-  uint64_t narr = 0;
+  uint32_t f[11], r[8] = {0}, tag, area[EVD__RP_WORDS_PAGED];
+  uint64_t narr = 0, nextra = 0;
   evd_replay_t rp = {0};
   evd_session_t *s;
   evd_window_t *w;
@@ -243,7 +282,7 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
     f[6] = g[4];
     f[7] = g[5];
     f[8] = f[9] = 0;
-    f[10] = 0;
+    tag = RP_NONE;
     if (g[6] > 0) { /* a step: nvictims and size, then its arrays in the
                        order of version 2, with nothing gone and no pages */
       r[1] = g[6];
@@ -252,19 +291,34 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
       r[6] = r[3];
       r[3] = 0;
       narr = 2 * (uint64_t)r[1] + r[2];
-      f[10] = EVD_RP_STEP;
+      tag = RP_ARRAYS | EVD_RP_STEP << 4;
     }
   } else {
     if (!take(&p, end, f, 11))
       return corrupt(why, wlen, "truncated session record");
     cfg = (evd_session_config_t){f[0], f[1], f[2], f[3]};
-    if (f[10] != 0) {
+    tag = f[10];
+    switch (tag & 0xf) {
+    case RP_NONE:
+      break;
+    case RP_RUNS:
+      nextra = cfg.page_size != 0 ? EVD__RP_WORDS_PAGED : EVD__RP_WORDS;
+      if (!take(&p, end, area, nextra))
+        return corrupt(why, wlen, "truncated replay record");
+      break;
+    case RP_ARRAYS:
       if (!take(&p, end, r, 8))
         return corrupt(why, wlen, "truncated replay record");
       narr = 2 * (uint64_t)r[1] + r[2] + r[3] + r[4] + r[5];
+      break;
+    case RP_GONE:
+      if (!take(&p, end, r, 2))
+        return corrupt(why, wlen, "truncated replay record");
+      break;
+    default:
+      return corrupt(why, wlen, "a replay record of no known form");
     }
   }
-  kind = f[10];
   if (narr > (uint64_t)(end - p) / 4)
     return corrupt(why, wlen, "truncated replay record");
   if (!evd_window_config_valid(cfg.budget, cfg.sinks, cfg.lookahead) ||
@@ -289,28 +343,33 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
   take(&p, end, w->pos, (uint64_t)cfg.budget + cfg.lookahead);
   if (evd_window_restore(w, f[4], f[5], f[6], f[7], f[8], f[9]) != 0)
     return corrupt(why, wlen, "a window state that cannot happen");
-  if (kind != 0) {
-    rp.op = (uint8_t)(kind & 0xff);
-    rp.flags = (uint8_t)(kind >> 8);
-    if (rp.op < EVD_RP_STEP || rp.op > EVD_RP_TRUNCATE || kind > 0xffff ||
+  switch (tag & 0xf) {
+  case RP_RUNS:
+    if (evd_replay_load_area(s, area, (unsigned)nextra) != 0)
+      return corrupt(why, wlen, "a replay record of no known request");
+    break;
+  case RP_GONE:
+    evd_replay_set_gone(table, s, (uint64_t)r[0] | (uint64_t)r[1] << 32);
+    break;
+  case RP_ARRAYS:
+    rp.op = (uint8_t)(tag >> 4 & 0xf);
+    rp.flags = (uint8_t)(tag >> 8);
+    if (rp.op < EVD_RP_STEP || rp.op > EVD_RP_TRUNCATE || tag > 0xffff ||
         (rp.op == EVD_RP_STEP && r[1] == 0 && !(rp.flags & EVD_RP_COMMIT_ARG)))
       return corrupt(why, wlen, "a replay record of no known request");
     rp.arg = r[0];
-    rp.npos = r[1];
-    rp.nvictims = r[2];
-    rp.ngone = r[3];
-    rp.npages_new = r[4];
-    rp.npages_freed = r[5];
     rp.size = r[6];
-    rp.newest = version == 1 ? (*scratch)[rp.npos - 1] : r[7];
-    rp.positions = *scratch;
-    rp.victims = rp.positions + rp.npos;
-    rp.gone = rp.victims + rp.nvictims;
-    rp.slots = rp.gone + rp.ngone;
-    rp.pages_new = rp.slots + rp.npos;
-    rp.pages_freed = rp.pages_new + rp.npages_new;
-    if (evd_session_replay_set(s, &rp) != 0)
-      return EVD_ENOMEM;
+    rp.newest = version == 1 ? (*scratch)[r[1] - 1] : r[7];
+    rp.positions = evd_u32s(*scratch, r[1]);
+    rp.victims = evd_u32s(rp.positions.v + r[1], r[2]);
+    rp.gone = evd_u32s(rp.victims.v + r[2], r[3]);
+    rp.slots = evd_u32s(rp.gone.v + r[3], r[1]);
+    rp.pages_new = evd_u32s(rp.slots.v + r[1], r[4]);
+    rp.pages_freed = evd_u32s(rp.pages_new.v + r[4], r[5]);
+    rp.sinks = w->sinks;
+    rp.last = w->last;
+    evd_replay_set(table, s, &rp);
+    break;
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "api_int.h"
 #include "evictd/log.h"
 #include "evictd/pages.h"
+#include "evictd/replay.h"
 
 int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
                  size_t nadded, uint32_t page_size) {
@@ -237,58 +238,99 @@ static int apply(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
                          (r->op == EVD_RP_STEP && r->has_arg
                               ? EVD_RP_COMMIT_ARG : 0u)),
       .arg = r->op == EVD_RP_STEP && !r->has_arg ? 0 : r->arg,
-      .npos = r->n, .positions = pos, .slots = api->slots,
-      .nvictims = nv, .victims = api->victims,
-      .ngone = ng, .gone = api->gone,
-      .size = evd_window_size(w), .newest = evd_window_newest(w)};
+      .positions = evd_u32s(pos, r->n), .slots = evd_u32s(api->slots, r->n),
+      .victims = evd_u32s(api->victims, nv), .gone = evd_u32s(api->gone, ng),
+      .size = evd_window_size(w), .newest = evd_window_newest(w),
+      .sinks = w->sinks, .last = w->last};
   if (evd_session_page_size(s) != 0) {
     evd_pages_change_t c = {.victims = api->victims, .nvictims = nv,
                             .gone = api->gone, .ngone = ng,
                             .added = pos, .nadded = r->n,
                             .created = created};
-    uint32_t half = (uint32_t)(api->pages_cap / 2);
-    evd_pages_diff(w, evd_session_page_size(s), &c, api->pages, &rp->npages_new,
-                   api->pages + half, &rp->npages_freed);
-    rp->pages_new = api->pages;
-    rp->pages_freed = api->pages + half;
+    uint32_t half = (uint32_t)(api->pages_cap / 2), nnew, nfreed;
+    evd_pages_diff(w, evd_session_page_size(s), &c, api->pages, &nnew,
+                   api->pages + half, &nfreed);
+    rp->pages_new = evd_u32s(api->pages, nnew);
+    rp->pages_freed = evd_u32s(api->pages + half, nfreed);
   }
-  /* Without memory for the record a retry is refused or applied anew,
-   * which is safe: it never hands out a wrong answer. */
-  (void)evd_session_replay_set(s, rp);
+  evd_replay_set(api->table, s, rp);
   return 0;
 }
 
 /* 1 when request r is the one the record rp remembers. */
 static int same_request(const evd_replay_t *rp, const evd__step_t *r,
                         const uint32_t *pos) {
+  uint32_t i;
+
   if (rp->op != r->op)
     return 0;
   if (r->op != EVD_RP_STEP)
     return rp->arg == r->arg;
-  return rp->flags == ((r->tentative ? EVD_RP_TENTATIVE : 0u) |
-                       (r->has_arg ? EVD_RP_COMMIT_ARG : 0u)) &&
-         (!r->has_arg || rp->arg == r->arg) && rp->npos == r->n &&
-         (r->n == 0 ||
-          memcmp(rp->positions, pos, r->n * sizeof(uint32_t)) == 0);
+  if (rp->flags != ((r->tentative ? EVD_RP_TENTATIVE : 0u) |
+                    (r->has_arg ? EVD_RP_COMMIT_ARG : 0u)) ||
+      (r->has_arg && rp->arg != r->arg) || rp->positions.n != r->n)
+    return 0;
+  if (rp->positions.v != NULL)
+    return r->n == 0 ||
+           memcmp(rp->positions.v, pos, r->n * sizeof(uint32_t)) == 0;
+  for (i = 0; i < r->n; i++)
+    if (pos[i] != rp->positions.first + i)
+      return 0;
+  return 1;
+}
+
+/* The request r as a record without an answer: what its hash is taken
+ * of. */
+static uint64_t request_hash(const evd__step_t *r, const uint32_t *pos) {
+  evd_replay_t q = {
+      .op = r->op,
+      .flags = (uint8_t)((r->tentative ? EVD_RP_TENTATIVE : 0u) |
+                         (r->op == EVD_RP_STEP && r->has_arg
+                              ? EVD_RP_COMMIT_ARG : 0u)),
+      .arg = r->op == EVD_RP_STEP && !r->has_arg ? 0 : r->arg,
+      .positions = evd_u32s(pos, r->n)};
+  return evd_replay_hash(&q);
+}
+
+/* Writes a list of a record as a JSON array. */
+static void write_list(evd_buf_t *out, const evd_replay_t *rp,
+                       const evd_u32s_t *l) {
+  uint32_t tmp[64], i, k;
+
+  if (l->v != NULL || l->n == 0) {
+    evd_buf_u32_array(out, l->v, l->n);
+    return;
+  }
+  evd_buf_chr(out, '[');
+  if (!l->ring) {
+    evd_buf_u32_seq(out, NULL, l->first, l->n, 0);
+  } else {
+    for (i = 0; i < l->n; i += k) {
+      for (k = 0; k < 64 && i + k < l->n; k++)
+        tmp[k] = evd_replay_at(rp, l, i + k);
+      evd_buf_u32_seq(out, tmp, 0, k, i > 0);
+    }
+  }
+  evd_buf_chr(out, ']');
 }
 
 static void write_answer(evd_buf_t *out, const evd_replay_t *rp,
                          uint32_t page_size, int replayed) {
-  evd_buf_reserve(out, 120 + 11 * ((size_t)rp->nvictims + rp->npos +
-                                   rp->ngone + rp->npages_new +
-                                   rp->npages_freed));
+  evd_buf_reserve(out, 160 + 11 * ((size_t)rp->victims.n + rp->slots.n +
+                                   rp->gone.n + rp->pages_new.n +
+                                   rp->pages_freed.n));
   if (rp->op == EVD_RP_TRUNCATE) {
     evd_buf_add(out, "{\"removed\":", 11);
-    evd_buf_u32_array(out, rp->gone, rp->ngone);
+    write_list(out, rp, &rp->gone);
   } else {
     evd_buf_add(out, "{\"victims\":", 11);
-    evd_buf_u32_array(out, rp->victims, rp->nvictims);
+    write_list(out, rp, &rp->victims);
     if (rp->op == EVD_RP_COMMIT) {
       evd_buf_add(out, ",\"dropped\":", 11);
-      evd_buf_u32_array(out, rp->gone, rp->ngone);
+      write_list(out, rp, &rp->gone);
     } else {
       evd_buf_add(out, ",\"slots\":", 9);
-      evd_buf_u32_array(out, rp->slots, rp->npos);
+      write_list(out, rp, &rp->slots);
     }
   }
   evd_buf_add(out, ",\"size\":", 8);
@@ -297,13 +339,13 @@ static void write_answer(evd_buf_t *out, const evd_replay_t *rp,
   evd_buf_u32(out, rp->newest);
   if (rp->op == EVD_RP_STEP && (rp->flags & EVD_RP_COMMIT_ARG)) {
     evd_buf_add(out, ",\"dropped\":", 11);
-    evd_buf_u32_array(out, rp->gone, rp->ngone);
+    write_list(out, rp, &rp->gone);
   }
   if (page_size != 0) {
     evd_buf_add(out, ",\"pages_new\":", 13);
-    evd_buf_u32_array(out, rp->pages_new, rp->npages_new);
+    write_list(out, rp, &rp->pages_new);
     evd_buf_add(out, ",\"pages_freed\":", 15);
-    evd_buf_u32_array(out, rp->pages_freed, rp->npages_freed);
+    write_list(out, rp, &rp->pages_freed);
   }
   if (replayed)
     evd_buf_add(out, ",\"replayed\":true", 16);
@@ -371,9 +413,10 @@ size_t evd__result_bound(evd_api_t *api, const evd_session_t *s,
   entries = victims + gone + n + (b != 0 ? 2 * (victims + gone + n + 1) : 0);
   answer = 160 + 11 * entries;
   if (w != NULL && (r->op != EVD_RP_STEP || n == 0 || pos[0] <= w->newest) &&
-      evd_session_replay_get(s, &rp) && same_request(&rp, r, pos)) {
-    size_t stored = 160 + 11 * ((size_t)rp.npos * 2 + rp.nvictims + rp.ngone +
-                                rp.npages_new + rp.npages_freed);
+      evd_replay_get(s, &rp) && same_request(&rp, r, pos)) {
+    size_t stored = 160 + 11 * ((size_t)rp.positions.n * 2 + rp.victims.n +
+                                rp.gone.n + rp.pages_new.n +
+                                rp.pages_freed.n);
     answer = stored > answer ? stored : answer;
   }
   *journal = 2 * (64 + 2 * (size_t)r->idlen) + 4 * n;
@@ -410,7 +453,7 @@ static int decode_step(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
   assert(k >= 0); /* new, no drafts, at most budget held */
   api->metrics.steps++;
   api->metrics.victims += (uint32_t)k;
-  evd_session_replay_step(s, slot, k, victim, w->size);
+  evd_replay_step(api->table, s, slot, k, victim, w->size);
   evd_table_touch(api->table, s, api->now_tick);
   journal_request(api, s, r, pos, 0);
   evd_buf_reserve(out, 80);
@@ -473,11 +516,20 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
      * whose positions are all new cannot be one: after any step the
      * newest is at least its last position. */
     if ((r->op != EVD_RP_STEP || r->n == 0 || pos[0] <= w->newest) &&
-        evd_session_replay_get(s, &rp) && same_request(&rp, r, pos)) {
+        evd_replay_get(s, &rp) && same_request(&rp, r, pos)) {
       evd_table_touch(api->table, s, api->now_tick);
       api->metrics.replays++;
       write_answer(out, &rp, evd_session_page_size(s), 1);
       return 200;
+    }
+    /* ... or, when its record was let go for room, says so. */
+    {
+      uint64_t hash;
+      if (evd_replay_gone(s, &hash) && hash == request_hash(r, pos)) {
+        api->metrics.replays_unavailable++;
+        return evd__write_error(out, EVD_AE_REPLAY_UNAVAILABLE, NULL,
+                                in_batch, NULL);
+      }
     }
     e = check(api, w, r, pos, &message);
     if (e != EVD_AE_OK)

@@ -28,6 +28,7 @@ typedef struct evd_config_s {
   const char *state_dir;  /* persistence: journal and snapshot, or NULL */
   int fsync;              /* evd_fsync_t */
   size_t compact_after;   /* journal bytes that trigger a snapshot */
+  size_t replay_pool;     /* bytes of replay records kept on the heap */
   uint32_t max_conns;     /* concurrent connections */
   uint32_t conn_timeout;  /* seconds a connection gets per request */
   const char *token;      /* bearer token required, or NULL */

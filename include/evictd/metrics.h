@@ -25,6 +25,9 @@ typedef struct evd_metrics_s {
   uint64_t steps;            /* positions stepped */
   uint64_t victims;          /* positions evicted, by steps and evicts */
   uint64_t replays;          /* retries answered from the record */
+  uint64_t replays_unavailable; /* retries whose record was let go */
+  uint64_t replay_pool_bytes;  /* the pool's size, when written out */
+  uint64_t replay_let_go;      /* records let go from it, ever */
   uint64_t commits;          /* commits, alone or in a step */
   uint64_t dropped;          /* drafts dropped by commits */
   uint64_t truncates, removed; /* truncations and positions they removed */

@@ -1,8 +1,8 @@
 /* The table of sessions: one sliding window per sequence, found by id in
  * O(1), kept in last-use order so that idle ones can be reaped oldest first
- * without scanning, each with the record of its last step, commit or
- * truncate request so that a retried request can be answered again. No
- * I/O. */
+ * without scanning, each with room for the record of its last step, commit
+ * or truncate request (replay.h) so that a retried request can be answered
+ * again. No I/O. */
 #ifndef EVICTD_SESSION_H
 #define EVICTD_SESSION_H
 
@@ -26,30 +26,27 @@ typedef struct evd_session_config_s {
   uint32_t budget, sinks, lookahead, page_size;
 } evd_session_config_t;
 
-/* One session, allocated in one block: this header, the id, then the window
+/* One session, allocated in one block: this header, the id, the area of
+ * its replay record (replay.h: 7 words, 11 with pages), then the window
  * with its ring (see evd_session_window). Fields are read-only outside
- * session.c. */
+ * session.c and replay.c. (The header is kept small on purpose: every byte
+ * of it is paid once per session; offsets are computed, not stored.) */
 struct evd_session_s {
   evd_session_t *hnext;               /* hash chain */
   evd_session_t *lprev, *lnext;       /* last-use list, oldest first */
   uint32_t used;                      /* tick of the last use */
-  uint32_t rp_size;                   /* replay: size after the request */
-  union {
-    struct {
-      uint32_t victim, slot;          /* one position, at most one victim */
-    } one;
-    uint32_t *ext;                    /* anything else, on the heap */
-  } rp;
   uint16_t page_m1;                   /* page size - 1, with EVD__PAGED */
-  uint8_t bits;                       /* replay form and EVD__PAGED */
+  uint8_t bits;                       /* EVD__PAGED */
   uint8_t idlen;                      /* bytes of id */
   char id[];                          /* idlen bytes, not NUL-terminated */
 };
 
-/* In bits: the session gives page-granular answers. (The header is kept
- * small on purpose: every byte of it is paid once per session, and the
- * window is found from idlen rather than stored.) */
+/* In bits: the session gives page-granular answers. */
 #define EVD__PAGED 0x80u
+
+/* Words of a session's replay area. */
+#define EVD__RP_WORDS 7u
+#define EVD__RP_WORDS_PAGED 11u
 
 /* What a replay record remembers of a request. */
 typedef enum evd_rp_op_e {
@@ -62,29 +59,20 @@ typedef enum evd_rp_op_e {
 #define EVD_RP_TENTATIVE 1u /* the positions were drafts */
 #define EVD_RP_COMMIT_ARG 2u /* the step carried "commit": arg */
 
-/* The last applied step, commit or truncate request of a session and its
- * answer. From evd_session_replay_get the arrays are borrowed from the
- * session until its next such request or its removal (pages may point into
- * `inl`); to evd_session_replay_set they are borrowed for the call. `gone`
- * is the dropped (step with commit, commit) or removed (truncate)
- * positions. Arrays with a zero count may be NULL. */
-typedef struct evd_replay_s {
-  uint8_t op, flags;
-  uint32_t arg;
-  uint32_t npos, nvictims, ngone, npages_new, npages_freed, size, newest;
-  const uint32_t *positions, *victims, *gone, *slots, *pages_new,
-      *pages_freed;
-  uint32_t inl[2]; /* storage for derived pages of the inline form */
-} evd_replay_t;
-
 /* Returns 1 when id[0..len) is a valid session id, else 0. */
 int evd_session_id_valid(const char *id, size_t len);
 
-/* The session's window: right after the id, aligned for its uint32s. */
+/* The session's replay area: right after the id, aligned for uint32s. */
+static inline uint32_t *evd__session_rp(const evd_session_t *s) {
+  return (uint32_t *)((char *)s + ((offsetof(evd_session_t, id) + s->idlen +
+                                    3) & ~(size_t)3));
+}
+
+/* The session's window: after the replay area. */
 static inline evd_window_t *evd_session_window(const evd_session_t *s) {
-  return (evd_window_t *)((char *)s +
-                          ((offsetof(evd_session_t, id) + s->idlen + 3) &
-                           ~(size_t)3));
+  return (evd_window_t *)(evd__session_rp(s) +
+                          ((s->bits & EVD__PAGED) ? EVD__RP_WORDS_PAGED
+                                                  : EVD__RP_WORDS));
 }
 
 /* Positions per logical page of the session's answers, or 0 for none. */
@@ -92,15 +80,16 @@ static inline uint32_t evd_session_page_size(const evd_session_t *s) {
   return (s->bits & EVD__PAGED) ? (uint32_t)s->page_m1 + 1 : 0;
 }
 
-/* Bytes one session block takes (header, id, window and ring), before the
- * allocator's own overhead. */
-size_t evd_session_footprint(size_t idlen, uint32_t budget,
-                             uint32_t lookahead);
+/* Bytes one session block takes (header, id, replay area, window and
+ * ring), before the allocator's own overhead. */
+size_t evd_session_footprint(size_t idlen, const evd_session_config_t *cfg);
 
-/* Makes an empty table that will hold at most max_sessions. The hash key is
- * drawn from getrandom(2) so that clients cannot aim ids at one bucket.
- * Returns 0, or EVD_ENOMEM. Free with evd_table_free. */
-int evd_table_new(evd_table_t **out, uint32_t max_sessions);
+/* Makes an empty table that will hold at most max_sessions, with a replay
+ * pool of at most pool_bytes (replay.h). The hash key is drawn from
+ * getrandom(2) so that clients cannot aim ids at one bucket. Returns 0, or
+ * EVD_ENOMEM. Free with evd_table_free. */
+int evd_table_new(evd_table_t **out, uint32_t max_sessions,
+                  size_t pool_bytes);
 
 /* Frees the table and every session in it. NULL is accepted. */
 void evd_table_free(evd_table_t *t);
@@ -154,22 +143,12 @@ void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now);
 evd_session_t *evd_table_oldest(const evd_table_t *t);
 evd_session_t *evd_table_younger(const evd_session_t *s);
 
-/* Records the last applied step, commit or truncate request and its
- * answer for retries (rp->inl is not read). The decode step (one committed
- * position, the session's newest, at most one victim) is kept inline;
- * anything else takes one allocation. Returns 0, or EVD_ENOMEM, in which
- * case the session simply has no replay record (a retry is then refused or
- * applied as new, never misanswered). */
-int evd_session_replay_set(evd_session_t *s, const evd_replay_t *rp);
+/* The pool of replay records kept on the heap (replay.h), with its limit
+ * in bytes. */
+struct evd_rpool_s *evd_table_pool(evd_table_t *t);
 
-/* Records a decode step without pages: one committed position, now the
- * newest, its slot, its victim (when `victim`) and the size after it. The
- * same record evd_session_replay_set makes of it, without the general
- * form's checks; never fails. */
-void evd_session_replay_step(evd_session_t *s, uint32_t slot, int victim,
-                             uint32_t v, uint32_t size);
-
-/* Fills *out with the replay record. Returns 1 when there is one, else 0. */
-int evd_session_replay_get(const evd_session_t *s, evd_replay_t *out);
+/* A 64-bit hash of p[0..len), the same in every process (SipHash with a
+ * fixed key): for values kept in the state directory. */
+uint64_t evd_hash64(const void *p, size_t len);
 
 #endif

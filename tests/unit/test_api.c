@@ -12,6 +12,7 @@
 
 #include "evictd/api.h"
 #include "evictd/error.h"
+#include "evictd/replay.h"
 
 #ifndef EVD_VECTORS_DIR
 #define EVD_VECTORS_DIR "proto/vectors"
@@ -52,7 +53,8 @@ static int code_status(const char *code) {
       {"session_exists", 409},     {"stale_position", 409},
       {"body_too_large", 413},     {"session_limit", 503},
       {"out_of_memory", 503},      {"invalid_lookahead", 400},
-      {"invalid_page_size", 400},  {"tentative_pending", 409}};
+      {"invalid_page_size", 400},  {"tentative_pending", 409},
+      {"replay_unavailable", 409}};
   size_t i;
 
   for (i = 0; i < sizeof codes / sizeof codes[0]; i++)
@@ -1318,6 +1320,44 @@ START_TEST(batch_items_with_drafts_and_commits) {
 }
 END_TEST
 
+START_TEST(replays_of_runs_and_of_records_let_go) {
+  evd_config_t cfg;
+  evd_table_t *t;
+
+  default_cfg(&cfg);
+  cfg.replay_pool = 150; /* room for one small record at most */
+  start_with(&cfg);
+  /* A prefill and a decode step: runs, kept in the session whatever the
+   * pool; resent, they are answered again. */
+  expect_ok(POST, "/session/a/step", "{\"positions\":[1,2,3,4,5,6,7,8,9,10]}",
+            200, NULL);
+  expect_ok(POST, "/session/a/step", "{\"positions\":[1,2,3,4,5,6,7,8,9,10]}",
+            200,
+            "{\"victims\":[0,1,2],\"slots\":[1,2,3,4,5,6,7,8,0,1],"
+            "\"size\":8,\"newest\":10,\"replayed\":true}");
+  /* Positions with gaps: not runs, and too big for this pool: let go. */
+  expect_ok(POST, "/session/a/step",
+            "{\"positions\":[20,30,40,50,60,70,80,90,100,110,120]}", 200,
+            NULL);
+  expect_error(POST, "/session/a/step",
+               "{\"positions\":[20,30,40,50,60,70,80,90,100,110,120]}", 409,
+               "replay_unavailable");
+  /* Another stale request is still stale, not a lost replay. */
+  expect_error(POST, "/session/a/step", "{\"positions\":[20,30]}", 409,
+               "stale_position");
+  /* A small record with gaps fits the pool and is kept. */
+  expect_ok(POST, "/session/a/step", "{\"positions\":[130,140]}", 200,
+            NULL);
+  expect_ok(POST, "/session/a/step", "{\"positions\":[130,140]}", 200,
+            NULL);
+  ck_assert(json_is_true(json_object_get(body, "replayed")));
+  t = evd_api_table(api);
+  ck_assert_uint_le(evd_table_pool(t)->bytes, 150);
+  ck_assert_uint_gt(evd_table_pool(t)->let_go + 1, 0);
+  stop();
+}
+END_TEST
+
 START_TEST(vectors_replay_through_the_api) {
   DIR *d = opendir(vectors_dir());
   struct dirent *e;
@@ -1484,6 +1524,7 @@ static Suite *api_suite(void) {
   tcase_add_loop_test(ops, error_messages_stay_valid_json, 0,
                       (int)(sizeof odd_bodies / sizeof odd_bodies[0]));
   tcase_add_test(ops, vectors_replay_through_the_api);
+  tcase_add_test(ops, replays_of_runs_and_of_records_let_go);
   tcase_add_test(ops, engine_config_fields);
   tcase_add_test(ops, drafts_commit_and_their_refusals);
   tcase_add_test(ops, truncate_forms_and_refusals);

@@ -124,7 +124,7 @@ static void free_views(char *v[10]) {
 /* A batch with one item per session, of every kind. The general path's
  * form adds an "attention" field to each item. */
 static const char *const items[] = {
-    "{\"session\":\"s0\",\"pos\":1%s}",
+    "{\"session\":\"s0\",\"positions\":[1,3,7]%s}", /* gaps: pooled */
     "{\"session\":\"s1\",\"positions\":[1,2,3,4,5,6,7,8,9]%s}",
     "{\"session\":\"s2\",\"positions\":[13,14,15,16,17,18,19,20,21,22,23,"
     "24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41]%s}",
@@ -225,7 +225,7 @@ static void batch_under_every_failure(int general) {
   teardown();
   for (k = 0; k < 10000 && batch_with_failure(k, general, want, after); k++)
     hit++;
-  ck_assert_msg(hit > 10, "only %ld allocations during the batch", hit);
+  ck_assert_msg(hit >= 5, "only %ld allocations during the batch", hit);
   fprintf(stderr, "oom: batch (%s path): each of its %ld allocations "
           "failed in turn, every answer consistent\n",
           general ? "general" : "fast", hit);

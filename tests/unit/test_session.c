@@ -1,5 +1,5 @@
 /* Unit tests of the session table: ids, add/find/remove/touch, last-use
- * order, limits, replay records, block sizes, and a randomized run against
+ * order, limits, block sizes, and a randomized run against
  * plain arrays through several rehashes up and down. */
 #include <check.h>
 #include <inttypes.h>
@@ -23,7 +23,7 @@
 static evd_table_t *new_table(uint32_t max) {
   evd_table_t *t = NULL;
 
-  ck_assert_int_eq(evd_table_new(&t, max), 0);
+  ck_assert_int_eq(evd_table_new(&t, max, 1u << 20), 0);
   ck_assert_ptr_nonnull(t);
   ck_assert_uint_eq(evd_table_count(t), 0);
   ck_assert_ptr_null(evd_table_oldest(t));
@@ -534,203 +534,6 @@ START_TEST(random_ops_match_plain_arrays) {
 }
 END_TEST
 
-/* ---- replay records ----------------------------------------------------- */
-
-/* Records a step of n positions with its answer, the way step.c does. */
-static int set_step(evd_session_t *s, const uint32_t *pos, uint32_t n,
-                    const uint32_t *victims, uint32_t nv,
-                    const uint32_t *slots, uint32_t size) {
-  evd_replay_t rp = {.op = EVD_RP_STEP, .npos = n, .positions = pos,
-                     .nvictims = nv, .victims = victims, .slots = slots,
-                     .size = size, .newest = pos[n - 1]};
-  return evd_session_replay_set(s, &rp);
-}
-
-START_TEST(no_replay_record_at_first) {
-  evd_table_t *t = new_table(10);
-  evd_session_t *s = add(t, "a", 4, 0, 0);
-  evd_replay_t rp;
-
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 0);
-  evd_table_free(t);
-}
-END_TEST
-
-START_TEST(replay_one_position_without_victim) {
-  evd_table_t *t = new_table(10);
-  evd_session_t *s = add(t, "a", 4, 0, 0);
-  evd_window_t *w = evd_session_window(s);
-  uint32_t pos = 5, slot, victim;
-  evd_replay_t rp;
-
-  ck_assert_int_eq(evd_window_advance(w, pos, &slot, &victim), 0);
-  ck_assert_int_eq(set_step(s, &pos, 1, &victim, 0, &slot,
-                                          evd_window_size(w)),
-                   0);
-  pos = 999; /* the record holds its own copy */
-  memset(&rp, 0xa5, sizeof rp);
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
-  ck_assert_uint_eq(rp.npos, 1);
-  ck_assert_uint_eq(rp.positions[0], 5);
-  ck_assert_uint_eq(rp.nvictims, 0);
-  ck_assert_uint_eq(rp.slots[0], 1);
-  ck_assert_uint_eq(rp.size, 2);
-  ck_assert_uint_eq(rp.newest, 5);
-  evd_table_free(t);
-}
-END_TEST
-
-START_TEST(replay_one_position_with_victim) {
-  evd_table_t *t = new_table(10);
-  evd_session_t *s = add(t, "a", 1, 0, 0);
-  evd_window_t *w = evd_session_window(s);
-  uint32_t pos = 3, slot = 77, victim = 77, evicted[4], n;
-  evd_replay_t rp;
-
-  ck_assert_int_eq(evd_window_advance(w, pos, &slot, &victim), 1);
-  ck_assert_uint_eq(victim, 0);
-  ck_assert_int_eq(set_step(s, &pos, 1, &victim, 1, &slot, 1),
-                   0);
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
-  ck_assert_uint_eq(rp.npos, 1);
-  ck_assert_uint_eq(rp.positions[0], 3);
-  ck_assert_uint_eq(rp.nvictims, 1);
-  ck_assert_uint_eq(rp.victims[0], 0);
-  ck_assert_uint_eq(rp.slots[0], slot);
-  ck_assert_uint_eq(rp.size, 1);
-  ck_assert_uint_eq(rp.newest, 3);
-  /* An eviction since changes the window, not the record. */
-  ck_assert_int_eq(evd_window_evict(w, 1, evicted, 4, &n), 0);
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
-  ck_assert_uint_eq(rp.positions[0], 3);
-  ck_assert_uint_eq(rp.victims[0], 0);
-  ck_assert_uint_eq(rp.size, 1);
-  evd_table_free(t);
-}
-END_TEST
-
-START_TEST(replay_several_positions) {
-  evd_table_t *t = new_table(10);
-  evd_session_t *s = add(t, "a", 2, 0, 0);
-  evd_window_t *w = evd_session_window(s);
-  uint32_t pos[3] = {4, 6, 9}, slots[3], victims[3], nv = 0, i;
-  evd_replay_t rp;
-
-  for (i = 0; i < 3; i++) {
-    int r = evd_window_advance(w, pos[i], &slots[i], &victims[nv]);
-    ck_assert_int_ge(r, 0);
-    nv += (uint32_t)r;
-  }
-  ck_assert_uint_eq(nv, 2); /* 0 and 4 */
-  ck_assert_int_eq(set_step(s, pos, 3, victims, nv, slots,
-                                          evd_window_size(w)),
-                   0);
-  /* Scribble over the caller's arrays: the record is a copy. */
-  memset(pos, 0, sizeof pos);
-  memset(slots, 0, sizeof slots);
-  memset(victims, 0, sizeof victims);
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
-  ck_assert_uint_eq(rp.npos, 3);
-  ck_assert_uint_eq(rp.positions[0], 4);
-  ck_assert_uint_eq(rp.positions[1], 6);
-  ck_assert_uint_eq(rp.positions[2], 9);
-  ck_assert_uint_eq(rp.nvictims, 2);
-  ck_assert_uint_eq(rp.victims[0], 0);
-  ck_assert_uint_eq(rp.victims[1], 4);
-  ck_assert_uint_eq(rp.slots[0], 1);
-  ck_assert_uint_eq(rp.slots[1], 2);
-  ck_assert_uint_eq(rp.slots[2], 0);
-  ck_assert_uint_eq(rp.size, 2);
-  ck_assert_uint_eq(rp.newest, 9);
-  evd_table_free(t); /* frees the heap record too (ASan checks) */
-}
-END_TEST
-
-START_TEST(replay_forms_replace_each_other) {
-  evd_table_t *t = new_table(10);
-  evd_session_t *s = add(t, "a", 3, 0, 0);
-  evd_window_t *w = evd_session_window(s);
-  uint32_t p2[2] = {1, 2}, s2[2], v[4], one, slot, victim, nv = 0, i;
-  evd_replay_t rp;
-
-  for (i = 0; i < 2; i++)
-    nv += (uint32_t)evd_window_advance(w, p2[i], &s2[i], &v[nv]);
-  ck_assert_int_eq(set_step(s, p2, 2, v, nv, s2, 3), 0);
-  /* heap form replaced by the inline one: the heap record is freed */
-  one = 3;
-  nv = (uint32_t)evd_window_advance(w, one, &slot, &victim);
-  ck_assert_int_eq(set_step(s, &one, 1, &victim, nv, &slot, 3),
-                   0);
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
-  ck_assert_uint_eq(rp.npos, 1);
-  ck_assert_uint_eq(rp.positions[0], 3);
-  ck_assert_uint_eq(rp.nvictims, 1);
-  ck_assert_uint_eq(rp.victims[0], 0);
-  /* inline form replaced by the heap one */
-  p2[0] = 4;
-  p2[1] = 5;
-  nv = 0;
-  for (i = 0; i < 2; i++)
-    nv += (uint32_t)evd_window_advance(w, p2[i], &s2[i], &v[nv]);
-  ck_assert_int_eq(set_step(s, p2, 2, v, nv, s2, 3), 0);
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
-  ck_assert_uint_eq(rp.npos, 2);
-  ck_assert_uint_eq(rp.positions[1], 5);
-  ck_assert_uint_eq(rp.nvictims, 2);
-  ck_assert_uint_eq(rp.victims[0], 1);
-  ck_assert_uint_eq(rp.victims[1], 2);
-  ck_assert_uint_eq(rp.newest, 5);
-  /* and removing the session frees the heap record */
-  evd_table_remove(t, s);
-  evd_table_free(t);
-}
-END_TEST
-
-START_TEST(replay_one_position_with_two_victims) {
-  /* Not something a step produces, but the record must keep it whole. */
-  evd_table_t *t = new_table(10);
-  evd_session_t *s = add(t, "a", 4, 0, 0);
-  evd_window_t *w = evd_session_window(s);
-  uint32_t pos = 7, slot, victim, victims[2] = {11, 12};
-  evd_replay_t rp;
-
-  ck_assert_int_eq(evd_window_advance(w, pos, &slot, &victim), 0);
-  ck_assert_int_eq(set_step(s, &pos, 1, victims, 2, &slot, 2),
-                   0);
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
-  ck_assert_uint_eq(rp.npos, 1);
-  ck_assert_uint_eq(rp.positions[0], 7);
-  ck_assert_uint_eq(rp.nvictims, 2);
-  ck_assert_uint_eq(rp.victims[0], 11);
-  ck_assert_uint_eq(rp.victims[1], 12);
-  ck_assert_uint_eq(rp.slots[0], slot);
-  ck_assert_uint_eq(rp.newest, 7);
-  evd_table_free(t);
-}
-END_TEST
-
-START_TEST(replay_one_position_not_the_newest) {
-  /* A one-position record whose position is not the window's newest cannot
-   * use the inline form (which reads the position from the window). */
-  evd_table_t *t = new_table(10);
-  evd_session_t *s = add(t, "a", 4, 0, 0);
-  evd_window_t *w = evd_session_window(s);
-  uint32_t slot, victim, pos = 2, rslot = 1;
-  evd_replay_t rp;
-
-  ck_assert_int_eq(evd_window_advance(w, 9, &slot, &victim), 0);
-  ck_assert_int_eq(
-      set_step(s, &pos, 1, &victim, 0, &rslot, 2), 0);
-  ck_assert_int_eq(evd_session_replay_get(s, &rp), 1);
-  ck_assert_uint_eq(rp.npos, 1);
-  ck_assert_uint_eq(rp.positions[0], 2);
-  ck_assert_uint_eq(rp.newest, 2);
-  ck_assert_uint_eq(rp.slots[0], 1);
-  ck_assert_uint_eq(rp.nvictims, 0);
-  evd_table_free(t);
-}
-END_TEST
-
 /* ---- footprint ---------------------------------------------------------- */
 
 START_TEST(footprint_is_header_id_and_window) {
@@ -739,17 +542,21 @@ START_TEST(footprint_is_header_id_and_window) {
 
   for (idlen = 1; idlen <= EVD_SESSION_ID_MAX; idlen++) {
     for (i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
-      size_t f = evd_session_footprint(idlen, budgets[i], 1);
+      evd_session_config_t c = {budgets[i], 0, 1, 0};
+      size_t f = evd_session_footprint(idlen, &c);
       size_t head = f - evd_window_footprint(budgets[i], 1);
-      ck_assert_msg(head >= offsetof(evd_session_t, id) + idlen &&
-                        head < offsetof(evd_session_t, id) + idlen + 4 &&
+      size_t rp = 4 * EVD__RP_WORDS; /* the replay area */
+      ck_assert_msg(head >= offsetof(evd_session_t, id) + idlen + rp &&
+                        head < offsetof(evd_session_t, id) + idlen + rp + 4 &&
                         head % sizeof(uint32_t) == 0,
                     "idlen %zu budget %u: %zu bytes before the window",
                     idlen, budgets[i], head);
     }
     /* One more budget costs exactly one more uint32 slot. */
-    ck_assert_uint_eq(evd_session_footprint(idlen, 513, 1) -
-                          evd_session_footprint(idlen, 512, 1),
+    ck_assert_uint_eq(evd_session_footprint(idlen, &(evd_session_config_t){
+                                                       513, 0, 1, 0}) -
+                          evd_session_footprint(idlen, &(evd_session_config_t){
+                                                       512, 0, 1, 0}),
                       sizeof(uint32_t));
   }
 }
@@ -770,7 +577,8 @@ START_TEST(window_sits_inside_the_block) {
     ck_assert_int_eq(add_n(t, id, idlen, 3, 1, 0, &s), 0);
     w = evd_session_window(s);
     ck_assert_uint_eq((size_t)((char *)evd_session_window(s) - (char *)s),
-                      evd_session_footprint(idlen, 3, 1) -
+                      evd_session_footprint(idlen, &(evd_session_config_t){
+                                                       3, 1, 1, 0}) -
                           evd_window_footprint(3, 1));
     ck_assert((char *)w >= s->id + idlen);
     for (p = 1; p <= 10; p++) /* fills every slot of the ring */
@@ -786,7 +594,6 @@ static Suite *session_suite(void) {
   Suite *s = suite_create("session");
   TCase *ids = tcase_create("ids");
   TCase *table = tcase_create("table");
-  TCase *replay = tcase_create("replay");
 
   tcase_add_test(ids, id_lengths_1_to_128_only);
   tcase_add_test(ids, id_every_byte_class);
@@ -806,14 +613,6 @@ static Suite *session_suite(void) {
   tcase_add_test(table, window_sits_inside_the_block);
   suite_add_tcase(s, table);
 
-  tcase_add_test(replay, no_replay_record_at_first);
-  tcase_add_test(replay, replay_one_position_without_victim);
-  tcase_add_test(replay, replay_one_position_with_victim);
-  tcase_add_test(replay, replay_several_positions);
-  tcase_add_test(replay, replay_forms_replace_each_other);
-  tcase_add_test(replay, replay_one_position_with_two_victims);
-  tcase_add_test(replay, replay_one_position_not_the_newest);
-  suite_add_tcase(s, replay);
   return s;
 }
 

@@ -2,7 +2,7 @@
 # response buffer and the API driven through evd_api_handle. Each links the
 # daemon library, so they run under `make asan` with everything else.
 
-UNIT_DAEMON_TESTS := $(B)/test_session $(B)/test_buf $(B)/test_api $(B)/test_pages
+UNIT_DAEMON_TESTS := $(B)/test_session $(B)/test_buf $(B)/test_api $(B)/test_pages $(B)/test_replay
 TEST_PROGS += $(UNIT_DAEMON_TESTS)
 
 $(UNIT_DAEMON_TESTS): $(B)/test_%: tests/unit/test_%.c $(B)/evictd-daemon.a $(HEADERS)

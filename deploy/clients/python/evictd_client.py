@@ -73,7 +73,8 @@ __all__ = [
     "InvalidSinks", "InvalidLookahead", "InvalidPageSize", "InvalidPosition",
     "TooManyPositions", "TooManySteps", "Unauthorized", "UnknownSession",
     "NotFound", "MethodNotAllowed", "SessionExists", "StalePosition",
-    "TentativePending", "BodyTooLarge", "SessionLimit", "OutOfMemory",
+    "TentativePending", "ReplayUnavailable", "BodyTooLarge", "SessionLimit",
+    "OutOfMemory",
     "JournalFailed",
 ]
 
@@ -245,6 +246,13 @@ class TentativePending(EvictdError):
     code = "tentative_pending"
 
 
+class ReplayUnavailable(EvictdError):
+    """409: the request resends the session's last one, but its answer is
+    no longer kept (it was not made of runs and the daemon's --replay-pool
+    let it go); the change it made stands: GET the session's view."""
+    code = "replay_unavailable"
+
+
 class BodyTooLarge(EvictdError):
     """413: the body is over ``--max-body``."""
     code = "body_too_large"
@@ -272,7 +280,8 @@ _ERRORS: Dict[str, Type[EvictdError]] = {
         InvalidSinks, InvalidLookahead, InvalidPageSize, InvalidPosition,
         TooManyPositions, TooManySteps, Unauthorized, UnknownSession,
         NotFound, MethodNotAllowed, SessionExists, StalePosition,
-        TentativePending, BodyTooLarge, SessionLimit, OutOfMemory,
+        TentativePending, ReplayUnavailable, BodyTooLarge, SessionLimit,
+        OutOfMemory,
         JournalFailed)
 }
 

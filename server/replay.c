@@ -1,0 +1,367 @@
+/* Replay records (see replay.h): runs in the session's area, anything else
+ * in the table's bounded pool, and only a hash of what was let go.
+ *
+ * Area words: [0] form | op << 4 | flags << 8, then per form
+ *   RUNS  [1] arg [2] positions [3] size [4] first victim [5] victims
+ *         [6] gone, with pages [7] first new page [8] new pages [9] first
+ *         freed page [10] freed pages. What is not stored follows from the
+ *         window, which only an evict changes until the next step, commit
+ *         or truncate replaces the record, and an evict keeps the newest,
+ *         the pins and the ring's cursor: the positions end at the newest;
+ *         the slots end at the newest's slot, stepping as the ring hands
+ *         them out (from the pin of the first position, when it is one);
+ *         the gone positions start at the commit's newest + 1 or the
+ *         truncate's from (a record where they do not is not runs)
+ *   HEAP  [1..2] the pooled record [3..4] the request's hash
+ *   GONE  [3..4] the request's hash */
+#include "evictd/replay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "evictd/error.h"
+
+enum { F_NONE = 0, F_RUNS = 1, F_HEAP = 2, F_GONE = 3 };
+
+/* A record in the pool: the heap form, as uint32s: op | flags << 8, arg,
+ * npos, nvictims, ngone, npages_new, npages_freed, size, newest, then
+ * positions, victims, gone, slots, pages_new, pages_freed. */
+#define HEAP_HDR 9
+typedef struct evd_rp_heap_s {
+  struct evd_rp_heap_s *prev, *next;
+  evd_session_t *owner;
+  size_t bytes;
+  uint32_t w[];
+} heap_t;
+
+static unsigned area_words(const evd_session_t *s) {
+  return (s->bits & EVD__PAGED) ? EVD__RP_WORDS_PAGED : EVD__RP_WORDS;
+}
+
+static unsigned form_of(const uint32_t *w) {
+  return w[0] & 0xf;
+}
+
+static heap_t *heap_of(const uint32_t *w) {
+  heap_t *h;
+  memcpy(&h, w + 1, sizeof h);
+  return h;
+}
+
+static void set_hash(uint32_t *w, uint64_t hash) {
+  w[3] = (uint32_t)hash;
+  w[4] = (uint32_t)(hash >> 32);
+}
+
+uint32_t evd_replay_at(const evd_replay_t *rp, const evd_u32s_t *l,
+                       uint32_t i) {
+  uint64_t region = (uint64_t)rp->last + 1 - rp->sinks, k;
+
+  if (l->v != NULL)
+    return l->v[i];
+  if (!l->ring)
+    return l->first + i;
+  /* Slots: the pinned ones first while pins fill (no unpinned position is
+   * held meanwhile, so the ring then starts at `sinks`), then round the
+   * ring region. */
+  if (l->first < rp->sinks) {
+    if (i < rp->sinks - l->first)
+      return l->first + i;
+    k = i - (rp->sinks - l->first);
+  } else {
+    k = (uint64_t)(l->first - rp->sinks) + i;
+  }
+  return rp->sinks + (uint32_t)(k % region);
+}
+
+uint64_t evd_replay_hash(const evd_replay_t *rp) {
+  /* op, flags, arg, then the positions, little-endian, in one buffer of
+   * bounded size: long requests are hashed in pieces, chained. */
+  unsigned char b[4 * 64 + 16];
+  uint64_t h = 0;
+  uint32_t i = 0, k;
+  size_t n;
+
+  do {
+    n = 0;
+    b[n++] = rp->op;
+    b[n++] = rp->flags;
+    memcpy(b + n, &rp->arg, 4);
+    n += 4;
+    memcpy(b + n, &h, 8);
+    n += 8;
+    for (k = 0; k < 64 && i < rp->positions.n; k++, i++) {
+      uint32_t p = evd_replay_at(rp, &rp->positions, i);
+      memcpy(b + n, &p, 4);
+      n += 4;
+    }
+    h = evd_hash64(b, n);
+  } while (i < rp->positions.n);
+  return h ^ rp->positions.n;
+}
+
+/* 1 when the list is a run from its first value (a ring run for slots). */
+static int is_run(const evd_replay_t *rp, const evd_u32s_t *l, int ring,
+                  uint32_t *first) {
+  evd_u32s_t run = {NULL, l->n, 0, (uint8_t)ring};
+  uint32_t i;
+
+  if (l->n == 0) {
+    *first = 0;
+    return 1;
+  }
+  run.first = *first = evd_replay_at(rp, l, 0);
+  for (i = 1; i < l->n; i++)
+    if (evd_replay_at(rp, l, i) != evd_replay_at(rp, &run, i))
+      return 0;
+  return 1;
+}
+
+/* The slot of the first of n positions that end at the window's newest,
+ * stepped as the ring handed them out (see the area's layout). */
+static uint32_t first_slot(const evd_window_t *w, uint32_t n) {
+  uint32_t np = w->size < w->sinks ? w->size : w->sinks, p0, i, last;
+  uint64_t region = (uint64_t)w->last + 1 - w->sinks;
+
+  if (n == 0 || w->size == 0)
+    return 0;
+  p0 = w->newest - (n - 1);
+  for (i = 0; i < np; i++) /* a pin: its own slot */
+    if (w->pos[i] == p0)
+      return i;
+  evd_window_at(w, w->size - 1, &last);
+  return w->sinks + (uint32_t)(((uint64_t)(last - w->sinks) + region -
+                                (n - 1) % region) % region);
+}
+
+/* The first gone position a runs record implies. */
+static uint32_t first_gone(uint8_t op, uint32_t arg) {
+  return op == EVD_RP_TRUNCATE ? arg : arg + 1;
+}
+
+/* Writes rp into the area as runs, when it is made of them. */
+static int set_runs(evd_session_t *s, const evd_replay_t *rp) {
+  const evd_window_t *win = evd_session_window(s);
+  uint32_t *w = evd__session_rp(s), f[6];
+
+  if (rp->newest != win->newest || !is_run(rp, &rp->positions, 0, &f[0]) ||
+      (rp->positions.n > 0 &&
+       evd_replay_at(rp, &rp->positions, rp->positions.n - 1) !=
+           rp->newest) ||
+      !is_run(rp, &rp->slots, 1, &f[1]) ||
+      (rp->slots.n > 0 && f[1] != first_slot(win, rp->slots.n)) ||
+      !is_run(rp, &rp->victims, 0, &f[2]) ||
+      !is_run(rp, &rp->gone, 0, &f[3]) ||
+      (rp->gone.n > 0 && f[3] != first_gone(rp->op, rp->arg)) ||
+      !is_run(rp, &rp->pages_new, 0, &f[4]) ||
+      !is_run(rp, &rp->pages_freed, 0, &f[5]) ||
+      (!(s->bits & EVD__PAGED) && (rp->pages_new.n || rp->pages_freed.n)))
+    return 0;
+  w[0] = F_RUNS | (uint32_t)rp->op << 4 | (uint32_t)rp->flags << 8;
+  w[1] = rp->arg;
+  w[2] = rp->positions.n;
+  w[3] = rp->size;
+  w[4] = f[2];
+  w[5] = rp->victims.n;
+  w[6] = rp->gone.n;
+  if (s->bits & EVD__PAGED) {
+    w[7] = f[4];
+    w[8] = rp->pages_new.n;
+    w[9] = f[5];
+    w[10] = rp->pages_freed.n;
+  }
+  return 1;
+}
+
+static void unlink_heap(evd_rpool_t *pool, heap_t *h) {
+  if (h->prev != NULL)
+    h->prev->next = h->next;
+  else
+    pool->oldest = h->next;
+  if (h->next != NULL)
+    h->next->prev = h->prev;
+  else
+    pool->youngest = h->prev;
+  pool->bytes -= h->bytes;
+}
+
+/* Lets the oldest pooled record go: its owner keeps the hash only. */
+static void let_go_oldest(evd_rpool_t *pool) {
+  heap_t *h = pool->oldest;
+  uint32_t *w = evd__session_rp(h->owner);
+
+  unlink_heap(pool, h);
+  w[0] = F_GONE | (w[0] & ~0xfu);
+  free(h);
+  pool->let_go++;
+}
+
+void evd_replay_clear(evd_table_t *t, evd_session_t *s) {
+  uint32_t *w = evd__session_rp(s);
+
+  if (form_of(w) == F_HEAP) {
+    heap_t *h = heap_of(w);
+    unlink_heap(evd_table_pool(t), h);
+    free(h);
+  }
+  w[0] = F_NONE;
+}
+
+static void put_list(uint32_t **p, const evd_replay_t *rp,
+                     const evd_u32s_t *l) {
+  uint32_t i;
+
+  for (i = 0; i < l->n; i++)
+    *(*p)++ = evd_replay_at(rp, l, i);
+}
+
+void evd_replay_set(evd_table_t *t, evd_session_t *s,
+                    const evd_replay_t *rp) {
+  evd_rpool_t *pool = evd_table_pool(t);
+  uint32_t *w = evd__session_rp(s), *p;
+  size_t n;
+  heap_t *h;
+
+  evd_replay_clear(t, s);
+  if (set_runs(s, rp))
+    return;
+  /* The pool: hash first, so that whatever happens a resend is known. */
+  w[0] = F_GONE | (uint32_t)rp->op << 4 | (uint32_t)rp->flags << 8;
+  set_hash(w, evd_replay_hash(rp));
+  n = HEAP_HDR + 2 * (size_t)rp->positions.n + rp->victims.n + rp->gone.n +
+      rp->pages_new.n + rp->pages_freed.n;
+  if (sizeof(heap_t) + 4 * n > pool->limit)
+    return; /* it could never fit: let go at once */
+  h = malloc(sizeof(heap_t) + 4 * n);
+  if (h == NULL)
+    return;
+  h->bytes = sizeof(heap_t) + 4 * n;
+  h->owner = s;
+  h->w[0] = rp->op | (uint32_t)rp->flags << 8;
+  h->w[1] = rp->arg;
+  h->w[2] = rp->positions.n;
+  h->w[3] = rp->victims.n;
+  h->w[4] = rp->gone.n;
+  h->w[5] = rp->pages_new.n;
+  h->w[6] = rp->pages_freed.n;
+  h->w[7] = rp->size;
+  h->w[8] = rp->newest;
+  p = h->w + HEAP_HDR;
+  put_list(&p, rp, &rp->positions);
+  put_list(&p, rp, &rp->victims);
+  put_list(&p, rp, &rp->gone);
+  put_list(&p, rp, &rp->slots);
+  put_list(&p, rp, &rp->pages_new);
+  put_list(&p, rp, &rp->pages_freed);
+  h->next = NULL;
+  h->prev = pool->youngest;
+  if (pool->youngest != NULL)
+    pool->youngest->next = h;
+  else
+    pool->oldest = h;
+  pool->youngest = h;
+  pool->bytes += h->bytes;
+  w[0] = F_HEAP | (w[0] & ~0xfu);
+  memcpy(w + 1, &h, sizeof h);
+  while (pool->bytes > pool->limit)
+    let_go_oldest(pool);
+}
+
+void evd_replay_step(evd_table_t *t, evd_session_t *s, uint32_t slot,
+                     int has_victim, uint32_t victim, uint32_t size) {
+  uint32_t *w = evd__session_rp(s);
+
+  if (form_of(w) == F_HEAP)
+    evd_replay_clear(t, s);
+  (void)slot; /* the newest's, which the window keeps */
+  w[0] = F_RUNS | (uint32_t)EVD_RP_STEP << 4;
+  w[1] = 0;
+  w[2] = 1;
+  w[3] = size;
+  w[4] = victim;
+  w[5] = has_victim != 0;
+  w[6] = 0;
+}
+
+static evd_u32s_t run(uint32_t first, uint32_t n, int ring) {
+  evd_u32s_t l = {NULL, n, first, (uint8_t)ring};
+  return l;
+}
+
+int evd_replay_get(const evd_session_t *s, evd_replay_t *out) {
+  const uint32_t *w = evd__session_rp(s);
+  const evd_window_t *win = evd_session_window(s);
+  heap_t *h;
+
+  memset(out, 0, sizeof *out);
+  out->sinks = win->sinks;
+  out->last = win->last;
+  out->op = (uint8_t)(w[0] >> 4 & 0xf);
+  out->flags = (uint8_t)(w[0] >> 8);
+  switch (form_of(w)) {
+  case F_RUNS:
+    out->arg = w[1];
+    out->newest = win->newest;
+    out->positions = run(win->newest - w[2] + 1, w[2], 0);
+    out->slots = run(first_slot(win, w[2]), w[2], 1);
+    out->size = w[3];
+    out->victims = run(w[4], w[5], 0);
+    out->gone = run(first_gone(out->op, w[1]), w[6], 0);
+    if (s->bits & EVD__PAGED) {
+      out->pages_new = run(w[7], w[8], 0);
+      out->pages_freed = run(w[9], w[10], 0);
+    }
+    return 1;
+  case F_HEAP:
+    h = heap_of(w);
+    out->op = (uint8_t)(h->w[0] & 0xff);
+    out->flags = (uint8_t)(h->w[0] >> 8);
+    out->arg = h->w[1];
+    out->size = h->w[7];
+    out->newest = h->w[8];
+    out->positions = evd_u32s(h->w + HEAP_HDR, h->w[2]);
+    out->victims = evd_u32s(out->positions.v + h->w[2], h->w[3]);
+    out->gone = evd_u32s(out->victims.v + h->w[3], h->w[4]);
+    out->slots = evd_u32s(out->gone.v + h->w[4], h->w[2]);
+    out->pages_new = evd_u32s(out->slots.v + h->w[2], h->w[5]);
+    out->pages_freed = evd_u32s(out->pages_new.v + h->w[5], h->w[6]);
+    return 1;
+  }
+  return 0;
+}
+
+int evd_replay_gone(const evd_session_t *s, uint64_t *hash) {
+  const uint32_t *w = evd__session_rp(s);
+
+  if (form_of(w) != F_GONE)
+    return 0;
+  *hash = (uint64_t)w[3] | (uint64_t)w[4] << 32;
+  return 1;
+}
+
+void evd_replay_set_gone(evd_table_t *t, evd_session_t *s, uint64_t hash) {
+  uint32_t *w = evd__session_rp(s);
+
+  evd_replay_clear(t, s);
+  w[0] = F_GONE;
+  set_hash(w, hash);
+}
+
+const uint32_t *evd_replay_area(const evd_session_t *s, unsigned *words) {
+  const uint32_t *w = evd__session_rp(s);
+
+  *words = form_of(w) == F_RUNS ? area_words(s) : 0;
+  return w;
+}
+
+int evd_replay_load_area(evd_session_t *s, const uint32_t *w,
+                         unsigned words) {
+  unsigned op = w[0] >> 4 & 0xf;
+
+  if (words != area_words(s) || form_of(w) != F_RUNS || op < EVD_RP_STEP ||
+      op > EVD_RP_TRUNCATE || (w[0] >> 8) > (EVD_RP_TENTATIVE |
+                                              EVD_RP_COMMIT_ARG))
+    return EVD_ECORRUPT;
+  memcpy(evd__session_rp(s), w, 4 * (size_t)words);
+  return 0;
+}
