@@ -28,6 +28,7 @@ bench-http: bench-http-build
 	tests/bench/batch.sh $(B)/evictd
 	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory
 	tests/bench/durable.sh $(B)/evictd
+	@$(MAKE) --no-print-directory bench-eval
 
 bench-single: bench-http-build
 	tests/bench/single.sh $(B)/evictd
