@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a make target needs, when they are missing.
-# Usage: deploy/deps.sh GROUP...   (groups: build test bench image)
+# Usage: deploy/deps.sh GROUP...   (groups: see the case below)
 # As root it runs apt-get non-interactively; otherwise it prints the exact
 # command to run and fails, so that nothing half-builds.
 set -euo pipefail
@@ -17,6 +17,12 @@ for group in "$@"; do
     proxy) want+=(nginx curl) ;;
     tls)   want+=(openssl curl ca-certificates) ;;
     metrics) want+=(prometheus curl) ;;
+    faults) want+=(fiu-utils libfiu-dev) ;;
+    e2e)   want+=(python3-torch python3-numpy libopenblas0-pthread) ;;
+    # Node.js and npm: Debian's (18) unless some node and npm are already
+    # on PATH (another vendor's nodejs package conflicts with Debian's npm).
+    node)  command -v node >/dev/null && command -v npm >/dev/null ||
+             want+=(nodejs npm) ;;
     *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
   esac
 done

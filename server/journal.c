@@ -734,6 +734,12 @@ static void maybe_compact(evd_journal_t *j) {
     evd_log(EVD_LOG_WARN, "journal: cannot fork the snapshot writer (%s)",
             strerror(errno));
     close(fd);
+    /* Leave no empty segment behind: the next try creates it again. */
+    {
+      char name[32];
+      seg_name(name, sizeof name, j->seg + 1);
+      unlinkat(j->dirfd, name, 0);
+    }
     j->next_compact_ms = now_ms() + COMPACT_RETRY_MS;
     return;
   }
@@ -752,6 +758,7 @@ static void maybe_compact(evd_journal_t *j) {
   j->close_fd = j->fd;
   j->fd = fd;
   j->seg++;
+  j->seg_len = SEG_HDR;
   j->child = pid;
   j->child_lsn = lsn;
   j->child_seg = j->seg;
@@ -805,7 +812,9 @@ int evd_journal_close(evd_journal_t *j, evd_table_t *table) {
   j->failed = j->broken ||
               (j->failed && ftruncate(j->fd, (off_t)j->seg_len) != 0);
   while (!j->failed && off < j->pending.len) {
-    ssize_t n = write(j->fd, j->pending.data + off, j->pending.len - off);
+    ssize_t n = EVD_FAULT("evictd/journal/write")
+                    ? (errno = ENOSPC, -1)
+                    : write(j->fd, j->pending.data + off, j->pending.len - off);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
@@ -814,7 +823,9 @@ int evd_journal_close(evd_journal_t *j, evd_table_t *table) {
     }
     off += (size_t)n;
   }
-  if (!j->failed && fdatasync(j->fd) != 0)
+  if (!j->failed &&
+      (EVD_FAULT("evictd/journal/sync") ? (errno = EIO, 1)
+                                        : fdatasync(j->fd) != 0))
     j->failed = 1;
   close(j->fd);
   if (j->failed) {
