@@ -30,7 +30,7 @@ needed; the model runs on the CPU in float32 (or float64 after
 import math
 import os
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -40,6 +40,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WEIGHTS = os.path.join(HERE, "evictd-lm.pt")
 DRAFT_WEIGHTS = os.path.join(HERE, "draft.pt")
 VOCAB = 256
+# Text the models did not train on (train.py holds it out): 11,358 bytes,
+# from Debian's base-files, so on every Debian machine.
+HELD_OUT_TEXT = "/usr/share/common-licenses/Apache-2.0"
 
 
 @dataclass
@@ -56,18 +59,25 @@ class Config:
         return self.d_model // self.n_heads
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, base: float
+def rope_tables(positions: torch.Tensor, dim: int, base: float,
+                dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [..., T, 1, dim/2] of the rotary angles of integer
+    positions [..., T]. The angles are computed in float64 and then cast,
+    so that the rotation of position p is the same whatever else is in the
+    batch, and exact enough for any uint32 p."""
+    half = dim // 2
+    inv = base ** (-torch.arange(half, dtype=torch.float64) * 2.0 / dim)
+    ang = positions.to(torch.float64).unsqueeze(-1) * inv
+    return (torch.cos(ang).to(dtype).unsqueeze(-2),
+            torch.sin(ang).to(dtype).unsqueeze(-2))
+
+
+def rope(x: torch.Tensor, tables: Tuple[torch.Tensor, torch.Tensor]
          ) -> torch.Tensor:
-    """Rotates x [..., T, H, D] by its positions [..., T] (absolute integer
-    positions; the rotate-half convention, pairs (i, i + D/2))."""
-    d = x.shape[-1]
-    half = d // 2
-    inv = base ** (-torch.arange(half, dtype=torch.float64) * 2.0 / d)
-    # Angles in float64, then cast: the rotation of position p is the same
-    # whatever else is in the batch, and exact enough for any uint32 p.
-    ang = positions.to(torch.float64).unsqueeze(-1) * inv  # [..., T, half]
-    cos = torch.cos(ang).to(x.dtype).unsqueeze(-2)  # [..., T, 1, half]
-    sin = torch.sin(ang).to(x.dtype).unsqueeze(-2)
+    """Rotates x [..., T, H, D] by rope_tables of its positions (the
+    rotate-half convention: pairs (i, i + D/2))."""
+    cos, sin = tables
+    half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
@@ -98,14 +108,14 @@ class Block(nn.Module):
         self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
         self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
 
-    def qkv_of(self, x: torch.Tensor, positions: torch.Tensor
+    def qkv_of(self, x: torch.Tensor, tables
                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys (both rotated) and values [B, T, H, D] of x."""
+        """Queries, keys (both rotated by the rope tables of their
+        positions) and values [B, T, H, D] of x."""
         b, t, _ = x.shape
         h, d = self.cfg.n_heads, self.cfg.head_dim
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, h, d).unbind(2)
-        base = self.cfg.rope_base
-        return rope(q, positions, base), rope(k, positions, base), v
+        return rope(q, tables), rope(k, tables), v
 
     def finish(self, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
         """The residual stream after this block, given attention output
@@ -124,9 +134,23 @@ class ByteLM(nn.Module):
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
         self.ln_f = nn.LayerNorm(c.d_model)
         # The output head is the embedding, transposed (tied weights).
+        # GPT-2's initialisation: N(0, 0.02), the projections back into the
+        # residual stream scaled down by sqrt(2 * layers).
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 2:
+                std = 0.02
+                if name.endswith(("proj.weight", "fc2.weight")):
+                    std /= math.sqrt(2 * c.n_layers)
+                nn.init.normal_(p, 0.0, std)
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def _tables(self, positions: torch.Tensor, dtype: torch.dtype):
+        return rope_tables(positions, self.cfg.head_dim, self.cfg.rope_base,
+                           dtype)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(self.ln_f(x), self.embed.weight)
@@ -134,11 +158,15 @@ class ByteLM(nn.Module):
     def forward(self, tokens: torch.Tensor,
                 positions: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None,
-                return_attn: bool = False):
+                return_attn: bool = False,
+                on_attn: Optional[Callable[[int, torch.Tensor], None]] = None):
         """tokens [B, T] (or [T]) of byte values. positions default to
         0..T-1; mask [T, T] or [B, T, T] (True: may attend) defaults to
         causal. Returns logits [B, T, 256] and, with return_attn, the list
-        of per-layer probabilities [B, H, T, T]."""
+        of per-layer probabilities [B, H, T, T] (batch dimension dropped
+        for 1-D tokens). on_attn(layer, probs [B, H, T, T]) is called as
+        each layer is computed, for callers that want the probabilities
+        one layer at a time (long traces) rather than all at the end."""
         squeeze = tokens.dim() == 1
         if squeeze:
             tokens = tokens.unsqueeze(0)
@@ -152,10 +180,13 @@ class ByteLM(nn.Module):
             mask = mask.unsqueeze(0)
         mask = mask.expand(b, t, t)
         x = self.embed(tokens)
+        tables = self._tables(positions, x.dtype)
         attn: List[torch.Tensor] = []
-        for blk in self.blocks:
-            q, k, v = blk.qkv_of(x, positions)
+        for layer, blk in enumerate(self.blocks):
+            q, k, v = blk.qkv_of(x, tables)
             out, probs = attend(q, k, v, mask)
+            if on_attn is not None:
+                on_attn(layer, probs)
             if return_attn:
                 attn.append(probs)
             x = blk.finish(x, out)
@@ -205,9 +236,10 @@ class ByteLM(nn.Module):
         if bool((mask & ~rmask.unsqueeze(1)).any()):
             raise ValueError("the mask allows a padding entry")
         x = self.embed(tokens)
+        tables = self._tables(positions, x.dtype)
         attn: List[torch.Tensor] = []
         for blk, (kc, vc) in zip(self.blocks, cache):
-            q, k, v = blk.qkv_of(x, positions)
+            q, k, v = blk.qkv_of(x, tables)
             kc[widx] = k[wmask]
             vc[widx] = v[wmask]
             out, probs = attend(q, kc[ridx], vc[ridx], mask)

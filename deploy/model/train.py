@@ -17,17 +17,19 @@ Two models are trained, in order, each from a fixed seed, with a fixed
 number of steps (not a time limit), so a rerun on the same machine and
 torch build gives the same weights bit for bit:
 
-* the target (model.Config(): 4 layers, 4 heads, d_model 128), 180 steps of
-  32 x 256 bytes and then 16 steps of 8 x 1024 bytes (so that it has seen
-  long contexts: the attention traces use T >= 2048);
+* the target (model.Config(): 4 layers, 4 heads, d_model 128), 150 steps
+  of 32 x 256 bytes, every tenth one 8 x 1024 bytes instead (so that it
+  sees long contexts at a useful learning rate: the attention traces use
+  T >= 2048);
 * the draft model for speculative decoding (1 layer, 2 heads, d_model 64),
-  150 steps of 32 x 256 bytes.
+  100 steps of 32 x 256 bytes.
 
 It reports, for each, the held-out loss (nats per byte, and bits) against a
 unigram model's (byte frequencies of the training text, add-one smoothed),
 and the training time, and stores them in the weights files' metadata
-(model.meta()). On the 2-core development machine the whole run took about
-8 minutes (see README.md).
+(model.meta()). On the 2-core development machine the whole run took 4 to
+5 minutes of wall clock, and two runs gave bit-identical weights (see
+README.md).
 """
 
 import argparse
@@ -38,8 +40,13 @@ import platform
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+# torch runs its own 2 threads (set_num_threads); OpenBLAS threads of its own
+# on top of them oversubscribe the 2 cores (measured: 1.3 s per step of
+# 32 x 256 bytes with one BLAS thread, 1.6 to 3.8 s with two).
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -69,8 +76,10 @@ SHA256 = {
     "MPL-2.0": "fab3dd6bdab226f1c08630b1dd917e11fcb4ec5e1e020e2c16f83a0a13863e85",
 }
 
-TARGET_SCHEDULE = [(180, 32, 256), (16, 8, 1024)]  # (steps, batch, length)
-DRAFT_SCHEDULE = [(150, 32, 256)]
+# (steps, (batch, length) of most steps, (batch, length) of every
+# `every`-th step, every)
+TARGET_SCHEDULE = (150, (32, 256), (8, 1024), 10)
+DRAFT_SCHEDULE = (100, (32, 256), None, 0)
 DRAFT_CONFIG = Config(n_layers=1, n_heads=2, d_model=64, d_ff=256)
 LR, WARMUP, WEIGHT_DECAY = 3e-3, 20, 0.01
 
@@ -122,41 +131,47 @@ def eval_loss(model: ByteLM, data: torch.Tensor, length: int = 1024
     return total / count
 
 
+def batches(schedule):
+    """(batch, length) of each step: schedule is (steps, short, long,
+    every): every `every`-th step is a long one, the others short."""
+    steps, short, long_, every = schedule
+    return [long_ if every and (i + 1) % every == 0 else short
+            for i in range(steps)]
+
+
 def train(model: ByteLM, data: torch.Tensor, schedule, seed: int,
           label: str) -> float:
-    """Trains in place with AdamW, linear warm-up then cosine decay over the
-    whole schedule; windows drawn uniformly from data with a seeded
-    generator. Returns the mean loss of the last 10 steps."""
+    """Trains in place with AdamW, linear warm-up then cosine decay; windows
+    drawn uniformly from data with a seeded generator. Returns the mean
+    loss of the last 10 steps."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95),
                             weight_decay=WEIGHT_DECAY)
-    total = sum(s for s, _, _ in schedule)
-    step, recent = 0, []
+    plan = batches(schedule)
+    total, recent = len(plan), []
+    masks = {}
     t0 = time.monotonic()
-    for steps, batch, length in schedule:
-        causal = torch.ones(length, length, dtype=torch.bool).tril()
-        for _ in range(steps):
-            lr = LR * min(1.0, (step + 1) / WARMUP) * 0.5 * (
-                1 + math.cos(math.pi * step / total))
-            for g in opt.param_groups:
-                g["lr"] = lr
-            starts = torch.randint(0, len(data) - length - 1, (batch,),
-                                   generator=gen)
-            idx = starts.unsqueeze(1) + torch.arange(length + 1)
-            x = data[idx]
-            logits = model(x[:, :-1], mask=causal)
-            loss = F.cross_entropy(logits.reshape(-1, 256),
-                                   x[:, 1:].reshape(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            recent = (recent + [float(loss)])[-10:]
-            step += 1
-            if step % 20 == 0 or step == total:
-                print("%s step %d/%d (T=%d) loss %.4f lr %.2e  %.0fs"
-                      % (label, step, total, length, float(loss), lr,
-                         time.monotonic() - t0), flush=True)
+    for step, (batch, length) in enumerate(plan):
+        causal = masks.setdefault(
+            length, torch.ones(length, length, dtype=torch.bool).tril())
+        lr = LR * min(1.0, (step + 1) / WARMUP) * 0.5 * (
+            1 + math.cos(math.pi * step / total))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        starts = torch.randint(0, len(data) - length - 1, (batch,),
+                               generator=gen)
+        x = data[starts.unsqueeze(1) + torch.arange(length + 1)]
+        logits = model(x[:, :-1], mask=causal)
+        loss = F.cross_entropy(logits.reshape(-1, 256), x[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        recent = (recent + [float(loss)])[-10:]
+        if (step + 1) % 10 == 0 or step + 1 == total:
+            print("%s step %d/%d (T=%d) loss %.4f lr %.2e  %.0fs"
+                  % (label, step + 1, total, length, float(loss), lr,
+                     time.monotonic() - t0), flush=True)
     return sum(recent) / len(recent)
 
 
