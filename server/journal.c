@@ -337,10 +337,12 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
   replay_t r = {.apply = apply, .ctx = ctx};
   uint32_t *segs = NULL, old_max;
   size_t nseg = 0, i;
+  struct timespec t0, t1;
   int err;
 
   if (j == NULL)
     return EVD_ENOMEM;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   j->mode = mode;
   j->compact_after = compact_after;
   j->table = table;
@@ -399,10 +401,12 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
     err = EVD_EIO;
     goto fail;
   }
-  evd_log(EVD_LOG_INFO, "state: %u sessions from %s (snapshot LSN %llu, %llu "
-          "journal records replayed); fsync %s",
-          evd_table_count(table), dir, (unsigned long long)r.snap_lsn,
-          (unsigned long long)r.applied,
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  evd_log(EVD_LOG_INFO, "state: %u sessions from %s in %.3f s (snapshot LSN "
+          "%llu, %llu journal records replayed); fsync %s",
+          evd_table_count(table), dir,
+          (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+          (unsigned long long)r.snap_lsn, (unsigned long long)r.applied,
           mode == EVD_FSYNC_ALWAYS ? "always"
           : mode == EVD_FSYNC_EVERYSEC ? "everysec" : "no");
   *out = j;

@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "evictd/crc.h"
@@ -85,9 +87,20 @@ static void le64(unsigned char *p, uint64_t v) {
 }
 
 /* Feeds a run of uint32 into both the output and the record's CRC. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HOST_IS_LE 1 /* the file's byte order: rings go out as they are */
+#else
+#define HOST_IS_LE 0
+#endif
+
 static void put32s(writer_t *w, uint32_t *crc, const uint32_t *v, size_t n) {
   unsigned char tmp[4 * 64];
 
+  if (HOST_IS_LE) {
+    put(w, v, 4 * n);
+    *crc = evd_crc32c(*crc, v, 4 * n);
+    return;
+  }
   while (n > 0) {
     size_t k = n < 64 ? n : 64, i;
     for (i = 0; i < k; i++)
@@ -235,9 +248,18 @@ static int corrupt(char *why, size_t len, const char *what) {
   return EVD_ECORRUPT;
 }
 
-/* Reads exactly n bytes; returns 1, or 0 at a short read. */
-static int get(FILE *f, void *p, size_t n) {
-  return fread(p, 1, n, f) == n;
+/* The snapshot being loaded, mapped whole: records are read in place. */
+typedef struct {
+  const unsigned char *at, *end;
+} source_t;
+
+/* Points *p at the next n bytes; returns 1, or 0 when they are not there. */
+static int get(source_t *f, const unsigned char **p, size_t n) {
+  if ((size_t)(f->end - f->at) < n)
+    return 0;
+  *p = f->at;
+  f->at += n;
+  return 1;
 }
 
 /* Reads k u32 at *p (advancing it) into out; 0 when they are not there. */
@@ -247,6 +269,13 @@ static int take(const unsigned char **p, const unsigned char *end,
 
   if ((uint64_t)(end - *p) < 4 * k)
     return 0;
+  if (k == 0) /* (out may be NULL then) */
+    return 1;
+  if (HOST_IS_LE) {
+    memcpy(out, *p, 4 * k);
+    *p += 4 * k;
+    return 1;
+  }
   for (i = 0; i < k; i++, *p += 4)
     out[i] = evd_le32(*p);
   return 1;
@@ -374,15 +403,34 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
   return 0;
 }
 
+/* Prefetches (see evd_table_prefetch) for the session record at `at`, if
+ * it is whole and looks like one, and returns where the next one starts
+ * (NULL when it cannot tell). Checks nothing: the record is checked when
+ * its turn comes. */
+static const unsigned char *prefetch(evd_table_t *table,
+                                     const unsigned char *at,
+                                     const unsigned char *end, int deep) {
+  uint32_t rlen;
+
+  if (at == NULL || end - at < 9)
+    return NULL;
+  rlen = evd_le32(at);
+  if (rlen < 1 || rlen > (size_t)(end - at) - 8 || at[4] >= rlen)
+    return NULL;
+  evd_table_prefetch(table, (const char *)at + 5, at[4], deep);
+  return at + 8 + rlen;
+}
+
 int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
                       uint64_t *bytes, char *why, size_t len) {
-  unsigned char hdr[24], tail[20], rec[4];
-  unsigned char *payload = NULL;
+  const unsigned char *hdr = NULL, *tail, *rec, *payload;
   uint32_t *scratch = NULL;
-  size_t cap = 0, scap = 0;
-  uint64_t n, i, total = sizeof hdr + sizeof tail;
+  size_t scap = 0;
+  uint64_t n, i;
   int fd, err = 0, version = 0;
-  FILE *f;
+  struct stat st;
+  void *map = MAP_FAILED;
+  source_t f;
 
   fd = openat(dirfd, NAME, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -391,12 +439,28 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
     snprintf(why, len, "cannot open the snapshot: %s", strerror(errno));
     return EVD_EIO;
   }
-  f = fdopen(fd, "rb");
-  if (f == NULL) {
+  /* Mapped rather than read: the bytes are checked and copied into the
+   * sessions straight from the page cache, without a copy in between.
+   * The state directory is locked, so nobody truncates it meanwhile. */
+  if (fstat(fd, &st) != 0) {
+    snprintf(why, len, "cannot stat the snapshot: %s", strerror(errno));
     close(fd);
-    return EVD_ENOMEM;
+    return EVD_EIO;
   }
-  if (get(f, hdr, sizeof hdr))
+  if (st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE,
+               fd, 0);
+    if (map == MAP_FAILED) {
+      snprintf(why, len, "cannot map the snapshot: %s", strerror(errno));
+      close(fd);
+      return EVD_EIO;
+    }
+    (void)madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
+  }
+  close(fd);
+  f.at = map == MAP_FAILED ? NULL : map;
+  f.end = map == MAP_FAILED ? NULL : f.at + st.st_size;
+  if (get(&f, &hdr, 24))
     version = memcmp(hdr, "EVDSNAP2", 8) == 0   ? 2
               : memcmp(hdr, "EVDSNAP1", 8) == 0 ? 1
                                                 : 0;
@@ -406,9 +470,19 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
   }
   *lsn = evd_le64(hdr + 8);
   n = evd_le64(hdr + 16);
+  /* Each record takes at least 9 bytes: a count past that is damage. */
+  if (n > (uint64_t)(f.end - f.at) / 9) {
+    err = corrupt(why, len, "a session count larger than the file");
+    goto done;
+  }
+  /* The sessions take about the file's bytes, and malloc's 16 each. */
+  evd_table_reserve(table, (size_t)n, (size_t)st.st_size + 16 * (size_t)n);
   for (i = 0; i < n && err == 0; i++) {
     uint32_t rlen;
-    if (!get(f, rec, sizeof rec)) {
+    /* The table's memory, a record or two ahead: it is not in any cache. */
+    const unsigned char *next = prefetch(table, f.at, f.end, 1);
+    prefetch(table, next, f.end, 0);
+    if (!get(&f, &rec, 4)) {
       err = corrupt(why, len, "truncated");
       break;
     }
@@ -419,16 +493,7 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
       err = corrupt(why, len, "a session record over 1 GiB");
       break;
     }
-    if (rlen > cap) {
-      unsigned char *q = realloc(payload, rlen);
-      if (q == NULL) {
-        err = EVD_ENOMEM;
-        break;
-      }
-      payload = q;
-      cap = rlen;
-    }
-    if (!get(f, payload, rlen) || !get(f, rec, sizeof rec)) {
+    if (!get(&f, &payload, rlen) || !get(&f, &rec, 4)) {
       err = corrupt(why, len, "truncated");
       break;
     }
@@ -438,19 +503,18 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
     }
     err = load_session(payload, rlen, version, table, &scratch, &scap, why,
                        len);
-    total += 2 * sizeof rec + rlen;
   }
   if (err == 0 &&
-      (!get(f, tail, sizeof tail) || memcmp(tail, "EVDSEND1", 8) != 0 ||
+      (!get(&f, &tail, 20) || memcmp(tail, "EVDSEND1", 8) != 0 ||
        evd_le64(tail + 8) != n ||
-       evd_le32(tail + 16) != evd_crc32c(0, hdr, sizeof hdr) ||
-       fgetc(f) != EOF))
+       evd_le32(tail + 16) != evd_crc32c(0, hdr, 24) || f.at != f.end))
     err = corrupt(why, len, "bad or missing trailer");
 done:
-  free(payload);
+  evd_table_reserve_done();
   free(scratch);
-  fclose(f);
+  if (map != MAP_FAILED)
+    munmap(map, (size_t)st.st_size);
   if (err == 0 && bytes != NULL)
-    *bytes = total;
+    *bytes = (uint64_t)st.st_size;
   return err;
 }

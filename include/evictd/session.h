@@ -94,6 +94,23 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions,
 /* Frees the table and every session in it. NULL is accepted. */
 void evd_table_free(evd_table_t *t);
 
+/* Sizes an empty table's buckets for n sessions at once (loading saved
+ * state), so that they are not rehashed on the way, and readies about
+ * `bytes` of heap for them. Does nothing when the table is not empty or the
+ * memory is not there. evd_table_reserve_done() follows the load. */
+void evd_table_reserve(evd_table_t *t, size_t n, size_t bytes);
+void evd_table_reserve_done(void);
+
+/* The number of hash buckets now (for tests): a power of two. */
+size_t evd__table_buckets(const evd_table_t *t);
+
+/* Asks the cache for what a later evd_table_find(id) will read: its
+ * bucket (deep 0), then, once that is there, the first session of the
+ * bucket's chain (deep 1). Loading saved state calls it a few records
+ * ahead, so that its lookups do not wait on memory. Changes nothing. */
+void evd_table_prefetch(evd_table_t *t, const char *id, size_t len,
+                        int deep);
+
 /* Changes the session limit (loading saved state ignores it) and returns
  * the previous one. */
 uint32_t evd_table_set_max(evd_table_t *t, uint32_t max);

@@ -1,7 +1,7 @@
 # The HTTP benchmarks of `make bench` (sections 1-3; section 4 is core.sh):
 # evictd beside nginx and Redis, each started and stopped by its script.
-# `make bench-http` runs all three; bench-single, bench-batch and
-# bench-memory run one. BENCH_SECONDS=2 BENCH_WARMUP=1 makes a quick run.
+# `make bench-http` runs them all; bench-single, bench-batch, bench-memory
+# and bench-restart run one. BENCH_SECONDS=2 BENCH_WARMUP=1 makes a quick run.
 # `make bench-profile` shows where the daemon's time goes under the same
 # loads (callgrind; PROFILE_TOOL=perf for cpu-clock samples with the kernel).
 
@@ -14,8 +14,8 @@ $(B)/bench_api: tests/bench/bench_api.c $(B)/evictd-daemon.a
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(B)/evictd-daemon.a \
 	  $(LDFLAGS) $(PKG_LIBS)
 
-.PHONY: bench-http bench-single bench-batch bench-memory bench-profile \
-        bench-http-build
+.PHONY: bench-http bench-single bench-batch bench-memory bench-restart \
+        bench-profile bench-http-build
 
 # The packages first: the binaries cannot be built without them.
 bench-http-build:
@@ -28,6 +28,7 @@ bench-http: bench-http-build
 	tests/bench/batch.sh $(B)/evictd
 	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory
 	tests/bench/durable.sh $(B)/evictd
+	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory
 	@$(MAKE) --no-print-directory bench-eval
 
 bench-single: bench-http-build
@@ -38,6 +39,10 @@ bench-batch: bench-http-build
 
 bench-memory: bench-http-build
 	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory
+
+# RESTART_SESSIONS=100000 makes a quick run (default 1,000,000).
+bench-restart: bench-http-build
+	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory
 
 bench-profile: bench-http-build
 	PROFILE_OUT=$(B)/profile tests/bench/profile.sh $(B)/evictd

@@ -173,7 +173,7 @@ static void run(int fd, unsigned count, int want,
   free(in.data);
 }
 
-static unsigned budget;
+static unsigned budget, fill; /* fill: positions of the big step */
 static char *fill_body; /* {"positions":[1,2,...,budget]} */
 static size_t fill_len;
 
@@ -190,7 +190,7 @@ static void make_put(unsigned i, buf_t *out) {
 
 static void make_step(unsigned i, buf_t *out) {
   char req[256], body[64];
-  int blen = snprintf(body, sizeof body, "{\"pos\":%u}", budget + 1);
+  int blen = snprintf(body, sizeof body, "{\"pos\":%u}", fill + 1);
   int n = snprintf(req, sizeof req,
                    "POST /session/m%07u/step HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                    "Content-Type: application/json\r\nContent-Length: %d"
@@ -218,19 +218,21 @@ int main(int argc, char **argv) {
   double t0, t1, t2, t3;
   buf_t b = {0};
 
-  if (argc != 5)
-    die("usage: bench_memory PORT PID SESSIONS BUDGET");
+  if (argc != 5 && argc != 6)
+    die("usage: bench_memory PORT PID SESSIONS BUDGET [FILL]");
   port = atoi(argv[1]);
   pid = atol(argv[2]);
   count = (unsigned)strtoul(argv[3], NULL, 10);
   budget = (unsigned)strtoul(argv[4], NULL, 10);
-  if (port <= 0 || pid <= 0 || count == 0 || budget == 0)
-    die("usage: bench_memory PORT PID SESSIONS BUDGET");
+  fill = argc == 6 ? (unsigned)strtoul(argv[5], NULL, 10) : budget;
+  if (port <= 0 || pid <= 0 || count == 0 || budget == 0 || fill == 0)
+    die("usage: bench_memory PORT PID SESSIONS BUDGET [FILL]");
 
-  /* Positions 1..budget: with position 0 that is budget + 1 steps, so every
-   * slot of the ring has been written and one position evicted. */
+  /* Positions 1..fill (budget by default: with position 0 that is budget +
+   * 1 steps, so every slot of the ring has been written and one position
+   * evicted). */
   buf_add(&b, "{\"positions\":[", 14);
-  for (p = 1; p <= budget; p++) {
+  for (p = 1; p <= fill; p++) {
     char num[16];
     int n = snprintf(num, sizeof num, p > 1 ? ",%u" : "%u", p);
     buf_add(&b, num, (size_t)n);

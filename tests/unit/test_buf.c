@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "evictd/buf.h"
+#include "evictd/crc.h"
 #include "evictd/error.h"
 
 /* Asserts that the buffer holds exactly `want`. */
@@ -112,6 +113,29 @@ START_TEST(u32_array_forms) {
   evd_buf_u32_array(&b, v, 6);
   expect_text(&b, "[0,9,10,99,100,4294967295]");
   evd_buf_free(&b);
+}
+END_TEST
+
+START_TEST(crc32c_known_value_and_both_ways_agree) {
+  static const char check[] = "123456789";
+  unsigned char data[4099];
+  uint32_t a, b, x = 12345;
+  size_t i, cut;
+
+  /* The standard check value of CRC-32C. */
+  ck_assert_uint_eq(evd_crc32c(0, check, 9), 0xE3069283u);
+  ck_assert_uint_eq(evd__crc32c_sw(0, check, 9), 0xE3069283u);
+  for (i = 0; i < sizeof data; i++) {
+    x = x * 1103515245u + 12345u;
+    data[i] = (unsigned char)(x >> 16);
+  }
+  /* Any length, any alignment, any split into pieces. */
+  for (cut = 0; cut < 64; cut++) {
+    a = evd_crc32c(evd_crc32c(0, data + 1, cut), data + 1 + cut,
+                   sizeof data - 1 - cut);
+    b = evd__crc32c_sw(0, data + 1, sizeof data - 1);
+    ck_assert_uint_eq(a, b);
+  }
 }
 END_TEST
 
@@ -357,6 +381,7 @@ static Suite *buf_suite(void) {
   tcase_add_test(tc, numbers_append_after_text);
   tcase_add_test(tc, u32_array_forms);
   tcase_add_test(tc, u32_seq_values_and_ranges);
+  tcase_add_test(tc, crc32c_known_value_and_both_ways_agree);
   tcase_add_test(tc, u32_array_of_max_values_fits_its_reservation);
   tcase_add_test(tc, json_str_plain_and_empty);
   tcase_add_test(tc, json_str_escapes_quote_and_backslash);

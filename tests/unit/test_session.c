@@ -534,6 +534,48 @@ START_TEST(random_ops_match_plain_arrays) {
 }
 END_TEST
 
+/* Loading saved state sizes the table once for all its sessions: no
+ * rehash on the way (the first insert into a big empty table used to shrink
+ * it), every session found, and removals shrink it again as usual. 80 MiB
+ * of heap are readied too (untouched, so cheap). */
+START_TEST(reserve_sizes_buckets_once) {
+  enum { N = 5000 };
+  evd_table_t *t = new_table(N + 10);
+  evd_session_t *s[N];
+  char id[16];
+  size_t before, buckets;
+  int i;
+
+  before = evd__table_buckets(t);
+  evd_table_reserve(t, N, (size_t)80 << 20);
+  buckets = evd__table_buckets(t);
+  ck_assert_uint_ge(buckets, N);
+  ck_assert_uint_lt(buckets, 2 * N);
+  ck_assert_uint_gt(buckets, before);
+  ck_assert_uint_eq(buckets & (buckets - 1), 0);
+  for (i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "r%d", i);
+    s[i] = add(t, id, 16, 4, (uint32_t)i);
+    REQUIRE(evd__table_buckets(t) == buckets,
+            "insert %d changed the buckets: %zu -> %zu", i, buckets,
+            evd__table_buckets(t));
+  }
+  evd_table_reserve_done();
+  /* A table that is not empty is left as it is. */
+  evd_table_reserve(t, 4 * N, 0);
+  ck_assert_uint_eq(evd__table_buckets(t), buckets);
+  for (i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "r%d", i);
+    REQUIRE(find(t, id) == s[i], "session %s not found", id);
+  }
+  for (i = 0; i < N; i++)
+    evd_table_remove(t, s[i]);
+  ck_assert_uint_eq(evd_table_count(t), 0);
+  ck_assert_uint_lt(evd__table_buckets(t), buckets);
+  evd_table_free(t);
+}
+END_TEST
+
 /* ---- footprint ---------------------------------------------------------- */
 
 START_TEST(footprint_is_header_id_and_window) {
@@ -609,6 +651,7 @@ static Suite *session_suite(void) {
   tcase_add_test(table, remove_while_iterating_oldest_first);
   tcase_add_test(table, hash_key_differs_between_tables);
   tcase_add_test(table, random_ops_match_plain_arrays);
+  tcase_add_test(table, reserve_sizes_buckets_once);
   tcase_add_test(table, footprint_is_header_id_and_window);
   tcase_add_test(table, window_sits_inside_the_block);
   suite_add_tcase(s, table);
