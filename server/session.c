@@ -175,16 +175,19 @@ void evd_table_free(evd_table_t *t) {
   free(t);
 }
 
-/* Makes `bytes` of heap ready for the sessions about to be loaded, in
- * huge pages where the kernel has them: otherwise loading a million
+/* Makes `bytes` of heap ready for the sessions about to be loaded, its
+ * pages in place before they are written: otherwise loading a million
  * sessions takes half a million page faults, half the time of a restart
- * (measured). glibc only: one block of `bytes` is taken from the heap with
- * mmap and trimming off, freed back into it, and advised MADV_HUGEPAGE;
- * the sessions are then carved from it by malloc as usual. */
+ * (measured). glibc and Linux 5.14 or later only: one block of `bytes` is
+ * taken from the heap (not mmap) with trimming off, freed back into it and
+ * populated with MADV_POPULATE_WRITE, one system call; the sessions are
+ * then carved from it by malloc as usual. (Huge pages were tried: faster
+ * when the kernel has them free, three times slower when it must compact
+ * memory for them first, as after the previous daemon's exit.) */
 static int heap_prepared;
 
 static void heap_prepare(size_t bytes) {
-#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
+#if defined(__GLIBC__) && defined(MADV_POPULATE_WRITE)
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   uintptr_t lo, hi;
   char *p;
@@ -202,7 +205,7 @@ static void heap_prepare(size_t bytes) {
   hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(page - 1);
   free(p);
   if (hi > lo)
-    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
   /* The trim threshold stays up until the load is done: see
    * evd_table_reserve_done. */
 #else
@@ -227,7 +230,7 @@ void evd_table_reserve(evd_table_t *t, size_t n, size_t bytes) {
 }
 
 void evd_table_reserve_done(void) {
-#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
+#if defined(__GLIBC__) && defined(MADV_POPULATE_WRITE)
   if (heap_prepared)
     mallopt(M_TRIM_THRESHOLD, 128 * 1024); /* glibc's default */
   heap_prepared = 0;

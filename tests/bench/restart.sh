@@ -57,6 +57,7 @@ for round in 1 2 3; do
   [[ $reply == "HTTP/1.1 200 "* && $reply == *'"newest":601'* ]] ||
     die "restart: a session did not come back: ${reply:0:300}"
   [ "$loaded" = "$sessions" ] || die "restart: $loaded of $sessions sessions loaded"
+  rss2=$(awk '/^VmRSS/ { print $2 * 1024 }' "/proc/$evictd_pid/status")
   # Killed, not stopped: another final snapshot would only rewrite the same.
   kill -KILL "$evictd_pid"
   wait "$evictd_pid" 2>/dev/null || true
@@ -67,11 +68,13 @@ tl=$(printf '%s\n' "${tls[@]}" | median)
 
 awk -v n="$sessions" -v t0="$t0" -v t1="$t1" -v ts="$ts" -v te="$te" \
     -v snap="$snap" -v dir="$dir" -v tcat="$tcat" -v tr="$tr" \
-    -v trs="${trs[*]}" -v tl="$tl" -v rss="$rss" 'BEGIN {
+    -v trs="${trs[*]}" -v tl="$tl" -v rss="$rss" \
+    -v rss2="$rss2" 'BEGIN {
   ring = 4 * 513
   printf "  %-44s %12s %10s\n", "", "value", "target"
   printf "  %-44s %10.1f s\n", "load (PUT, 600-position step, decode step)", t1 - t0
   printf "  %-44s %10.0f B\n", "resident memory per session", rss / n
+  printf "  %-44s %10.0f B\n", "  after a restart", rss2 / n
   printf "  %-44s %10.2f s %10s\n", "SIGTERM: final snapshot and exit", te - ts, "< 30 s"
   printf "  %-44s %10.2f x %10s\n", "snapshot bytes / rings bytes", snap / (ring * n), "<= 1.1x"
   printf "  %-44s %10.1f MB\n", "state directory", dir / 1e6
