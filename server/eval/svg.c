@@ -8,8 +8,8 @@
 
 #include "evictd/error.h"
 
-/* Okabe-Ito colours, told apart with colour-blindness too; dashes take over
- * when they run out. */
+/* Okabe-Ito colours, told apart with colour-blindness too, and a dash pattern
+ * per line as well, so lines that coincide (policies that tie) both show. */
 static const char *const colours[] = {"#0072B2", "#D55E00", "#009E73",
                                       "#CC79A7", "#E69F00", "#56B4E9",
                                       "#000000", "#F0E442"};
@@ -121,7 +121,7 @@ static void axes(FILE *out, const evd_eval_t *e, const scale_t *s) {
 static void series(FILE *out, const evd_eval_t *e, const scale_t *s,
                    uint32_t j) {
   const char *colour = colours[j % NCOLOURS];
-  const char *dash = dashes[(j / NCOLOURS) % NDASHES];
+  const char *dash = dashes[j % NDASHES];
   char name[32];
   uint32_t i;
 
