@@ -5,9 +5,12 @@
 # `make bench-profile` shows where the daemon's time goes under the same
 # loads (callgrind; PROFILE_TOOL=perf for cpu-clock samples with the kernel).
 
-BUILD_ALL += $(B)/bench_memory $(B)/bench_api
+BUILD_ALL += $(B)/bench_memory $(B)/bench_api $(B)/bench_memcopy
 
 $(B)/bench_memory: tests/bench/bench_memory.c | $(B)/obj
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
+
+$(B)/bench_memcopy: tests/bench/bench_memcopy.c | $(B)/obj
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
 $(B)/bench_api: tests/bench/bench_api.c $(B)/evictd-daemon.a
@@ -20,7 +23,8 @@ $(B)/bench_api: tests/bench/bench_api.c $(B)/evictd-daemon.a
 # The packages first: the binaries cannot be built without them.
 bench-http-build:
 	@deploy/deps.sh build bench
-	@$(MAKE) --no-print-directory $(B)/evictd $(B)/bench_memory $(B)/bench_api
+	@$(MAKE) --no-print-directory $(B)/evictd $(B)/bench_memory $(B)/bench_api \
+	  $(B)/bench_memcopy
 
 bench-http: bench-http-build
 	tests/bench/api.sh $(B)/bench_api
@@ -28,7 +32,7 @@ bench-http: bench-http-build
 	tests/bench/batch.sh $(B)/evictd
 	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory
 	tests/bench/durable.sh $(B)/evictd
-	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory
+	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory $(B)/bench_memcopy
 	@$(MAKE) --no-print-directory bench-eval
 
 bench-single: bench-http-build
@@ -42,7 +46,7 @@ bench-memory: bench-http-build
 
 # RESTART_SESSIONS=100000 makes a quick run (default 1,000,000).
 bench-restart: bench-http-build
-	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory
+	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory $(B)/bench_memcopy
 
 bench-profile: bench-http-build
 	PROFILE_OUT=$(B)/profile tests/bench/profile.sh $(B)/evictd
