@@ -406,6 +406,22 @@ int evd_table_add(evd_table_t *t, const char *id, size_t len,
   return err;
 }
 
+int evd_table_add_prepared(evd_table_t *t, const char *id, size_t len,
+                           const evd_session_config_t *cfg, uint32_t now,
+                           evd_session_t **out) {
+  int err;
+
+  assert(evd_session_id_valid(id, len));
+  if (!evd_window_config_valid(cfg->budget, cfg->sinks, cfg->lookahead))
+    return EVD_EINVAL;
+  err = link_new(t, id, len, cfg->budget, cfg->lookahead, cfg->page_size,
+                 now, out);
+  if (err == 0)
+    evd_window_prepare(evd_session_window(*out), cfg->budget, cfg->sinks,
+                       cfg->lookahead);
+  return err;
+}
+
 int evd_table_fork(evd_table_t *t, const evd_session_t *parent,
                    const char *id, size_t len, uint32_t now,
                    evd_session_t **out) {

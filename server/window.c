@@ -26,23 +26,31 @@ size_t evd_window_footprint(uint32_t budget, uint32_t lookahead) {
          ((size_t)budget + lookahead) * sizeof(uint32_t);
 }
 
-int evd_window_init(evd_window_t *w, uint32_t budget, uint32_t sinks,
-                    uint32_t lookahead, evd_rng_t *rng) {
-  (void)rng; /* Deterministic policy: the common interface's rng is unused. */
+int evd_window_prepare(evd_window_t *w, uint32_t budget, uint32_t sinks,
+                       uint32_t lookahead) {
   if (!evd_window_config_valid(budget, sinks, lookahead))
     return EVD_EINVAL;
   w->budget = budget;
   w->sinks = sinks;
   w->last = budget + lookahead - 1;
-  /* Position 0 exists before the first decode step and sits in slot 0.
-   * The other slots are cleared too, so that a saved window never carries
-   * whatever the memory held before. */
-  memset(w->pos, 0, ((size_t)budget + lookahead) * sizeof w->pos[0]);
+  /* The start state: position 0 exists before the first decode step and
+   * sits in slot 0 (which evd_window_init clears; so do the other slots). */
   w->size = 1;
   w->newest = 0;
   w->head = sinks;
   w->tail = 1;
   w->committed = 0;
+  return 0;
+}
+
+int evd_window_init(evd_window_t *w, uint32_t budget, uint32_t sinks,
+                    uint32_t lookahead, evd_rng_t *rng) {
+  (void)rng; /* Deterministic policy: the common interface's rng is unused. */
+  if (evd_window_prepare(w, budget, sinks, lookahead) != 0)
+    return EVD_EINVAL;
+  /* Slot 0 holds position 0; the other slots are cleared too, so that a
+   * saved window never carries whatever the memory held before. */
+  memset(w->pos, 0, ((size_t)budget + lookahead) * sizeof w->pos[0]);
   return 0;
 }
 

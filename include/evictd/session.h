@@ -133,6 +133,13 @@ int evd_table_add(evd_table_t *t, const char *id, size_t len,
                   const evd_session_config_t *cfg, uint32_t now,
                   evd_session_t **out);
 
+/* As evd_table_add, but the window is only prepared (evd_window_prepare):
+ * the caller fills its slots and restores its state before anything else
+ * reads it, or removes the session. For loading a snapshot. */
+int evd_table_add_prepared(evd_table_t *t, const char *id, size_t len,
+                           const evd_session_config_t *cfg, uint32_t now,
+                           evd_session_t **out);
+
 /* Creates session `id` (which must not exist yet) as an exact copy of
  * `parent`'s configuration and window, without its replay record; marks it
  * used at `now`. O(budget). Returns 0, EVD_ELIMIT or EVD_ENOMEM; nothing

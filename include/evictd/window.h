@@ -142,9 +142,17 @@ int evd_window_commit(evd_window_t *w, uint32_t p, uint32_t *dropped,
 int evd_window_truncate(evd_window_t *w, uint32_t from, uint32_t *removed,
                         uint32_t *nr);
 
-/* Restores a saved state into a window made by evd_window_init with the
- * same budget, sinks and lookahead, whose pos[] the caller has already
- * filled with the saved ring. Checks that the state is one the window could
+/* As evd_window_init, but pos[] is left as the memory held it: for a
+ * window whose slots the caller fills at once and whose state it then
+ * restores (evd_window_restore), as loading a snapshot does, which saves a
+ * clearing of every ring. Not to be used before pos[] is filled. Returns
+ * 0, or EVD_EINVAL as evd_window_init. */
+int evd_window_prepare(evd_window_t *w, uint32_t budget, uint32_t sinks,
+                       uint32_t lookahead);
+
+/* Restores a saved state into a window made by evd_window_init or
+ * evd_window_prepare with the same budget, sinks and lookahead, whose pos[]
+ * the caller has already filled with the saved ring. Checks that the state is one the window could
  * have reached (cursors in range and consistent with size, held positions
  * strictly increasing and not above `newest`, drafts within lookahead, at
  * most budget committed ones, exactly `tentative` held above `committed`).

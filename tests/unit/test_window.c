@@ -1071,6 +1071,49 @@ START_TEST(random_engine_ops_match_model) {
 }
 END_TEST
 
+/* A window prepared over memory full of garbage, its ring filled from a
+ * saved one and restored, is the saved window: same state, and the same
+ * answers step for step afterwards. Before the ring is filled, prepare
+ * leaves the start state's cursors. */
+START_TEST(prepare_then_restore_is_the_saved_window) {
+  const uint32_t budget = 6, sinks = 2, lookahead = 3;
+  size_t bytes = evd_window_footprint(budget, lookahead);
+  evd_window_t *w, *copy = malloc(bytes);
+  uint32_t slot, v, sc, vc, p;
+  int a, ac;
+
+  ck_assert_ptr_nonnull(copy);
+  ck_assert_int_eq(evd_window_prepare(copy, 0, 0, 1), EVD_EINVAL);
+  ck_assert_int_eq(evd_window_prepare(copy, 4, 4, 1), EVD_EINVAL);
+  ck_assert_int_eq(evd_window_prepare(copy, 4, 1, 0), EVD_EINVAL);
+  memset(copy, 0xa5, bytes);
+  ck_assert_int_eq(evd_window_prepare(copy, budget, sinks, lookahead), 0);
+  ck_assert(copy->budget == budget && copy->sinks == sinks &&
+            evd_window_lookahead(copy) == lookahead && copy->size == 1 &&
+            copy->newest == 0 && copy->head == sinks && copy->tail == 1 &&
+            evd_window_tentative(copy) == 0);
+  ck_assert_int_eq(evd_window_new(&w, budget, sinks, lookahead, NULL), 0);
+  for (p = 1; p <= 13; p += 1 + p % 2) /* with gaps, past the ring's end */
+    ck_assert_int_ge(evd_window_advance(w, p, &slot, &v), 0);
+  memcpy(copy->pos, w->pos, (size_t)(budget + lookahead) * sizeof(uint32_t));
+  ck_assert_int_eq(evd_window_restore(copy, w->size, w->head, w->tail,
+                                      w->newest, 0, 0),
+                   0);
+  ck_assert_mem_eq(copy, w, bytes);
+  for (p = 14; p < 40; p++) {
+    a = evd_window_advance(w, p, &slot, &v);
+    ac = evd_window_advance(copy, p, &sc, &vc);
+    ck_assert_int_eq(ac, a);
+    ck_assert_uint_eq(sc, slot);
+    if (a > 0)
+      ck_assert_uint_eq(vc, v);
+  }
+  ck_assert_mem_eq(copy, w, bytes);
+  evd_window_free(w);
+  free(copy);
+}
+END_TEST
+
 static Suite *window_suite(void) {
   Suite *s = suite_create("window");
   TCase *tc = tcase_create("core");
@@ -1097,6 +1140,7 @@ static Suite *window_suite(void) {
   tcase_add_test(tc, drafts_then_partial_commit);
   tcase_add_test(tc, truncate_into_the_sinks_repins);
   tcase_add_test(tc, restore_refuses_impossible_states);
+  tcase_add_test(tc, prepare_then_restore_is_the_saved_window);
   tcase_add_test(tc, random_engine_ops_match_model);
   suite_add_tcase(s, tc);
   return s;
