@@ -390,9 +390,12 @@ static int link_new(evd_table_t *t, const char *id, size_t len,
   return 0;
 }
 
-int evd_table_add(evd_table_t *t, const char *id, size_t len,
-                  const evd_session_config_t *cfg, uint32_t now,
-                  evd_session_t **out) {
+/* evd_table_add and evd_table_add_prepared: the window starts cleared, or
+ * only prepared for the caller to fill. */
+static int add(evd_table_t *t, const char *id, size_t len,
+               const evd_session_config_t *cfg, uint32_t now, int clear,
+               evd_session_t **out) {
+  evd_window_t *w;
   int err;
 
   assert(evd_session_id_valid(id, len));
@@ -400,26 +403,26 @@ int evd_table_add(evd_table_t *t, const char *id, size_t len,
     return EVD_EINVAL;
   err = link_new(t, id, len, cfg->budget, cfg->lookahead, cfg->page_size,
                  now, out);
-  if (err == 0)
-    evd_window_init(evd_session_window(*out), cfg->budget, cfg->sinks,
-                    cfg->lookahead, NULL);
-  return err;
+  if (err != 0)
+    return err;
+  w = evd_session_window(*out);
+  if (clear)
+    evd_window_init(w, cfg->budget, cfg->sinks, cfg->lookahead, NULL);
+  else
+    evd_window_prepare(w, cfg->budget, cfg->sinks, cfg->lookahead);
+  return 0;
+}
+
+int evd_table_add(evd_table_t *t, const char *id, size_t len,
+                  const evd_session_config_t *cfg, uint32_t now,
+                  evd_session_t **out) {
+  return add(t, id, len, cfg, now, 1, out);
 }
 
 int evd_table_add_prepared(evd_table_t *t, const char *id, size_t len,
                            const evd_session_config_t *cfg, uint32_t now,
                            evd_session_t **out) {
-  int err;
-
-  assert(evd_session_id_valid(id, len));
-  if (!evd_window_config_valid(cfg->budget, cfg->sinks, cfg->lookahead))
-    return EVD_EINVAL;
-  err = link_new(t, id, len, cfg->budget, cfg->lookahead, cfg->page_size,
-                 now, out);
-  if (err == 0)
-    evd_window_prepare(evd_session_window(*out), cfg->budget, cfg->sinks,
-                       cfg->lookahead);
-  return err;
+  return add(t, id, len, cfg, now, 0, out);
 }
 
 int evd_table_fork(evd_table_t *t, const evd_session_t *parent,

@@ -152,11 +152,12 @@ int evd_window_prepare(evd_window_t *w, uint32_t budget, uint32_t sinks,
 
 /* Restores a saved state into a window made by evd_window_init or
  * evd_window_prepare with the same budget, sinks and lookahead, whose pos[]
- * the caller has already filled with the saved ring. Checks that the state is one the window could
- * have reached (cursors in range and consistent with size, held positions
- * strictly increasing and not above `newest`, drafts within lookahead, at
- * most budget committed ones, exactly `tentative` held above `committed`).
- * `committed` is read only when tentative > 0.
+ * the caller has already filled with the saved ring. Checks that the state
+ * is one the window could have reached (cursors in range and consistent
+ * with size, held positions strictly increasing and not above `newest`,
+ * drafts within lookahead, at most budget committed ones, exactly
+ * `tentative` held above `committed`). `committed` is read only when
+ * tentative > 0.
  * Returns 0, or EVD_ECORRUPT with the window left in an unspecified state. */
 int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
                        uint32_t tail, uint32_t newest, uint32_t tentative,
