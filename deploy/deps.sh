@@ -19,6 +19,8 @@ for group in "$@"; do
     metrics) want+=(prometheus curl) ;;
     faults) want+=(fiu-utils libfiu-dev) ;;
     e2e)   want+=(python3-torch python3-numpy libopenblas0-pthread) ;;
+    # llama.cpp's build (evictd-llama) and its gguf-py (numpy, PyYAML).
+    llama) want+=(cmake g++ python3-numpy python3-yaml) ;;
     # Node.js and npm: Debian's (18) unless some node and npm are already
     # on PATH (another vendor's nodejs package conflicts with Debian's npm).
     node)  command -v node >/dev/null && command -v npm >/dev/null ||

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Finds (or builds) the llama.cpp that evictd-llama links, checks that its
+# llama.h has the calls evictd-llama makes, and writes OUTDIR/config.mk.
+#
+#   deploy/llama/configure.sh OUTDIR
+#
+# Where llama.cpp comes from, first match wins:
+#   LLAMA_CPP_SRC=DIR         a llama.cpp source tree (built here, cached)
+#   LLAMA_CPP_SRC=FILE.tar.gz a tarball of one (extracted here, cached)
+#   ../shared/third_party/llama.cpp-*.tar.gz beside the repository
+#   an installed libllama (pkg-config llama, e.g. llama.cpp's cmake install)
+# The build uses the flags of the third_party README (CPU, shared libraries,
+# no tools) and lands in OUTDIR/build; a second run with the same source
+# reuses it.
+set -euo pipefail
+out=${1:?usage: configure.sh OUTDIR}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+say() { echo "evictd-llama: $*" >&2; }
+
+src=${LLAMA_CPP_SRC:-}
+if [ -z "$src" ]; then
+  src=$(ls "$repo"/../shared/third_party/llama.cpp-*.tar.gz 2>/dev/null | head -n 1 || true)
+fi
+
+tree= version= cflags= libs= gguf_py=
+if [ -n "$src" ] && [ -f "$src" ]; then
+  # A tarball: extract it once per content (its sha256 names the copy).
+  sum=$(sha256sum "$src" | cut -c1-16)
+  if [ "$(cat "$out/src.sha" 2>/dev/null)" != "$sum" ]; then
+    say "extracting $src"
+    rm -rf "$out/src" "$out/build" "$out/src.sha"
+    mkdir -p "$out/src"
+    tar -xzf "$src" -C "$out/src"
+    echo "$sum" >"$out/src.sha"
+  fi
+  tree=$(dirname "$(ls -d "$out"/src/*/include/llama.h | head -n 1)")
+  tree=$(dirname "$tree")
+  version=$(basename "$src" .tar.gz)
+elif [ -n "$src" ] && [ -d "$src" ]; then
+  tree=$(cd "$src" && pwd)
+  version="source tree $tree"
+elif [ -n "$src" ]; then
+  say "LLAMA_CPP_SRC=$src is neither a directory nor a file"
+  exit 1
+fi
+
+# The calls evictd-llama makes, each of which the header must declare.
+needed=(llama_memory_seq_rm llama_memory_seq_cp llama_memory_seq_pos_max
+        llama_get_memory llama_model_load_from_file llama_init_from_model
+        llama_batch_init llama_decode llama_get_logits_ith llama_tokenize
+        llama_token_to_piece llama_vocab_is_eog LLAMA_FLASH_ATTN_TYPE_DISABLED
+        kv_unified)
+check_header() {
+  local header=$1 missing=()
+  for name in "${needed[@]}"; do
+    grep -q "\\b$name\\b" "$header" || missing+=("$name")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "$header does not declare ${missing[*]}"
+    case " ${missing[*]} " in
+      *" llama_memory_seq_rm "*)
+        say "that llama.cpp predates its memory API (llama_memory_seq_rm"
+        say "replaced llama_kv_self_seq_rm in mid-2025); use a newer one,"
+        say "e.g. the tarball in ../shared/third_party (commit 81ff7abe)" ;;
+    esac
+    exit 1
+  fi
+}
+
+if [ -n "$tree" ]; then
+  check_header "$tree/include/llama.h"
+  lib="$out/build/bin/libllama.so"
+  if [ ! -f "$lib" ] || [ "$(cat "$out/build.src" 2>/dev/null)" != "$tree" ]; then
+    for tool in cmake g++; do
+      command -v "$tool" >/dev/null || { say "building llama.cpp needs $tool (deploy/deps.sh llama)"; exit 1; }
+    done
+    say "building llama.cpp from $tree into $out/build (a few minutes on 2 cores)"
+    start=$(date +%s)
+    cmake -S "$tree" -B "$out/build" -DCMAKE_BUILD_TYPE=Release \
+      -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF -DGGML_CCACHE=OFF \
+      -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+      -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
+      >"$out/cmake.log" 2>&1 || { tail -n 30 "$out/cmake.log" >&2; exit 1; }
+    cmake --build "$out/build" --target llama -j "$(nproc)" \
+      >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log" >&2; exit 1; }
+    echo "$tree" >"$out/build.src"
+    say "llama.cpp built in $(( $(date +%s) - start )) s"
+  fi
+  cflags="-I$tree/include -I$tree/ggml/include"
+  libs="-L$out/build/bin -Wl,-rpath,$out/build/bin -lllama -lggml -lggml-base"
+  gguf_py="$tree/gguf-py"
+elif pkg-config --exists llama 2>/dev/null; then
+  inc=$(pkg-config --variable=includedir llama)
+  check_header "$inc/llama.h"
+  cflags=$(pkg-config --cflags llama)
+  libs=$(pkg-config --libs llama)
+  version="installed libllama $(pkg-config --modversion llama)"
+  gguf_py=${GGUF_PY:-}
+else
+  say "no llama.cpp: set LLAMA_CPP_SRC to a llama.cpp source tree or"
+  say "tarball, put llama.cpp-*.tar.gz in ../shared/third_party, or"
+  say "install libllama with its pkg-config file (llama.pc)"
+  exit 1
+fi
+
+cat >"$out/config.mk.tmp" <<EOF
+# Written by deploy/llama/configure.sh; do not edit.
+LLAMA_CFLAGS := $cflags
+LLAMA_LIBS := $libs
+LLAMA_CPP_VERSION := $version
+GGUF_PY := $gguf_py
+EOF
+mv "$out/config.mk.tmp" "$out/config.mk"

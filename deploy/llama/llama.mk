@@ -1,0 +1,67 @@
+# evictd-llama (deploy/llama/): llama.cpp with its KV cache kept by evictd,
+# through the C client. `make evictd-llama` finds or builds llama.cpp
+# (deploy/llama/configure.sh: LLAMA_CPP_SRC=, the tarball in
+# ../shared/third_party, or an installed libllama) and builds
+# $(B)/evictd-llama; `make gguf` writes deploy/model's weights as GGUF;
+# `make e2e-llamacpp` checks every logit llama.cpp computes under evictd's
+# answers against a PyTorch reference (tests/llamacpp); `make bench-llama`
+# prints evictd's share of a decode iteration.
+
+LLAMA_OUT := $(B)/llama
+LLAMA_SRC := $(wildcard deploy/llama/*.c)
+LLAMA_HDR := $(wildcard deploy/llama/*.h) include/evictd/client.h
+# Is there a llama.cpp to build against? (CI has the tarball beside the
+# repository; elsewhere e2e-llamacpp says why it skips.)
+LLAMA_AVAILABLE = $(or $(LLAMA_CPP_SRC),$(wildcard ../shared/third_party/llama.cpp-*.tar.gz),$(shell pkg-config --exists llama 2>/dev/null && echo installed))
+
+.PHONY: evictd-llama gguf e2e-llamacpp bench-llama
+
+evictd-llama: $(B)/libevictd-client.a
+	@deploy/deps.sh build llama
+	@deploy/llama/configure.sh $(LLAMA_OUT)
+	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
+	  $(B)/evictd-llama
+
+# The rules that need the configuration exist only in the inner make.
+ifneq ($(LLAMA_CONFIG),)
+include $(LLAMA_CONFIG)
+
+LLAMA_OBJ := $(LLAMA_SRC:deploy/llama/%.c=$(LLAMA_OUT)/obj/%.o)
+
+$(LLAMA_OUT)/obj/%.o: deploy/llama/%.c $(LLAMA_HDR) $(LLAMA_CONFIG)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LLAMA_CFLAGS) \
+	  -DEVD_LLAMA_CPP_VERSION='"$(LLAMA_CPP_VERSION)"' -c -o $@ $<
+
+$(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a
+	$(CC) -o $@ $^ $(LDFLAGS) $(LLAMA_LIBS) \
+	  $(shell pkg-config --libs libcurl jansson) -lm
+
+# deploy/model's weights (one set for make e2e, deploy/trace and here),
+# written by the tree's own gguf-py.
+$(LLAMA_OUT)/%.gguf: deploy/model/%.pt deploy/llama/export_gguf.py \
+                     $(LLAMA_CONFIG)
+	/usr/bin/python3 deploy/llama/export_gguf.py --gguf-py $(GGUF_PY) \
+	  --weights $< $@
+
+$(LLAMA_OUT)/random-100M.gguf: deploy/llama/export_gguf.py $(LLAMA_CONFIG)
+	/usr/bin/python3 deploy/llama/export_gguf.py --gguf-py $(GGUF_PY) \
+	  --random 100M $@
+
+llama-models: $(LLAMA_OUT)/evictd-lm.gguf $(LLAMA_OUT)/draft.gguf
+endif
+
+gguf: evictd-llama
+	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
+	  llama-models
+
+e2e-llamacpp:
+	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \
+	  echo "e2e-llamacpp: skipped: no llama.cpp here (no LLAMA_CPP_SRC, no ../shared/third_party/llama.cpp-*.tar.gz, no installed libllama)"; \
+	  exit 0; fi; \
+	deploy/deps.sh build e2e llama && \
+	$(MAKE) --no-print-directory $(B)/evictd gguf && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  /usr/bin/python3 tests/llamacpp/test_llamacpp.py -v

@@ -1,0 +1,168 @@
+/* The llama.cpp side of evictd-llama: loading, one reusable batch, decoding
+ * and removing positions. Nothing here knows about evictd. */
+#include "lm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool log_debug;
+
+static void on_log(enum ggml_log_level level, const char *text, void *ud) {
+  (void)ud;
+  if (log_debug || level == GGML_LOG_LEVEL_WARN ||
+      level == GGML_LOG_LEVEL_ERROR)
+    fputs(text, stderr);
+}
+
+void lm_init(bool debug) {
+  log_debug = debug;
+  llama_log_set(on_log, NULL);
+  llama_backend_init();
+}
+
+int lm_open(lm_t *lm, const char *label, const char *path,
+            const lm_opts_t *o, char *err, size_t errlen) {
+  memset(lm, 0, sizeof(*lm));
+  lm->label = label;
+  struct llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  lm->model = llama_model_load_from_file(path, mp);
+  if (lm->model == NULL) {
+    snprintf(err, errlen, "cannot load the %s model %s (llama.cpp says why "
+             "above)", label, path);
+    return -1;
+  }
+  lm->vocab = llama_model_get_vocab(lm->model);
+  lm->n_vocab = llama_vocab_n_tokens(lm->vocab);
+
+  struct llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = o->n_ctx;
+  cp.n_batch = o->n_batch;
+  cp.n_ubatch = o->n_batch; /* one pass is one ubatch: one causal mask */
+  cp.n_seq_max = o->n_seq;
+  cp.n_threads = o->threads;
+  cp.n_threads_batch = o->threads;
+  /* One cache shared by all sequences, so that llama_memory_seq_cp shares
+   * a fork's cells instead of copying them into another stream. */
+  cp.kv_unified = true;
+  cp.no_perf = true;
+  if (o->exact) {
+    /* The defaults (flash attention, F16 K/V) differ from a float64
+     * reference by about 5e-3 in the logits; these by about 1e-6. */
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = GGML_TYPE_F32;
+    cp.type_v = GGML_TYPE_F32;
+  }
+  lm->ctx = llama_init_from_model(lm->model, cp);
+  if (lm->ctx == NULL) {
+    snprintf(err, errlen, "cannot make a llama.cpp context for the %s model "
+             "(n_ctx %u, n_batch %u, %u sequences)", label, o->n_ctx,
+             o->n_batch, o->n_seq);
+    llama_model_free(lm->model);
+    lm->model = NULL;
+    return -1;
+  }
+  lm->mem = llama_get_memory(lm->ctx);
+  lm->n_ctx = llama_n_ctx(lm->ctx);
+  lm->batch_cap = (int32_t)o->n_batch;
+  lm->batch = llama_batch_init(lm->batch_cap, 0, 1);
+  return 0;
+}
+
+void lm_close(lm_t *lm) {
+  if (lm->ctx != NULL) {
+    llama_batch_free(lm->batch);
+    llama_free(lm->ctx);
+  }
+  if (lm->model != NULL)
+    llama_model_free(lm->model);
+  memset(lm, 0, sizeof(*lm));
+}
+
+void lm_clear(lm_t *lm) { lm->batch.n_tokens = 0; }
+
+void lm_add(lm_t *lm, llama_token tok, int32_t pos, int32_t seq,
+            bool output) {
+  struct llama_batch *b = &lm->batch;
+  int32_t i = b->n_tokens;
+  /* Callers size n_batch for their largest pass; going past it is a bug. */
+  if (i >= lm->batch_cap) {
+    fprintf(stderr, "evictd-llama: internal error: a pass of more than %d "
+            "tokens\n", lm->batch_cap);
+    abort();
+  }
+  b->token[i] = tok;
+  b->pos[i] = pos;
+  b->n_seq_id[i] = 1;
+  b->seq_id[i][0] = seq;
+  b->logits[i] = output;
+  b->n_tokens = i + 1;
+}
+
+int lm_decode(lm_t *lm, char *err, size_t errlen) {
+  int rc = llama_decode(lm->ctx, lm->batch);
+  if (rc == 0)
+    return 0;
+  if (rc == 1)
+    snprintf(err, errlen, "the %s model's KV cache (%u cells) has no room "
+             "for a pass of %d tokens: the sequences hold more positions "
+             "than budget + lookahead each", lm->label, lm->n_ctx,
+             lm->batch.n_tokens);
+  else
+    snprintf(err, errlen, "llama_decode of the %s model failed (%d) on a "
+             "pass of %d tokens", lm->label, rc, lm->batch.n_tokens);
+  return -1;
+}
+
+const float *lm_logits(lm_t *lm, int32_t i) {
+  return llama_get_logits_ith(lm->ctx, i);
+}
+
+size_t lm_remove(lm_t *lm, int32_t seq, const uint32_t *v, size_t n) {
+  size_t calls = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && v[j] == v[j - 1] + 1)
+      j++;
+    llama_memory_seq_rm(lm->mem, seq, (llama_pos)v[i],
+                        (llama_pos)v[j - 1] + 1);
+    calls++;
+    i = j;
+  }
+  return calls;
+}
+
+int32_t lm_pos_max(lm_t *lm, int32_t seq) {
+  return llama_memory_seq_pos_max(lm->mem, seq);
+}
+
+int lm_tokenize(lm_t *lm, const char *text, size_t len, llama_token **out) {
+  int32_t cap = (int32_t)len + 8;
+  llama_token *toks = malloc(sizeof(*toks) * (size_t)cap);
+  if (toks == NULL)
+    return -1;
+  int32_t n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap, true,
+                             false);
+  if (n < 0) { /* -n tokens needed */
+    cap = -n;
+    llama_token *t = realloc(toks, sizeof(*toks) * (size_t)cap);
+    if (t == NULL) {
+      free(toks);
+      return -1;
+    }
+    toks = t;
+    n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap, true, false);
+  }
+  if (n < 0) {
+    free(toks);
+    return -1;
+  }
+  *out = toks;
+  return n;
+}
+
+int lm_piece(lm_t *lm, llama_token tok, char *buf, size_t cap) {
+  int n = llama_token_to_piece(lm->vocab, tok, buf, (int32_t)cap, 0, false);
+  return n < 0 ? 0 : n;
+}

@@ -1,0 +1,228 @@
+/* evictd's C client: what an inference engine links to ask the daemon which
+ * KV-cache positions to evict. One evd_client_t is one keep-alive connection
+ * to one daemon (http://, https:// or unix:), used by one thread at a time.
+ * Answers live in memory the client owns, valid until the next call on the
+ * same client, so an engine that follows them within its iteration copies
+ * and frees nothing.
+ *
+ * Link with `pkg-config --cflags --libs evictd-client`. */
+#ifndef EVICTD_CLIENT_H
+#define EVICTD_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EVD_CLIENT_VERSION "0.1.0"
+
+/* Return codes: 0 or one of these. */
+enum {
+  EVD_CLIENT_OK = 0,
+  EVD_CLIENT_EAPI = -1,      /* the daemon answered with an error (4xx/5xx):
+                                evd_client_error() has its code and status */
+  EVD_CLIENT_ECONNECT = -2,  /* no connection, or it died and the request
+                                could not be resent (or resending gave up) */
+  EVD_CLIENT_ETIMEOUT = -3,  /* no whole answer within the timeout; the
+                                request may have been applied (resend it:
+                                a step, commit or truncate is replayed) */
+  EVD_CLIENT_EPROTO = -4,    /* an answer that is not the contract's */
+  EVD_CLIENT_EINVAL = -5,    /* a bad argument, refused before sending */
+  EVD_CLIENT_ENOMEM = -6     /* the client could not allocate */
+};
+
+/* A static name for an EVD_CLIENT_* code (never NULL). */
+const char *evd_client_strerror(int rc);
+
+/* The options of evd_client_new. Zero-initialise, then set what you need;
+ * every zero means the default given. */
+typedef struct evd_client_opts_s {
+  const char *url;            /* "http://host:port[/prefix]", "https://...",
+                                 "host:port" or "unix:/path"; NULL or "":
+                                 $EVICTD_URL, else http://127.0.0.1:8090 */
+  unsigned timeout_ms;        /* a whole request, answer included: 10000 */
+  unsigned connect_timeout_ms; /* opening a connection: timeout_ms */
+  unsigned reconnect_ms;      /* how long a request whose connection failed
+                                 (refused, reset, answer lost) keeps being
+                                 resent, with backoff, while a daemon
+                                 restarts: 0 = resend once at most */
+  const char *token;          /* bearer token, or NULL */
+  const char *token_file;     /* a file whose first line is the token, read
+                                 by evd_client_new (when token is NULL) */
+  const char *cafile;         /* https: the CA (or self-signed certificate)
+                                 of the daemon; NULL: the system's store */
+  bool insecure;              /* https: do not verify the certificate */
+} evd_client_opts_t;
+
+typedef struct evd_client_s evd_client_t;
+
+/* Creates a client; it connects lazily, on the first request. Returns 0
+ * and sets *out, or EVD_CLIENT_EINVAL (a URL it cannot use, an unreadable
+ * token_file) or EVD_CLIENT_ENOMEM, with a sentence in errbuf (errlen
+ * bytes, NUL-terminated; errbuf may be NULL). The caller frees the client
+ * with evd_client_free. opts may be NULL (all defaults); its strings are
+ * copied. */
+int evd_client_new(evd_client_t **out, const evd_client_opts_t *opts,
+                   char *errbuf, size_t errlen);
+
+/* Closes the connection and frees the client and every answer it holds.
+ * NULL is fine. */
+void evd_client_free(evd_client_t *c);
+
+/* What went wrong in the last call that did not return 0. Owned by the
+ * client, valid until its next call. For EVD_CLIENT_EAPI, `code` is the
+ * contract's error code ("stale_position", "unknown_session", ...) and
+ * `status` the HTTP status; for the others `code` names the kind
+ * ("connection_failed", "timeout", "protocol_error", "invalid_argument",
+ * "out_of_memory") and status is the HTTP status if one came, else 0. */
+typedef struct evd_client_err_s {
+  int rc;              /* EVD_CLIENT_E* */
+  int status;          /* HTTP status, or 0 */
+  const char *code;    /* never NULL */
+  const char *message; /* a sentence for people, never NULL */
+  int64_t newest;      /* stale_position: the session's newest; else -1 */
+} evd_client_err_t;
+
+const evd_client_err_t *evd_client_error(const evd_client_t *c);
+
+/* A list of positions, slots or pages, oldest / first first. v is NULL
+ * when n is 0. */
+typedef struct evd_list_s {
+  const uint32_t *v;
+  size_t n;
+} evd_list_t;
+
+/* A session's configuration for create, and for a step that may create its
+ * session. A field < 0 is left out of the request: the daemon's default
+ * (--budget, --sinks, --lookahead, --page-size). EVD_SESSION_CFG_DEFAULT
+ * initialises all four that way. */
+typedef struct evd_session_cfg_s {
+  int64_t budget;
+  int64_t sinks;
+  int64_t lookahead;
+  int64_t page_size;
+} evd_session_cfg_t;
+
+#define EVD_SESSION_CFG_DEFAULT {-1, -1, -1, -1}
+
+/* GET /session/{id} and the answers of create and fork. */
+typedef struct evd_view_s {
+  const char *id;
+  uint32_t budget, sinks, lookahead, page_size;
+  uint32_t size;       /* positions held */
+  uint32_t newest;     /* the newest position held or truncated to */
+  evd_list_t kept;     /* positions held, ascending */
+  evd_list_t slots;    /* slot of each kept position */
+  evd_list_t tentative; /* pending drafts, ascending */
+  evd_list_t pages;    /* with page_size > 0: pages holding a position */
+  bool created;        /* create/fork: 201 (true) or an identical one
+                          existed, 200 (false) */
+} evd_view_t;
+
+/* The answer of step, commit, truncate and evict: the lists an answer does
+ * not carry are empty. */
+typedef struct evd_answer_s {
+  evd_list_t victims;     /* evicted, oldest first (step, commit, evict) */
+  evd_list_t slots;       /* step: the ring slot of each stepped position */
+  evd_list_t dropped;     /* commit, or a step with commit: drafts dropped */
+  evd_list_t removed;     /* truncate: positions removed */
+  evd_list_t pages_new;   /* page_size > 0: pages that became used */
+  evd_list_t pages_freed; /* page_size > 0: pages left holding nothing */
+  uint32_t size;          /* positions held afterwards */
+  uint32_t newest;        /* step, commit, truncate: the newest afterwards */
+  bool replayed;          /* this is the answer of an earlier, identical
+                             request (a resend), nothing was changed now */
+} evd_answer_t;
+
+/* One step: POST /session/{id}/step, or one item of a batch. */
+typedef struct evd_step_s {
+  const char *session;        /* 1..128 of A-Z a-z 0-9 . _ ~ - */
+  const uint32_t *positions;  /* strictly increasing, above the newest */
+  size_t n_positions;         /* 0 only with has_commit (a commit alone) */
+  bool tentative;             /* drafts: appended, nothing evicted */
+  bool has_commit;            /* commit the pending drafts up to `commit`
+                                 (dropping the others) before stepping */
+  uint32_t commit;
+  const evd_session_cfg_t *create; /* sent when not NULL: the session's
+                                      configuration if this step creates it
+                                      (a different existing one: 409) */
+} evd_step_t;
+
+/* Every call below returns 0 or an EVD_CLIENT_* code (see
+ * evd_client_error()). Answers written to *out point into the client's
+ * memory, valid until its next call. A request whose connection fails
+ * before the answer arrives is resent (on a new connection, for up to
+ * opts.reconnect_ms): a step, commit or truncate identical to the session's
+ * last one is answered by the daemon with the first answer and
+ * `replayed` set, so a resend never applies a change twice. Evict is never
+ * resent once it may have been delivered (a second evict would evict
+ * nothing and the victims would be lost): read the session with
+ * evd_client_get. */
+
+/* GET /healthz: 0 when the daemon answers 200. */
+int evd_client_health(evd_client_t *c);
+
+/* PUT /session/{id}: creates (cfg NULL: all defaults). out may be NULL. */
+int evd_client_create(evd_client_t *c, const char *session,
+                      const evd_session_cfg_t *cfg, evd_view_t *out);
+
+/* POST /session/{id}/step. */
+int evd_client_step(evd_client_t *c, const evd_step_t *step,
+                    evd_answer_t *out);
+
+/* POST /session/{id}/commit {"newest":newest}. */
+int evd_client_commit(evd_client_t *c, const char *session, uint32_t newest,
+                      evd_answer_t *out);
+
+/* POST /session/{id}/truncate {"from":from}. */
+int evd_client_truncate(evd_client_t *c, const char *session, uint32_t from,
+                        evd_answer_t *out);
+
+/* POST /session/{id}/fork {"into":into}: the child's view. */
+int evd_client_fork(evd_client_t *c, const char *session, const char *into,
+                    evd_view_t *out);
+
+/* POST /session/{id}/evict, down to budget (< 0: the session's own). */
+int evd_client_evict(evd_client_t *c, const char *session, int64_t budget,
+                     evd_answer_t *out);
+
+/* GET /session/{id}. */
+int evd_client_get(evd_client_t *c, const char *session, evd_view_t *out);
+
+/* DELETE /session/{id}. With missing_ok an unknown session is 0 too. */
+int evd_client_delete(evd_client_t *c, const char *session, bool missing_ok);
+
+/* One item's outcome in a batch. */
+typedef struct evd_batch_result_s {
+  int rc;             /* 0, or EVD_CLIENT_EAPI for this item alone */
+  evd_answer_t answer; /* when rc is 0 */
+  evd_client_err_t error; /* when rc is EVD_CLIENT_EAPI: the item's code,
+                             message, status and newest */
+} evd_batch_result_t;
+
+/* POST /step: n steps in one request, one decode iteration of n sequences.
+ * out[i] gets item i's outcome. Returns 0 when the daemon answered the
+ * batch (items may still have failed: see out[i].rc), else the error of
+ * the whole request. A batch naming a session twice is never resent (only
+ * a session's last step is replayed). */
+int evd_client_batch(evd_client_t *c, const evd_step_t *steps, size_t n,
+                     evd_batch_result_t *out);
+
+/* Counters, for logs and tests. */
+typedef struct evd_client_stats_s {
+  uint64_t requests;       /* requests answered */
+  uint64_t connections;    /* connections opened */
+  uint64_t resends;        /* requests sent again after a failure */
+  uint64_t replayed;       /* answers that came back with replayed */
+} evd_client_stats_t;
+
+void evd_client_stats(const evd_client_t *c, evd_client_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

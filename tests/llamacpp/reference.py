@@ -1,0 +1,308 @@
+"""The reference side of the llama.cpp end-to-end check: the sliding window
+over positions written from the README's policy alone (never consulting
+evictd), and a replay of evictd-llama's run record (--dump) that computes,
+for every token llama.cpp computed, what it should have attended to and
+what its logits should have been, with deploy/model's PyTorch model.
+
+What a token attends to, in llama.cpp: every position its sequence holds in
+the KV cache when the pass runs, up to its own (llama.cpp's causal mask
+over the cells). evictd-llama removes a step's victims after the pass that
+computed the step, a commit's dropped drafts and victims before the next
+pass, and what a truncation removed at once. So, by the policy, a token p
+of a step attends to the positions held after the step's positions were
+appended (and, for a commit carried by the step, after the commit) but
+before the step evicted anything, that are <= p. For one position per step
+this is the sliding window of the policy card (the budget positions held,
+and p); for a chunk of L positions the chunk's later tokens also see the
+oldest positions the chunk will evict (up to L - 1 more: the lookahead's
+slack, as in an engine that reserves the window plus one micro-batch);
+drafts see the committed window and the drafts before them.
+"""
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+import torch
+
+
+class Window:
+    """One sequence's window, from the README's policy: starts holding
+    position 0; the first `sinks` positions appended while fewer are
+    pinned are pinned; a step appends its positions, then (unless
+    tentative) evicts the oldest unpinned positions until at most `budget`
+    remain; a commit keeps the drafts <= P, drops the others, then evicts;
+    a truncation removes every position >= P."""
+
+    def __init__(self, budget: int, sinks: int, lookahead: int) -> None:
+        self.budget, self.sinks, self.lookahead = budget, sinks, lookahead
+        self.held: List[int] = []
+        self.pinned: Set[int] = set()
+        self.drafts: List[int] = []
+        self._append([0])
+
+    def copy(self) -> "Window":
+        w = Window.__new__(Window)
+        w.budget, w.sinks, w.lookahead = self.budget, self.sinks, \
+            self.lookahead
+        w.held, w.pinned, w.drafts = list(self.held), set(self.pinned), \
+            list(self.drafts)
+        return w
+
+    def _append(self, positions: Sequence[int]) -> None:
+        for p in positions:
+            if self.held and p <= self.held[-1]:
+                raise ValueError("position %d is not above %d"
+                                 % (p, self.held[-1]))
+            self.held.append(p)
+            if len(self.pinned) < self.sinks:
+                self.pinned.add(p)
+
+    def _evict(self) -> List[int]:
+        victims = []
+        while len(self.held) > self.budget:
+            v = next(q for q in self.held if q not in self.pinned)
+            self.held.remove(v)
+            victims.append(v)
+        return victims
+
+    def commit(self, newest: int) -> Tuple[List[int], List[int]]:
+        """(dropped, victims)."""
+        dropped = [q for q in self.drafts if q > newest]
+        self.held = [q for q in self.held if q not in dropped]
+        self.pinned -= set(dropped)
+        self.drafts = []
+        return dropped, self._evict()
+
+    def step(self, positions: Sequence[int], tentative: bool
+             ) -> Tuple[Dict[int, Tuple[int, ...]], List[int]]:
+        """Appends one step's positions: (what each attends to, the
+        victims, evicted after the pass)."""
+        if len(positions) > self.lookahead:
+            raise ValueError("a step of %d positions, lookahead %d"
+                             % (len(positions), self.lookahead))
+        if self.drafts and not tentative:
+            raise ValueError("a plain step with drafts pending")
+        self._append(positions)
+        rows = {p: tuple(q for q in self.held if q <= p) for p in positions}
+        if tentative:
+            self.drafts += list(positions)
+            return rows, []
+        return rows, self._evict()
+
+    def truncate(self, frm: int) -> List[int]:
+        removed = [q for q in self.held if q >= frm]
+        self.held = [q for q in self.held if q < frm]
+        self.pinned = {q for q in self.pinned if q < frm}
+        self.drafts = [q for q in self.drafts if q < frm]
+        return removed
+
+
+def load_dump(prefix: str) -> Tuple[List[dict], np.ndarray]:
+    """The events of PREFIX.jsonl and the logit rows of PREFIX.f32."""
+    with open(prefix + ".jsonl", encoding="utf-8") as f:
+        events = [json.loads(line) for line in f]
+    if not events or events[0].get("op") != "start":
+        raise ValueError("%s.jsonl does not start with a start event"
+                         % prefix)
+    n_vocab = events[0]["n_vocab"]
+    rows = np.fromfile(prefix + ".f32", dtype=np.float32)
+    if rows.size % n_vocab:
+        raise ValueError("%s.f32 is not whole rows of %d" % (prefix,
+                                                               n_vocab))
+    return events, rows.reshape(-1, n_vocab)
+
+
+@dataclass
+class Result:
+    """What a replay found."""
+    compared: int = 0            # logit rows compared
+    max_diff: float = 0.0        # largest |a - b| / max(1, |b|)
+    max_diff_at: str = ""
+    row_mismatches: List[str] = field(default_factory=list)
+    removal_mismatches: List[str] = field(default_factory=list)
+    passes: int = 0
+    widest: int = 0              # most positions one token attended to
+    by_model: Dict[str, float] = field(default_factory=dict)
+
+    def ok(self, tol: float) -> bool:
+        return (not self.row_mismatches and not self.removal_mismatches
+                and self.compared > 0 and self.max_diff <= tol)
+
+    def summary(self) -> str:
+        return ("%d rows in %d passes, max diff %.2e (%s), widest row %d, "
+                "%d row and %d removal mismatches"
+                % (self.compared, self.passes, self.max_diff,
+                   self.max_diff_at, self.widest, len(self.row_mismatches),
+                   len(self.removal_mismatches)))
+
+
+class _Track:
+    """One model's sequences during a replay: the token and the row
+    (positions attended) of every position as last computed, and the
+    passes not yet compared."""
+
+    def __init__(self, model: torch.nn.Module, label: str) -> None:
+        self.model, self.label = model, label
+        self.tokens: Dict[int, Dict[int, int]] = {}
+        self.rows: Dict[int, Dict[int, Tuple[int, ...]]] = {}
+        self.cache: Dict[int, Set[int]] = {}   # what llama.cpp holds
+        self.pending: List[Tuple[int, int, int]] = []  # (seq, pos, row)
+
+    def fork(self, seq: int, into: int) -> None:
+        self.tokens[into] = dict(self.tokens.get(seq, {}))
+        self.rows[into] = dict(self.rows.get(seq, {}))
+        self.cache[into] = set(self.cache.get(seq, set()))
+
+    def dirty(self, seq: int, pos: int, tok: int) -> bool:
+        """Whether computing (pos, tok) rewrites a position a pending
+        comparison depends on (so the pending ones are compared first)."""
+        return pos in self.tokens.get(seq, {}) and any(
+            s == seq for s, _, _ in self.pending)
+
+
+def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
+           draft: Optional[torch.nn.Module] = None,
+           budget: Optional[int] = None, sinks: Optional[int] = None
+           ) -> Result:
+    """Replays a run record: the target's rows against the policy (with
+    `budget`/`sinks` overriding the run's, for the negative control), the
+    draft's rows against what its cache held; every logit row against the
+    reference model in float64 over exactly those positions."""
+    start = events[0]
+    budget = start["budget"] if budget is None else budget
+    sinks = start["sinks"] if sinks is None else sinks
+    lookahead = start["lookahead"]
+    res = Result()
+    windows: Dict[int, Window] = {0: Window(budget, sinks, lookahead)}
+    # The target's removals the policy expects, per sequence, in order.
+    expect: Dict[int, List[int]] = {0: []}
+    tracks = {"target": _Track(target, "target")}
+    if draft is not None:
+        tracks["draft"] = _Track(draft, "draft")
+    step_rows: Dict[int, Dict[int, Tuple[int, ...]]] = {}
+
+    def flush(track: _Track) -> None:
+        by_seq: Dict[int, List[Tuple[int, int]]] = {}
+        for seq, pos, row in track.pending:
+            by_seq.setdefault(seq, []).append((pos, row))
+        for seq, items in by_seq.items():
+            toks, rows = track.tokens[seq], track.rows[seq]
+            top = max(p for p, _ in items)
+            if sorted(toks)[:top + 1] != list(range(top + 1)):
+                raise ValueError("%s seq %d: positions 0..%d are not all "
+                                 "computed" % (track.label, seq, top))
+            t = torch.tensor([toks[p] for p in range(top + 1)])
+            mask = torch.zeros(top + 1, top + 1, dtype=torch.bool)
+            for p in range(top + 1):
+                mask[p, list(rows[p])] = True
+            with torch.no_grad():
+                want = track.model(t, mask=mask).double().numpy()
+            for pos, row in items:
+                a = logits[row].astype(np.float64)
+                b = want[pos]
+                err = float(np.max(np.abs(a - b) / np.maximum(1.0,
+                                                              np.abs(b))))
+                res.compared += 1
+                key = track.label
+                res.by_model[key] = max(res.by_model.get(key, 0.0), err)
+                if err > res.max_diff:
+                    res.max_diff = err
+                    res.max_diff_at = "%s seq %d pos %d" % (key, seq, pos)
+        track.pending = []
+
+    for ev in events[1:]:
+        op = ev["op"]
+        if op == "step":
+            seq = ev["seq"]
+            w = windows[seq]
+            if "commit" in ev:
+                dropped, victims = w.commit(ev["commit"])
+                expect[seq] += dropped + victims
+            rows, victims = w.step(ev["positions"], ev["tentative"])
+            step_rows.setdefault(seq, {}).update(rows)
+            expect[seq] += victims
+        elif op == "commit":
+            dropped, victims = windows[ev["seq"]].commit(ev["newest"])
+            expect[ev["seq"]] += dropped + victims
+        elif op == "truncate":
+            expect[ev["seq"]] += windows[ev["seq"]].truncate(ev["from"])
+        elif op == "fork":
+            seq, into = ev["seq"], ev["into"]
+            windows[into] = windows[seq].copy()
+            expect[into] = list(expect[seq])
+            step_rows[into] = dict(step_rows.get(seq, {}))
+            for tr in tracks.values():
+                tr.fork(seq, into)
+        elif op == "remove":
+            tr = tracks.get(ev["model"])
+            if tr is None:
+                continue
+            seq, gone = ev["seq"], ev["positions"]
+            held = tr.cache.setdefault(seq, set())
+            missing = [q for q in gone if q not in held]
+            if missing and ev["why"] != "rejected":
+                res.removal_mismatches.append(
+                    "%s seq %d removed %s it does not hold"
+                    % (ev["model"], seq, missing))
+            held -= set(gone)
+            if ev["model"] == "target":
+                want = expect[seq][:len(gone)]
+                if want != gone:
+                    res.removal_mismatches.append(
+                        "seq %d: the engine removed %s, the policy %s"
+                        % (seq, gone, expect[seq][:len(gone) + 2]))
+                expect[seq] = expect[seq][len(gone):]
+        elif op == "pass":
+            tr = tracks.get(ev["model"])
+            if tr is None:
+                continue
+            res.passes += 1
+            toks = ev["tokens"]
+            if any(tr.dirty(s, p, t) for s, p, t in toks):
+                flush(tr)
+            # What the cache holds during the pass: what it held, and the
+            # pass's own tokens.
+            now: Dict[int, Set[int]] = {}
+            for s, p, _ in toks:
+                now.setdefault(s, set(tr.cache.get(s, set()))).add(p)
+            for i, (s, p, t) in enumerate(toks):
+                engine_row = tuple(sorted(q for q in now[s] if q <= p))
+                if ev["model"] == "target":
+                    if p == 0:
+                        want_row = (0,)
+                    else:
+                        want_row = step_rows.get(s, {}).pop(p, None)
+                    if want_row != engine_row:
+                        res.row_mismatches.append(
+                            "seq %d pos %d attended to %s, the window "
+                            "holds %s" % (s, p, engine_row, want_row))
+                        want_row = want_row or engine_row
+                else:
+                    want_row = engine_row
+                res.widest = max(res.widest, len(want_row))
+                tr.tokens.setdefault(s, {})[p] = t
+                tr.rows.setdefault(s, {})[p] = want_row
+                tr.pending.append((s, p, ev["row"] + i))
+            for s in now:
+                tr.cache[s] = now[s]
+    for tr in tracks.values():
+        flush(tr)
+    for seq, w in windows.items():
+        held = sorted(tracks["target"].cache.get(seq, set()))
+        if held != w.held:
+            res.removal_mismatches.append(
+                "seq %d ends holding %s in llama.cpp's cache, the policy %s"
+                % (seq, held[:8], w.held[:8]))
+    return res
+
+
+def text_of(stdout: bytes) -> bytes:
+    """evictd-llama's generated text (it ends its output with a newline)."""
+    return stdout[:-1] if stdout.endswith(b"\n") else stdout
+
+
+def here_path(*parts: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), *parts)

@@ -1,0 +1,292 @@
+#!/usr/bin/python3
+"""llama.cpp decoding through evictd, every logit checked (make e2e-llamacpp).
+
+Each test runs evictd-llama ($EVICTD_LLAMA) — unmodified llama.cpp whose
+KV cache loses exactly the positions the real daemon ($EVICTD_BIN, on a
+loopback port or a unix socket) names — on deploy/model's weights as GGUF
+($LLAMA_MODELS/evictd-lm.gguf, draft.gguf), with --dump: every evictd
+request, every removal from the cache and every logit llama.cpp computed.
+reference.replay then rebuilds, from the README's policy alone, what each
+token must have attended to, checks that llama.cpp's cache held exactly
+that (and that the engine removed exactly what the policy evicts), and
+computes the same weights in PyTorch (deploy/model/model.py, float64)
+attending over exactly those positions: every logit at every step must
+agree within TOL.
+
+TOL = 1e-4, as |a - b| / max(1, |b|): llama.cpp computes in float32 (F32
+K/V, no flash attention, one thread), the reference in float64, so the
+difference is llama.cpp's rounding: dot products of 32 to 344 terms,
+softmaxes over up to a few hundred positions and four layers, each step a
+few float32 ulps (1.2e-7 relative). The largest difference measured over
+every scenario is printed at the end (about 1e-6); TOL leaves two orders
+of magnitude for other CPUs and BLAS builds, while a real error costs far
+more: test_negative_control runs the engine with a window one position
+wider and finds the check failing by over 100 x TOL.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from typing import Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "deploy", "model"))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+sys.path.insert(0, HERE)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+import model as lm  # noqa: E402
+from daemon import Daemon  # noqa: E402
+import reference as ref  # noqa: E402
+
+TOL = 1e-4
+BIN = os.environ.get("EVICTD_LLAMA") or os.path.join(REPO, "build",
+                                                     "evictd-llama")
+MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
+                                                        "llama")
+TARGET_GGUF = os.path.join(MODELS, "evictd-lm.gguf")
+DRAFT_GGUF = os.path.join(MODELS, "draft.gguf")
+
+TMP: Optional[tempfile.TemporaryDirectory] = None
+MAIN: Optional[Daemon] = None
+TARGET = DRAFT = None
+RESULTS: Dict[str, str] = {}
+
+
+def setUpModule() -> None:
+    global TMP, MAIN, TARGET, DRAFT
+    for path in (BIN, TARGET_GGUF, DRAFT_GGUF):
+        if not os.path.exists(path):
+            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    torch.set_num_threads(1)
+    TARGET = lm.load(lm.WEIGHTS).double()
+    DRAFT = lm.load(lm.DRAFT_WEIGHTS).double()
+    TMP = tempfile.TemporaryDirectory(prefix="evictd-llamacpp-")
+    MAIN = Daemon(TMP.name)
+
+
+def tearDownModule() -> None:
+    if MAIN is not None:
+        MAIN.stop()
+    if TMP is not None:
+        TMP.cleanup()
+    print("", file=sys.stderr)
+    for name, line in sorted(RESULTS.items()):
+        print("%-22s %s" % (name, line), file=sys.stderr)
+
+
+def prompt(i: int, n: int) -> bytes:
+    """n bytes of the held-out text, a different place for each i."""
+    with open(lm.HELD_OUT_TEXT, "rb") as f:
+        text = f.read()
+    start = (i * 997) % (len(text) - n)
+    return text[start:start + n]
+
+
+class Case(unittest.TestCase):
+
+    def setUp(self) -> None:
+        self.name = self._testMethodName[len("test_"):]
+        self.runs = 0
+
+    def run_engine(self, *args: str, url: Optional[str] = None,
+                   dump: bool = True, check: bool = True
+                   ) -> Tuple[bytes, str, Optional[str]]:
+        """Runs evictd-llama generate; returns (stdout, stderr, dump
+        prefix)."""
+        self.runs += 1
+        prefix = os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
+        cmd = [BIN, "generate", "-m", TARGET_GGUF, "--evictd",
+               url or MAIN.url, "--session", "%s.%d" % (self.name,
+                                                        self.runs),
+               "--stats"] + list(args)
+        if dump:
+            cmd += ["--dump", prefix]
+        p = subprocess.run(cmd, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=600)
+        err = p.stderr.decode("utf-8", "replace")
+        if check:
+            self.assertEqual(p.returncode, 0, "evictd-llama failed:\n" + err)
+        return p.stdout, err, prefix if dump else None
+
+    def verify(self, prefix: str, **kw) -> ref.Result:
+        events, rows = ref.load_dump(prefix)
+        return ref.replay(events, rows, TARGET, DRAFT, **kw)
+
+    def check(self, prefix: str, note: str = "") -> ref.Result:
+        res = self.verify(prefix)
+        self.assertFalse(res.row_mismatches, res.row_mismatches[:5])
+        self.assertFalse(res.removal_mismatches,
+                         res.removal_mismatches[:5])
+        self.assertGreater(res.compared, 0)
+        self.assertLessEqual(res.max_diff, TOL, res.summary())
+        RESULTS[self.name] = res.summary() + ((" " + note) if note else "")
+        return res
+
+    def generate(self, budget: int, n: int, text: bytes, *args: str,
+                 sinks: int = 0) -> Tuple[bytes, ref.Result]:
+        out, _, prefix = self.run_engine(
+            "--budget", str(budget), "--sinks", str(sinks), "-n", str(n),
+            "-p", text.decode("ascii"), *args)
+        return ref.text_of(out), self.check(prefix)
+
+    # -- the scenarios --
+
+    def test_window(self) -> None:
+        # 40 + 300 positions at budget 32: far past llama.cpp's n_ctx of
+        # 256 (budget + 1 cells, rounded up), with no context shift.
+        out, res = self.generate(32, 300, prompt(0, 40))
+        self.assertEqual(len(out), 300)
+        self.assertEqual(res.widest, 33)  # the budget, and the token
+
+    def test_sinks(self) -> None:
+        out, res = self.generate(32, 300, prompt(1, 40), sinks=4)
+        self.assertEqual(len(out), 300)
+        self.assertEqual(res.widest, 33)
+
+    def test_budget_one(self) -> None:
+        out, res = self.generate(1, 120, prompt(2, 20))
+        self.assertEqual(len(out), 120)
+        self.assertEqual(res.widest, 2)
+
+    def test_budget_past_sequence(self) -> None:
+        # Nothing is ever evicted: the rows are full causal attention, and
+        # llama.cpp's logits are the model's plain forward pass.
+        text = prompt(3, 60)
+        out, res = self.generate(4096, 200, text)
+        self.assertEqual(res.widest, 1 + 60 + 199)
+        events, rows = ref.load_dump(self.last_prefix())
+        toks = [lm.BOS] + list(text) + list(out[:-1])
+        with torch.no_grad():
+            full = TARGET(torch.tensor(toks)).numpy()
+        last = rows[-199:]
+        diff = float(abs(last - full[-199:]).max())
+        self.assertLessEqual(diff, TOL)
+
+    def last_prefix(self) -> str:
+        return os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
+
+    def test_chunked_prefill(self) -> None:
+        # A 200-byte prompt in chunks of 16 (lookahead 16) at budget 48:
+        # one evictd step and one llama.cpp pass per chunk.
+        out, res = self.generate(48, 60, prompt(4, 200), "--lookahead", "16")
+        self.assertEqual(len(out), 60)
+        self.assertEqual(res.widest, 48 + 16)
+
+    def test_speculative(self) -> None:
+        # Drafts from the draft model, tentative in evictd, verified in one
+        # pass; the rejected ones leave the cache with the next commit.
+        text = prompt(5, 40)
+        out, err, prefix = self.run_engine(
+            "--budget", "32", "-n", "200", "-p", text.decode("ascii"),
+            "--draft", DRAFT_GGUF, "--draft-n", "4")
+        res = self.check(prefix)
+        plain, _, _ = self.run_engine(
+            "--budget", "32", "-n", "200", "-p", text.decode("ascii"),
+            dump=False)
+        accepted = [line for line in err.splitlines() if "accepted" in line]
+        self.assertTrue(accepted, err)
+        drafts = [int(w) for w in accepted[0].split() if w.isdigit()]
+        self.assertGreater(drafts[0], 0, accepted[0])     # some accepted
+        self.assertLess(drafts[0], drafts[1], accepted[0])  # some rejected
+        self.assertEqual(ref.text_of(out), ref.text_of(plain))
+        RESULTS[self.name] += " (%s)" % accepted[0].split(": ", 1)[1]
+
+    def test_truncate_and_regenerate(self) -> None:
+        # After 100 tokens, take 20 back (evictd truncate) and go on with
+        # the runner-up: positions evicted before stay gone.
+        text = prompt(6, 40)
+        out, res = self.generate(32, 200, text, "--rewind", "100:20")
+        plain, _, _ = self.run_engine("--budget", "32", "-n", "200", "-p",
+                                      text.decode("ascii"), dump=False)
+        self.assertEqual(len(out), 200)
+        self.assertEqual(out[:80], ref.text_of(plain)[:80])
+        self.assertNotEqual(out[80], ref.text_of(plain)[80])
+
+    def test_fork_four_samples(self) -> None:
+        out, err, prefix = self.run_engine(
+            "--budget", "32", "-n", "150", "-p",
+            prompt(7, 40).decode("ascii"), "--parallel", "4", "--temp",
+            "0.8", "--seed", "7")
+        res = self.check(prefix)
+        samples = out.split(b"--- sample ")[1:]
+        self.assertEqual(len(samples), 4)
+        texts = [s.split(b"\n", 1)[1].rstrip(b"\n") for s in samples]
+        self.assertEqual([len(t) for t in texts], [150] * 4)
+        self.assertGreater(len(set(texts)), 1)
+        self.assertEqual(res.widest, 33)
+
+    def test_negative_control(self) -> None:
+        # The engine evicts with a budget one too large; checked against
+        # the budget the user meant, the check must fail, and by far.
+        out, _, prefix = self.run_engine(
+            "--budget", "33", "-n", "200", "-p",
+            prompt(8, 40).decode("ascii"))
+        res = self.verify(prefix, budget=32)
+        self.assertTrue(res.row_mismatches)
+        # The rows as the window of 32 holds them, so the logits compare
+        # what a token would have seen: off by far more than TOL.
+        self.assertGreater(res.max_diff, 100 * TOL, res.summary())
+        RESULTS[self.name] = ("budget 33 checked as 32: %d row mismatches, "
+                              "max diff %.3g (%.0f x TOL)"
+                              % (len(res.row_mismatches), res.max_diff,
+                                 res.max_diff / TOL))
+
+    def test_kill_restart(self) -> None:
+        # evictd (--state-dir, --fsync always, on a unix socket) is killed
+        # with SIGKILL mid-generation and restarted; the engine resends the
+        # request whose answer it lost, and the output and every logit
+        # equal an uninterrupted run's.
+        sock = os.path.join(TMP.name, "kill.sock")
+        state = os.path.join(TMP.name, "kill-state")
+        os.mkdir(state)
+        d = Daemon(TMP.name, "--state-dir", state, "--fsync", "always")
+        d.stop()
+        d.addr = "unix:" + sock
+        d.restart()
+        try:
+            text = prompt(9, 40).decode("ascii")
+            args = ["--budget", "32", "-n", "1500", "-p", text]
+            base, _, bprefix = self.run_engine(*args, url=d.addr)
+            self.runs += 1
+            prefix = os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
+            cmd = [BIN, "generate", "-m", TARGET_GGUF, "--evictd", d.addr,
+                   "--session", "killed", "--stats", "--dump", prefix] + args
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            got = b""
+            while len(got) < 300:
+                chunk = p.stdout.read1(4096)
+                if not chunk:
+                    break
+                got += chunk
+            d.kill()
+            time.sleep(0.2)
+            d.restart()
+            rest, err = p.communicate(timeout=600)
+            self.assertEqual(p.returncode, 0, err.decode())
+            out = got + rest
+            self.assertEqual(out, base)
+            stats = [line for line in err.decode().splitlines()
+                     if "resends" in line]
+            self.assertTrue(stats and " 0 resends" not in stats[0],
+                            err.decode())
+            a_events, a_rows = ref.load_dump(bprefix)
+            b_events, b_rows = ref.load_dump(prefix)
+            self.assertEqual(a_rows.tobytes(), b_rows.tobytes())
+            res = self.check(prefix, stats[0].split(": ", 1)[1])
+            self.assertGreater(res.compared, 1500)
+        finally:
+            d.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
