@@ -46,7 +46,7 @@ BUILD_ALL  := $(B)/evictd $(B)/evictd-core.a $(B)/bench_window
 # the rules below, which list those variables as prerequisites.
 test-more::
 	@true
--include $(sort $(wildcard tests/*/*.mk deploy/*.mk deploy/*/*.mk))
+-include $(sort $(wildcard tests/*/*.mk deploy/*.mk deploy/*/*.mk server/*/*.mk))
 
 all: deps build-all
 

@@ -1,0 +1,319 @@
+/* The C client's transport: one libcurl easy handle (one keep-alive
+ * connection), and the rules for sending a request again when its
+ * connection fails, which mirror the Python client's.
+ *
+ * A failed attempt is one of three kinds:
+ *  - not delivered: no connection (refused, unreachable, the TLS handshake
+ *    failed) or the request could not be written whole. The daemon cannot
+ *    have applied it: any request is sent again.
+ *  - answer lost: the request went out and the connection died before the
+ *    whole answer came back. It may have been applied: it is sent again
+ *    only when that is safe (the daemon replays an identical step, commit
+ *    or truncate; PUT, GET, DELETE and fork are idempotent), never an
+ *    evict, nor a batch that names a session twice.
+ *  - a timeout: never sent again (EVD_CLIENT_ETIMEOUT); the request may
+ *    still be running.
+ * Sending again happens on a new connection, once (reconnect_ms 0), or
+ * with a backoff of 10 ms doubling to 500 ms for up to reconnect_ms after
+ * the first failure, which is what carries an engine across a daemon
+ * restart.
+ *
+ * libcurl resends on its own too: when a request on a reused keep-alive
+ * connection gets no byte of answer, it sends it again on a new connection
+ * (Curl_retry_request, lib/transfer.c), even when the request had gone out
+ * whole and may have been applied. Every attempt passes through the
+ * pre-request callback (CURLOPT_PREREQFUNCTION, libcurl >= 7.80), so the
+ * client counts attempts there and refuses the second one of a request
+ * that must not be repeated: libcurl then fails the transfer with
+ * CURLE_ABORTED_BY_CALLBACK instead of sending an evict twice. Keep-alive
+ * stays on for every request, evict included. */
+#include "client_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define BACKOFF_FIRST_MS 10u
+#define BACKOFF_MAX_MS 500u
+
+typedef enum {
+  NOT_DELIVERED, /* safe to send again */
+  ANSWER_LOST,   /* may have been applied */
+  TIMED_OUT,
+  FATAL,         /* sending again would not help (TLS trust, a bad URL) */
+  BAD_ANSWER,    /* something answered, not HTTP */
+  NO_MEMORY
+} outcome_t;
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc;
+
+static void global_init(void) {
+  global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg) {
+  evd_client_t *c = arg;
+  size_t n = size * nmemb;
+
+  if (evd__cbuf_reserve(&c->ans, n)) {
+    c->write_failed = true;
+    return 0; /* libcurl fails the transfer: CURLE_WRITE_ERROR */
+  }
+  memcpy(c->ans.p + c->ans.len, data, n);
+  c->ans.len += n;
+  return n;
+}
+
+/* Whether the request in flight may be sent again once it may have been
+ * applied. A batch's answer is worked out only when asked, which is only
+ * when its connection failed. */
+static bool repeatable(evd_client_t *c) {
+  if (c->batch_steps != NULL && !c->batch_checked) {
+    c->may_repeat = evd__batch_repeatable(c->batch_steps, c->batch_n);
+    c->batch_checked = true;
+  }
+  return c->may_repeat;
+}
+
+/* Called by libcurl before each attempt of a transfer, on a new or reused
+ * connection: the first is ours, any later one is libcurl resending. */
+static int on_attempt(void *arg, char *remote_ip, char *local_ip,
+                      int remote_port, int local_port) {
+  evd_client_t *c = arg;
+
+  (void)remote_ip, (void)local_ip, (void)remote_port, (void)local_port;
+  if (c->prereqs++ > 0 && !repeatable(c))
+    return CURL_PREREQFUNC_ABORT;
+  c->ans.len = 0;
+  return CURL_PREREQFUNC_OK;
+}
+
+int evd__client_transport_init(evd_client_t *c, char *errbuf, size_t errlen) {
+  CURL *h;
+  CURLcode rc = CURLE_OK;
+
+  pthread_once(&global_once, global_init);
+  if (global_rc != CURLE_OK || (h = curl_easy_init()) == NULL) {
+    if (errbuf != NULL && errlen > 0)
+      snprintf(errbuf, errlen, "libcurl could not be initialised");
+    return -1;
+  }
+  c->curl = h;
+  c->method = EVD__GET;
+#define SET(opt, v)                                                            \
+  do {                                                                         \
+    if (rc == CURLE_OK)                                                        \
+      rc = curl_easy_setopt(h, opt, v);                                        \
+  } while (0)
+  SET(CURLOPT_NOSIGNAL, 1L);
+  SET(CURLOPT_TCP_NODELAY, 1L);
+  SET(CURLOPT_ERRORBUFFER, c->curl_msg);
+  SET(CURLOPT_WRITEFUNCTION, on_answer);
+  SET(CURLOPT_WRITEDATA, c);
+  SET(CURLOPT_PREREQFUNCTION, on_attempt);
+  SET(CURLOPT_PREREQDATA, c);
+  SET(CURLOPT_HTTPHEADER, c->headers);
+  SET(CURLOPT_USERAGENT, "evictd-client-c/" EVD_CLIENT_VERSION);
+  SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+  SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+  SET(CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
+  /* One connection: a client is one thread's. */
+  SET(CURLOPT_MAXCONNECTS, 1L);
+  /* Session ids may be "." or "..": the path goes out as written, never
+   * with its dot segments folded (which would turn /session/../step into
+   * the batch route). */
+  SET(CURLOPT_PATH_AS_IS, 1L);
+  SET(CURLOPT_PROTOCOLS_STR, "http,https");
+  if (c->unix_path != NULL)
+    SET(CURLOPT_UNIX_SOCKET_PATH, c->unix_path);
+  if (c->cafile != NULL)
+    SET(CURLOPT_CAINFO, c->cafile);
+  if (c->insecure) {
+    SET(CURLOPT_SSL_VERIFYPEER, 0L);
+    SET(CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+#undef SET
+  if (rc != CURLE_OK) {
+    if (errbuf != NULL && errlen > 0)
+      snprintf(errbuf, errlen, "libcurl refused an option: %s",
+               curl_easy_strerror(rc));
+    return -1;
+  }
+  return 0;
+}
+
+void evd__client_transport_close(evd_client_t *c) {
+  if (c->curl != NULL)
+    curl_easy_cleanup(c->curl);
+  c->curl = NULL;
+}
+
+static outcome_t classify(evd_client_t *c, CURLcode rc) {
+  switch (rc) {
+  case CURLE_OPERATION_TIMEDOUT:
+    return TIMED_OUT;
+  case CURLE_OUT_OF_MEMORY:
+    return NO_MEMORY;
+  case CURLE_WRITE_ERROR:
+    return c->write_failed ? NO_MEMORY : FATAL;
+  case CURLE_COULDNT_RESOLVE_HOST:
+  case CURLE_COULDNT_CONNECT:
+  case CURLE_SSL_CONNECT_ERROR: /* the handshake: before any request byte */
+  case CURLE_SEND_ERROR:        /* not written whole: never applied */
+    return NOT_DELIVERED;
+  case CURLE_GOT_NOTHING:
+  case CURLE_RECV_ERROR:
+  case CURLE_PARTIAL_FILE:
+  case CURLE_ABORTED_BY_CALLBACK: /* on_attempt refused libcurl's resend */
+    return ANSWER_LOST;
+  case CURLE_WEIRD_SERVER_REPLY:
+    return BAD_ANSWER;
+  default:
+    return FATAL;
+  }
+}
+
+static long ms_since(const struct timespec *t0) {
+  struct timespec t;
+
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (t.tv_sec - t0->tv_sec) * 1000L + (t.tv_nsec - t0->tv_nsec) / 1000000L;
+}
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+/* Sets the easy handle up for this request: method, URL, body. */
+static CURLcode prepare(evd_client_t *c, evd__method_t m) {
+  CURLcode rc = curl_easy_setopt(c->curl, CURLOPT_URL, c->url.p);
+
+  if (rc != CURLE_OK)
+    return rc;
+  switch (m) {
+  case EVD__GET:
+  case EVD__DELETE:
+    if ((rc = curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L)) != CURLE_OK)
+      return rc;
+    break;
+  case EVD__POST:
+  case EVD__PUT:
+    if ((rc = curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                               (curl_off_t)c->body.len)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS,
+                               c->body.len ? c->body.p : "")) != CURLE_OK)
+      return rc;
+    break;
+  }
+  if (m != c->method || m == EVD__PUT || m == EVD__DELETE)
+    rc = curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST,
+                          m == EVD__PUT      ? "PUT"
+                          : m == EVD__DELETE ? "DELETE"
+                                             : NULL);
+  c->method = m;
+  return rc;
+}
+
+int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
+  struct timespec first_failure;
+  unsigned backoff = BACKOFF_FIRST_MS, resent = 0;
+  bool applied_maybe = false, failing = false;
+  CURLcode rc;
+
+  c->status = 0;
+  c->may_repeat = may_repeat;
+  c->batch_checked = false;
+  if ((rc = prepare(c, m)) != CURLE_OK)
+    return evd__client_fail(c, EVD_CLIENT_ENOMEM, "out_of_memory",
+                            "libcurl refused the request: %s",
+                            curl_easy_strerror(rc));
+  for (;;) {
+    long conns = 0;
+    outcome_t what;
+    const char *why;
+
+    c->prereqs = 0;
+    c->write_failed = false;
+    c->ans.len = 0;
+    c->curl_msg[0] = '\0';
+    rc = curl_easy_perform(c->curl);
+    if (curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &conns) ==
+        CURLE_OK)
+      c->stats.connections += (uint64_t)conns;
+    if (c->prereqs > 1) {
+      /* libcurl sent it again (or tried to): the first attempt had gone
+       * out on a reused connection and may have been applied. */
+      c->stats.resends += c->prereqs - 1;
+      resent += c->prereqs - 1;
+      applied_maybe = true;
+    }
+    if (rc == CURLE_OK) {
+      curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+      c->stats.requests++;
+      return 0;
+    }
+    why = c->curl_msg[0] != '\0' ? c->curl_msg : curl_easy_strerror(rc);
+    what = classify(c, rc);
+    switch (what) {
+    case TIMED_OUT:
+      return evd__client_fail(
+          c, EVD_CLIENT_ETIMEOUT, "timeout",
+          "No whole answer to %s %s within %u ms (it may have been "
+          "applied; a step, commit or truncate can be sent again): %s",
+          evd__method_name(m), c->url.p, c->timeout_ms, why);
+    case NO_MEMORY:
+      return evd__client_fail(c, EVD_CLIENT_ENOMEM, "out_of_memory",
+                              "Out of memory during %s %s: %s",
+                              evd__method_name(m), c->url.p, why);
+    case BAD_ANSWER:
+      return evd__client_fail(c, EVD_CLIENT_EPROTO, "protocol_error",
+                              "%s %s: the answer is not HTTP: %s",
+                              evd__method_name(m), c->url.p, why);
+    case FATAL:
+      return evd__client_fail(c, EVD_CLIENT_ECONNECT, "connection_failed",
+                              "%s %s failed: %s", evd__method_name(m), c->url.p,
+                              why);
+    case ANSWER_LOST:
+      applied_maybe = true;
+      break;
+    case NOT_DELIVERED:
+      break;
+    }
+    if (applied_maybe && !repeatable(c))
+      return evd__client_fail(
+          c, EVD_CLIENT_ECONNECT, "connection_failed",
+          "The connection failed after %s %s was sent (%s); it is not sent "
+          "again, since it may have been applied (%s)",
+          evd__method_name(m), c->url.p, why,
+          c->batch_steps != NULL ? "a batch naming a session twice"
+                                 : "an evict: GET the session to see what "
+                                   "it holds");
+    if (!failing)
+      clock_gettime(CLOCK_MONOTONIC, &first_failure);
+    failing = true;
+    if (c->reconnect_ms == 0) {
+      if (resent > 0)
+        return evd__client_fail(c, EVD_CLIENT_ECONNECT, "connection_failed",
+                                "%s %s failed, sent again too: %s",
+                                evd__method_name(m), c->url.p, why);
+    } else {
+      long left = (long)c->reconnect_ms - ms_since(&first_failure);
+      if (left <= 0)
+        return evd__client_fail(
+            c, EVD_CLIENT_ECONNECT, "connection_failed",
+            "%s %s failed, and kept failing for %u ms (reconnect_ms), sent "
+            "%u times: %s",
+            evd__method_name(m), c->url.p, c->reconnect_ms, resent + 1, why);
+      sleep_ms(backoff < (unsigned long)left ? backoff : (unsigned)left);
+      backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
+    }
+    resent++;
+    c->stats.resends++;
+  }
+}
