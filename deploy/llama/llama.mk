@@ -65,3 +65,13 @@ e2e-llamacpp:
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
 	  /usr/bin/python3 tests/llamacpp/test_llamacpp.py -v
+
+bench-llama:
+	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \
+	  echo "bench-llama: skipped: no llama.cpp here (see e2e-llamacpp)"; \
+	  exit 0; fi; \
+	deploy/deps.sh build bench llama && \
+	$(MAKE) --no-print-directory $(B)/evictd gguf && \
+	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
+	  $(LLAMA_OUT)/random-100M.gguf && \
+	tests/bench/llama.sh $(B)/evictd $(B)/evictd-llama $(LLAMA_OUT)

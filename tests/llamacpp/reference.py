@@ -306,3 +306,33 @@ def text_of(stdout: bytes) -> bytes:
 
 def here_path(*parts: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), *parts)
+
+
+def greedy_mismatches(events: List[dict], logits: np.ndarray,
+                      tokens: Sequence[int], first: int, seq: int = 0,
+                      margin: float = 1e-3) -> Tuple[int, List[str]]:
+    """Whether each token from position `first` + 1 on is the target's
+    greedy choice at the position before, as that position was last
+    computed (the pass whose token stayed in the sequence). Positions
+    whose two best logits are within `margin` are skipped as ties.
+    Returns (positions checked, mismatches)."""
+    last: Dict[int, int] = {}
+    for ev in events:
+        if ev["op"] == "pass" and ev["model"] == "target":
+            for i, (s, p, _) in enumerate(ev["tokens"]):
+                if s == seq:
+                    last[p] = ev["row"] + i
+    checked, bad = 0, []
+    for q in range(first, len(tokens) - 1):
+        if q not in last:
+            bad.append("position %d was never computed" % q)
+            continue
+        row = logits[last[q]]
+        top2 = np.sort(row)[-2:]
+        if top2[1] - top2[0] < margin:
+            continue
+        checked += 1
+        if int(np.argmax(row)) != tokens[q + 1]:
+            bad.append("position %d: token %d, the target's greedy choice "
+                       "%d" % (q + 1, tokens[q + 1], int(np.argmax(row))))
+    return checked, bad
