@@ -600,8 +600,9 @@ static int load_models(gen_t *g) {
   uint64_t longest = (uint64_t)g->n_prompt + o->n_predict + g->lookahead;
   if (per > longest)
     per = longest;
-  uint64_t cells = o->n_ctx ? o->n_ctx : per * g->n_seqs;
-  if (cells > INT32_MAX)
+  /* Per sequence, a multiple of 256 (llama.cpp would round it anyway). */
+  uint64_t cells = o->n_ctx ? o->n_ctx : (per + 255) / 256 * 256;
+  if (cells * g->n_seqs > INT32_MAX)
     return fail("budget %u needs more KV cells than llama.cpp allows; give "
                 "--n-ctx", g->budget);
   uint32_t batch = g->lookahead + 1;
@@ -615,7 +616,7 @@ static int load_models(gen_t *g) {
     return fail("%s", err);
   if (g->has_draft) {
     /* The draft's cache lags the target's by one commit's victims. */
-    lo.n_ctx = (uint32_t)(cells + g->lookahead);
+    lo.n_ctx = (uint32_t)((per + g->lookahead + 255) / 256 * 256);
     if (lm_open(&g->draft, "draft", o->draft, &lo, err, sizeof(err)) != 0)
       return fail("%s", err);
     if (g->draft.n_vocab != g->target.n_vocab)

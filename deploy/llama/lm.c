@@ -37,15 +37,18 @@ int lm_open(lm_t *lm, const char *label, const char *path,
   lm->n_vocab = llama_vocab_n_tokens(lm->vocab);
 
   struct llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = o->n_ctx;
+  cp.n_ctx = o->n_ctx * o->n_seq; /* split evenly into the streams */
   cp.n_batch = o->n_batch;
   cp.n_ubatch = o->n_batch; /* one pass is one ubatch: one causal mask */
   cp.n_seq_max = o->n_seq;
   cp.n_threads = o->threads;
   cp.n_threads_batch = o->threads;
-  /* One cache shared by all sequences, so that llama_memory_seq_cp shares
-   * a fork's cells instead of copying them into another stream. */
-  cp.kv_unified = true;
+  /* A stream of cells per sequence: a token's attention then spans its own
+   * sequence's cells, not all of them (with 16 sequences of the tiny
+   * model, 3.8 ms per pass instead of 7.1 ms); a fork's
+   * llama_memory_seq_cp copies the prompt's cells into the child's
+   * stream once, and after budget steps nothing is shared anyway. */
+  cp.kv_unified = false;
   cp.no_perf = true;
   if (o->exact) {
     /* The defaults (flash attention, F16 K/V) differ from a float64
@@ -64,7 +67,7 @@ int lm_open(lm_t *lm, const char *label, const char *path,
     return -1;
   }
   lm->mem = llama_get_memory(lm->ctx);
-  lm->n_ctx = llama_n_ctx(lm->ctx);
+  lm->n_ctx = llama_n_ctx(lm->ctx) / o->n_seq;
   lm->batch_cap = (int32_t)o->n_batch;
   lm->batch = llama_batch_init(lm->batch_cap, 0, 1);
   return 0;
@@ -105,7 +108,8 @@ int lm_decode(lm_t *lm, char *err, size_t errlen) {
   if (rc == 0)
     return 0;
   if (rc == 1)
-    snprintf(err, errlen, "the %s model's KV cache (%u cells) has no room "
+    snprintf(err, errlen, "the %s model's KV cache (%u cells per sequence) "
+             "has no room "
              "for a pass of %d tokens: the sequences hold more positions "
              "than budget + lookahead each", lm->label, lm->n_ctx,
              lm->batch.n_tokens);

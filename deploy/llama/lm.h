@@ -11,7 +11,7 @@
 #include "llama.h"
 
 typedef struct lm_opts_s {
-  uint32_t n_ctx;     /* KV cells in all (llama.cpp rounds up to 256) */
+  uint32_t n_ctx;     /* KV cells per sequence (a multiple of 256) */
   uint32_t n_batch;   /* most tokens one pass may hold */
   uint32_t n_seq;     /* sequences (each its own llama seq id) */
   int threads;        /* 1 unless asked: spin-waits on a busy machine */
