@@ -239,6 +239,9 @@ static int boolean(jp_t *j, bool *v) {
 static int next_key(jp_t *j, int *n, char *key, size_t cap) {
   size_t len;
 
+  ws(j);
+  if (j->p >= j->end)
+    return fail(j, "the answer ends early");
   if (eat(j, '}'))
     return 0;
   if (*n > 0 && !eat(j, ','))
@@ -256,6 +259,9 @@ static int next_key(jp_t *j, int *n, char *key, size_t cap) {
 /* Iterating an array after its '[': 1 before the next element, 0 after
  * the closing bracket, -1 on an error. */
 static int next_elem(jp_t *j, size_t *n) {
+  ws(j);
+  if (j->p >= j->end)
+    return fail(j, "the answer ends early");
   if (eat(j, ']'))
     return 0;
   if (*n > 0 && !eat(j, ','))

@@ -44,7 +44,8 @@ struct evd_client_s {
   const evd_step_t *batch_steps; /* a batch in flight: may_repeat is */
   size_t batch_n;                /* decided only if a connection fails */
   bool batch_checked;
-  unsigned prereqs;  /* attempts libcurl made inside one perform */
+  unsigned prereqs;  /* attempts libcurl began inside one perform */
+  unsigned refused;  /* of those, resends on_attempt did not let out */
   bool write_failed; /* the answer did not fit in memory */
   long status;       /* the HTTP status of the answer */
 

@@ -85,8 +85,10 @@ static int on_attempt(void *arg, char *remote_ip, char *local_ip,
   evd_client_t *c = arg;
 
   (void)remote_ip, (void)local_ip, (void)remote_port, (void)local_port;
-  if (c->prereqs++ > 0 && !repeatable(c))
+  if (c->prereqs++ > 0 && !repeatable(c)) {
+    c->refused++;
     return CURL_PREREQFUNC_ABORT;
+  }
   c->ans.len = 0;
   return CURL_PREREQFUNC_OK;
 }
@@ -238,7 +240,7 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
     outcome_t what;
     const char *why;
 
-    c->prereqs = 0;
+    c->prereqs = c->refused = 0;
     c->write_failed = false;
     c->ans.len = 0;
     c->curl_msg[0] = '\0';
@@ -249,8 +251,9 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
     if (c->prereqs > 1) {
       /* libcurl sent it again (or tried to): the first attempt had gone
        * out on a reused connection and may have been applied. */
-      c->stats.resends += c->prereqs - 1;
-      resent += c->prereqs - 1;
+      unsigned again = c->prereqs - 1 - c->refused;
+      c->stats.resends += again;
+      resent += again;
       applied_maybe = true;
     }
     if (rc == CURLE_OK) {

@@ -1,0 +1,49 @@
+/* Shared by the C client's test files: the real daemon of a test (started
+ * through tests/http/daemon.c), clients with the tests' options, and
+ * assertions about errors and lists. */
+#ifndef EVICTD_TESTS_CLIENT_COMMON_H
+#define EVICTD_TESTS_CLIENT_COMMON_H
+
+#include <check.h>
+
+#include "../http/daemon.h"
+#include "evictd/client.h"
+
+/* The test's daemon and the URL the client uses for it ("http://ADDR", or
+ * the "unix:/path" address as the daemon printed it). */
+extern ht_daemon_t tc_daemon;
+extern char tc_url[512];
+
+/* Starts the daemon with args (NULL-terminated, may be NULL) and fills
+ * tc_url; fails the test if it does not start. */
+void tc_start(const char *const *args);
+
+/* SIGTERM, reap, close the log. */
+void tc_stop(void);
+
+/* A client for url (NULL: tc_url) with a 10 s timeout (times
+ * $EVICTD_TEST_SLOW) and the given reconnect_ms; fails the test if
+ * evd_client_new does. */
+evd_client_t *tc_client(const char *url, unsigned reconnect_ms);
+
+/* Asserts that rc is want_rc and the client's error has this code and
+ * status (code NULL: any). */
+void tc_expect_err(evd_client_t *c, int rc, int want_rc, const char *code,
+                   int status);
+
+/* Asserts that l holds exactly want[0..n). */
+void tc_expect_list(evd_list_t l, const uint32_t *want, size_t n,
+                    const char *what);
+
+/* A new temporary directory (mkdtemp); tc_rmdir removes it and all in it. */
+void tc_tmpdir(char *out, size_t cap);
+void tc_rmdir(const char *dir);
+
+/* Milliseconds on the monotonic clock. */
+long tc_now_ms(void);
+
+Suite *vectors_suite(void);
+Suite *faults_suite(void);
+Suite *restart_suite(void);
+
+#endif
