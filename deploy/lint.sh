@@ -3,7 +3,8 @@
 # cluster, container engine or systemd instance: yamllint on the YAML files,
 # the manifests' invariants (check-manifests.py), the man page against
 # `evictd --help`, and `make install` into a temporary DESTDIR whose unit
-# passes `systemd-analyze verify` and a minimum sandboxing score.
+# passes `systemd-analyze verify` and a minimum sandboxing score, and whose
+# C client (header, libraries, evictd-client.pc) builds and runs a program.
 # Usage: deploy/lint.sh BUILD_DIR   (run from the repository top by make)
 set -euo pipefail
 b=${1:?usage: deploy/lint.sh BUILD_DIR}
@@ -55,6 +56,47 @@ for prefix in /usr/local /opt/evictd; do
   grep -q "^ExecStart=$prefix/bin/evictd " "$unit" ||
     fail "installed unit does not run $prefix/bin/evictd"
   "$dest$prefix/bin/evictd" --version >/dev/null || fail "installed binary does not run"
+  # The C client: header, libraries (the soname's links too) and its .pc;
+  # a program built with `pkg-config --cflags --libs evictd-client` against
+  # this DESTDIR (PKG_CONFIG_SYSROOT_DIR) links to the installed library
+  # and runs.
+  for f in "include/evictd/client.h 644" "lib/libevictd-client.a 644" \
+           "lib/pkgconfig/evictd-client.pc 644"; do
+    set -- $f
+    [ -f "$dest$prefix/$1" ] || fail "make install PREFIX=$prefix: no $prefix/$1"
+    [ "$(stat -c %a "$dest$prefix/$1")" = "$2" ] ||
+      fail "make install: $prefix/$1 has mode $(stat -c %a "$dest$prefix/$1"), want $2"
+  done
+  so=$(readlink "$dest$prefix/lib/libevictd-client.so") &&
+    [ "$so" = libevictd-client.so.0 ] && real=$(readlink "$dest$prefix/lib/$so") &&
+    [ -f "$dest$prefix/lib/$real" ] && [ "$(stat -c %a "$dest$prefix/lib/$real")" = 755 ] ||
+    fail "make install: libevictd-client.so does not lead to the library through libevictd-client.so.0"
+  grep -qx "prefix=$prefix" "$dest$prefix/lib/pkgconfig/evictd-client.pc" ||
+    fail "evictd-client.pc does not say prefix=$prefix"
+  cat >"$tmp/use-client.c" <<'EOF'
+#include <evictd/client.h>
+#include <stdio.h>
+int main(void) {
+  evd_client_opts_t o = {.url = "unix:/nonexistent/evictd.sock", .timeout_ms = 2000};
+  evd_client_t *c;
+  char err[256];
+  int rc = evd_client_new(&c, &o, err, sizeof err);
+  if (rc != 0) { fprintf(stderr, "%s\n", err); return 1; }
+  rc = evd_client_health(c); /* nothing listens there */
+  evd_client_free(c);
+  return rc == EVD_CLIENT_ECONNECT ? 0 : 1;
+}
+EOF
+  flags=$(PKG_CONFIG_PATH="$dest$prefix/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$dest" \
+    pkg-config --cflags --libs evictd-client) || fail "pkg-config evictd-client"
+  # shellcheck disable=SC2086
+  ${CC:-cc} -o "$tmp/use-client" "$tmp/use-client.c" $flags ||
+    fail "a program does not build with pkg-config --cflags --libs evictd-client"
+  LD_LIBRARY_PATH="$dest$prefix/lib" "$tmp/use-client" ||
+    fail "a program linked with the installed C client does not run"
+  LD_LIBRARY_PATH="$dest$prefix/lib" ldd "$tmp/use-client" |
+    grep -q "libevictd-client.so.0 => $dest$prefix/lib/" ||
+    fail "the program did not load the installed libevictd-client.so.0"
   # verify checks that ExecStart is executable, so the copy it reads points
   # into DESTDIR; with man(1) present it also finds evictd(8) there.
   mkdir -p "$dest/verify"
