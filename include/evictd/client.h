@@ -42,8 +42,12 @@ const char *evd_client_strerror(int rc);
 typedef struct evd_client_opts_s {
   const char *url;            /* "http://host:port[/prefix]", "https://...",
                                  "host:port" or "unix:/path"; NULL or "":
-                                 $EVICTD_URL, else http://127.0.0.1:8090 */
-  unsigned timeout_ms;        /* a whole request, answer included: 10000 */
+                                 $EVICTD_URL, else http://127.0.0.1:8090.
+                                 Session ids go into paths percent-escaped
+                                 where they are not ids' bytes, so the
+                                 daemon answers invalid_session_id */
+  unsigned timeout_ms;        /* one attempt of a request, answer
+                                 included: 10000 */
   unsigned connect_timeout_ms; /* opening a connection: timeout_ms */
   unsigned reconnect_ms;      /* how long a request whose connection failed
                                  (refused, reset, answer lost) keeps being
@@ -73,11 +77,14 @@ int evd_client_new(evd_client_t **out, const evd_client_opts_t *opts,
 void evd_client_free(evd_client_t *c);
 
 /* What went wrong in the last call that did not return 0. Owned by the
- * client, valid until its next call. For EVD_CLIENT_EAPI, `code` is the
- * contract's error code ("stale_position", "unknown_session", ...) and
- * `status` the HTTP status; for the others `code` names the kind
+ * client; it stays until another call fails. For EVD_CLIENT_EAPI, `code`
+ * is the contract's error code ("stale_position", "unknown_session", ...)
+ * and `status` the HTTP status; for the others `code` names the kind
  * ("connection_failed", "timeout", "protocol_error", "invalid_argument",
- * "out_of_memory") and status is the HTTP status if one came, else 0. */
+ * "out_of_memory") and status is the HTTP status if one came, else 0 (an
+ * EVD_CLIENT_EPROTO answer that is not the contract's JSON, such as the
+ * HTML page libmicrohttpd answers a 10 KB request line with, keeps its
+ * status). The message says what and, for EVD_CLIENT_EPROTO, where. */
 typedef struct evd_client_err_s {
   int rc;              /* EVD_CLIENT_E* */
   int status;          /* HTTP status, or 0 */
@@ -119,7 +126,8 @@ typedef struct evd_view_s {
   evd_list_t tentative; /* pending drafts, ascending */
   evd_list_t pages;    /* with page_size > 0: pages holding a position */
   bool created;        /* create/fork: 201 (true) or an identical one
-                          existed, 200 (false) */
+                          existed, 200 (false; also when the request was
+                          sent again and its first attempt created it) */
 } evd_view_t;
 
 /* The answer of step, commit, truncate and evict: the lists an answer does
@@ -152,15 +160,30 @@ typedef struct evd_step_s {
 } evd_step_t;
 
 /* Every call below returns 0 or an EVD_CLIENT_* code (see
- * evd_client_error()). Answers written to *out point into the client's
- * memory, valid until its next call. A request whose connection fails
- * before the answer arrives is resent (on a new connection, for up to
- * opts.reconnect_ms): a step, commit or truncate identical to the session's
- * last one is answered by the daemon with the first answer and
- * `replayed` set, so a resend never applies a change twice. Evict is never
- * resent once it may have been delivered (a second evict would evict
- * nothing and the victims would be lost): read the session with
- * evd_client_get. */
+ * evd_client_error()). Answers written to *out (out may be NULL) point
+ * into the client's memory, valid until its next call: copy what you keep,
+ * free nothing. That memory only grows, so a client in steady state
+ * allocates nothing of its own (libcurl still does, per request).
+ *
+ * Resending mirrors the Python client. A request whose connection fails
+ * before the whole answer arrives is sent again on a new connection: once
+ * (reconnect_ms 0), or with a backoff of 10 ms doubling to 500 ms for up
+ * to opts.reconnect_ms after the first failure, which carries an engine
+ * across a daemon restarted with --state-dir. A request that never went
+ * out whole (no connection, refused, TLS handshake failed) may always be
+ * sent again. One that went out and lost its answer may have been
+ * applied: a step, commit or truncate identical to the session's last one
+ * is answered by the daemon with the first answer and `replayed` set, so
+ * a resend never applies a change twice; create, get, delete and fork are
+ * idempotent (a resent create or fork may say created = false, a resent
+ * delete unknown_session: use missing_ok). Never sent again: an evict
+ * once it may have been delivered (a second evict would evict nothing and
+ * the victims would be lost: read the session with evd_client_get), a
+ * batch naming a session twice (only a session's last step is replayed),
+ * and a request that timed out (EVD_CLIENT_ETIMEOUT). libcurl's own resend
+ * of a request on a reused keep-alive connection that died is held to
+ * the same rules (server/client/transport.c). TLS verification failures
+ * are not retried. */
 
 /* GET /healthz: 0 when the daemon answers 200. */
 int evd_client_health(evd_client_t *c);
@@ -198,9 +221,10 @@ int evd_client_delete(evd_client_t *c, const char *session, bool missing_ok);
 /* One item's outcome in a batch. */
 typedef struct evd_batch_result_s {
   int rc;             /* 0, or EVD_CLIENT_EAPI for this item alone */
-  evd_answer_t answer; /* when rc is 0 */
+  evd_answer_t answer; /* when rc is 0 (all empty otherwise) */
   evd_client_err_t error; /* when rc is EVD_CLIENT_EAPI: the item's code,
-                             message, status and newest */
+                             message, status and newest (strings in the
+                             client's memory); code "" when rc is 0 */
 } evd_batch_result_t;
 
 /* POST /step: n steps in one request, one decode iteration of n sequences.
@@ -213,10 +237,12 @@ int evd_client_batch(evd_client_t *c, const evd_step_t *steps, size_t n,
 
 /* Counters, for logs and tests. */
 typedef struct evd_client_stats_s {
-  uint64_t requests;       /* requests answered */
-  uint64_t connections;    /* connections opened */
-  uint64_t resends;        /* requests sent again after a failure */
-  uint64_t replayed;       /* answers that came back with replayed */
+  uint64_t requests;       /* requests answered (any HTTP status) */
+  uint64_t connections;    /* connections opened (libcurl's included) */
+  uint64_t resends;        /* requests sent again after a failure, by the
+                              client or by libcurl on a reused connection */
+  uint64_t replayed;       /* answers (batch items counted one by one)
+                              that came back with replayed */
 } evd_client_stats_t;
 
 void evd_client_stats(const evd_client_t *c, evd_client_stats_t *out);

@@ -1,11 +1,13 @@
 # The HTTP benchmarks of `make bench` (sections 1-3; section 4 is core.sh):
 # evictd beside nginx and Redis, each started and stopped by its script.
-# `make bench-http` runs them all; bench-single, bench-batch, bench-memory
-# and bench-restart run one. BENCH_SECONDS=2 BENCH_WARMUP=1 makes a quick run.
+# `make bench-http` runs them all; bench-single, bench-batch, bench-memory,
+# bench-restart and bench-client (the C client beside the Python one) run
+# one. BENCH_SECONDS=2 BENCH_WARMUP=1 makes a quick run.
 # `make bench-profile` shows where the daemon's time goes under the same
 # loads (callgrind; PROFILE_TOOL=perf for cpu-clock samples with the kernel).
 
-BUILD_ALL += $(B)/bench_memory $(B)/bench_api $(B)/bench_memcopy
+BUILD_ALL += $(B)/bench_memory $(B)/bench_api $(B)/bench_memcopy \
+  $(B)/bench_client
 
 $(B)/bench_memory: tests/bench/bench_memory.c | $(B)/obj
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
@@ -13,18 +15,25 @@ $(B)/bench_memory: tests/bench/bench_memory.c | $(B)/obj
 $(B)/bench_memcopy: tests/bench/bench_memcopy.c | $(B)/obj
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
+# The C client beside the Python one (client.sh); it links the client's
+# static library and, to time it beside the client's parser, jansson.
+$(B)/bench_client: tests/bench/bench_client.c $(B)/libevictd-client.a \
+                   $(CLIENT_HDR)
+	$(CC) $(CFLAGS) $(CLIENT_CFLAGS) -o $@ $< $(B)/libevictd-client.a \
+	  $(LDFLAGS) $(CLIENT_LIBS) $(shell pkg-config --libs jansson 2>/dev/null)
+
 $(B)/bench_api: tests/bench/bench_api.c $(B)/evictd-daemon.a
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(B)/evictd-daemon.a \
 	  $(LDFLAGS) $(PKG_LIBS)
 
 .PHONY: bench-http bench-single bench-batch bench-memory bench-restart \
-        bench-profile bench-http-build
+        bench-profile bench-http-build bench-client
 
 # The packages first: the binaries cannot be built without them.
 bench-http-build:
 	@deploy/deps.sh build bench
 	@$(MAKE) --no-print-directory $(B)/evictd $(B)/bench_memory $(B)/bench_api \
-	  $(B)/bench_memcopy
+	  $(B)/bench_memcopy $(B)/bench_client
 
 bench-http: bench-http-build
 	tests/bench/api.sh $(B)/bench_api
@@ -33,6 +42,7 @@ bench-http: bench-http-build
 	tests/bench/memory.sh $(B)/evictd $(B)/bench_memory
 	tests/bench/durable.sh $(B)/evictd
 	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory $(B)/bench_memcopy
+	tests/bench/client.sh $(B)/evictd $(B)/bench_client
 	@$(MAKE) --no-print-directory bench-eval
 
 bench-single: bench-http-build
@@ -47,6 +57,10 @@ bench-memory: bench-http-build
 # RESTART_SESSIONS=100000 makes a quick run (default 1,000,000).
 bench-restart: bench-http-build
 	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory $(B)/bench_memcopy
+
+# CLIENT_ROUNDS=N, CLIENT_SECONDS=S: rounds and their length.
+bench-client: bench-http-build
+	tests/bench/client.sh $(B)/evictd $(B)/bench_client
 
 bench-profile: bench-http-build
 	PROFILE_OUT=$(B)/profile tests/bench/profile.sh $(B)/evictd

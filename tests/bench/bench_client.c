@@ -1,0 +1,215 @@
+/* The C client's side of tests/bench/client.sh: decode iterations against
+ * a running daemon, one step request (1 sequence) or one batch of N steps
+ * (N sequences) per iteration, timed over repetitions of --seconds each
+ * after every window of 512 is filled (so each step evicts) and 100
+ * iterations of warm-up. Prints
+ * "rep us_per_iter=X allocs_per_iter=Y" per repetition. With --parse it
+ * times the parsing of one 256-item batch answer by jansson and by the
+ * client's own parser (server/client/answer.c), which is why the client
+ * has one. Not a test: it prints figures. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../server/client/client_int.h"
+
+/* Every allocation of the process, libcurl's and GnuTLS's included: the
+ * executable's malloc wins over libc's for every library. (Not under
+ * AddressSanitizer, which has its own.) */
+static unsigned long allocs;
+#ifndef __SANITIZE_ADDRESS__
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+void *malloc(size_t n) {
+  allocs++;
+  return __libc_malloc(n);
+}
+void *calloc(size_t n, size_t m) {
+  allocs++;
+  return __libc_calloc(n, m);
+}
+void *realloc(void *p, size_t n) {
+  allocs++;
+  return __libc_realloc(p, n);
+}
+#endif
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void die(evd_client_t *c, const char *what) {
+  fprintf(stderr, "bench_client: %s: %s\n", what,
+          c != NULL ? evd_client_error(c)->message : "");
+  exit(1);
+}
+
+/* The answer the daemon gives a 256-step batch in steady state. */
+static char *batch_answer(size_t n, size_t *len) {
+  char *b = malloc(n * 96 + 32);
+  size_t i, k = 0;
+
+  k += (size_t)sprintf(b + k, "{\"results\":[");
+  for (i = 0; i < n; i++)
+    k += (size_t)sprintf(b + k,
+                         "%s{\"victims\":[%zu],\"slots\":[%zu],\"size\":512,"
+                         "\"newest\":%zu}",
+                         i ? "," : "", 100000 + i, i % 513, 100512 + i);
+  k += (size_t)sprintf(b + k, "]}");
+  *len = k;
+  return b;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void parse_bench(int reps) {
+  static evd_batch_result_t out[256];
+  evd_client_opts_t o = {.url = "http://127.0.0.1:1"};
+  double tj[16], tc[16];
+  size_t len;
+  char *body = batch_answer(256, &len), err[256];
+  evd_client_t *c;
+  int r, k, iters = 200;
+
+  if (reps > 16)
+    reps = 16;
+  if (evd_client_new(&c, &o, err, sizeof err) != 0)
+    die(NULL, err);
+  free(c->ans.p);
+  c->ans.p = body;
+  c->ans.len = c->ans.cap = len;
+  for (r = 0; r < reps; r++) {
+    double t0 = now();
+    for (k = 0; k < iters; k++) {
+      json_error_t e;
+      json_t *j = json_loadb(body, len, 0, &e);
+      if (j == NULL || json_array_size(json_object_get(j, "results")) != 256)
+        die(NULL, "jansson");
+      json_decref(j);
+    }
+    tj[r] = (now() - t0) / iters * 1e6;
+    t0 = now();
+    for (k = 0; k < iters * 10; k++)
+      if (evd__client_pools(c) || evd__parse_batch(c, out, 256) ||
+          out[255].answer.newest != 100767)
+        die(NULL, "the client's parser");
+    tc[r] = (now() - t0) / (iters * 10) * 1e6;
+  }
+  qsort(tj, (size_t)reps, sizeof *tj, cmp_double);
+  qsort(tc, (size_t)reps, sizeof *tc, cmp_double);
+  printf("parse bytes=%zu jansson_us=%.1f client_us=%.2f\n", len,
+         tj[reps / 2], tc[reps / 2]);
+  evd_client_free(c); /* frees body as c->ans.p */
+}
+
+int main(int argc, char **argv) {
+  const char *url = NULL, *prefix = "c";
+  double seconds = 1;
+  size_t n = 1, i;
+  int reps = 5, r;
+  evd_step_t *steps;
+  evd_batch_result_t *out;
+  uint32_t *pos;
+  char (*ids)[32];
+  evd_client_opts_t o = {0};
+  evd_client_t *c;
+  char err[256];
+  uint32_t p = 1;
+
+  for (r = 1; r < argc; r++) {
+    if (strcmp(argv[r], "--parse") == 0) {
+      parse_bench(reps);
+      return 0;
+    } else if (r + 1 < argc && strcmp(argv[r], "--url") == 0)
+      url = argv[++r];
+    else if (r + 1 < argc && strcmp(argv[r], "--sessions") == 0)
+      n = strtoul(argv[++r], NULL, 10);
+    else if (r + 1 < argc && strcmp(argv[r], "--seconds") == 0)
+      seconds = atof(argv[++r]);
+    else if (r + 1 < argc && strcmp(argv[r], "--reps") == 0)
+      reps = atoi(argv[++r]);
+    else if (r + 1 < argc && strcmp(argv[r], "--prefix") == 0)
+      prefix = argv[++r];
+    else {
+      fprintf(stderr, "usage: bench_client --url URL [--sessions N] "
+                      "[--seconds S] [--reps R] [--prefix P] | --parse\n");
+      return 2;
+    }
+  }
+  if (url == NULL || n == 0)
+    return 2;
+  o.url = url;
+  if (evd_client_new(&c, &o, err, sizeof err) != 0)
+    die(NULL, err);
+  steps = calloc(n, sizeof *steps);
+  out = calloc(n, sizeof *out);
+  pos = calloc(n, sizeof *pos);
+  ids = calloc(n, sizeof *ids);
+  for (i = 0; i < n; i++) {
+    snprintf(ids[i], sizeof ids[i], "%s%zu", prefix, i);
+    steps[i].session = ids[i];
+    steps[i].positions = &pos[i];
+    steps[i].n_positions = 1;
+  }
+  /* One iteration: every sequence steps its next position. */
+#define ITERATE()                                                              \
+  do {                                                                         \
+    for (i = 0; i < n; i++)                                                    \
+      pos[i] = p;                                                              \
+    p++;                                                                       \
+    if (n == 1) {                                                              \
+      if (evd_client_step(c, &steps[0], &out[0].answer) != 0)                  \
+        die(c, "step");                                                        \
+    } else {                                                                   \
+      if (evd_client_batch(c, steps, n, out) != 0)                             \
+        die(c, "batch");                                                       \
+      for (i = 0; i < n; i++)                                                  \
+        if (out[i].rc != 0)                                                    \
+          die(NULL, out[i].error.message);                                     \
+    }                                                                          \
+  } while (0)
+  /* Prefill: positions 1..599 in every window of 512 (32 sessions per
+   * request), so that every step evicts; then a short warm-up. */
+  {
+    static uint32_t fill[599];
+    evd_step_t one;
+    for (i = 0; i < 599; i++)
+      fill[i] = (uint32_t)i + 1;
+    for (i = 0; i < n; i++) {
+      one = steps[i];
+      one.positions = fill;
+      one.n_positions = 599;
+      if (evd_client_step(c, &one, NULL) != 0)
+        die(c, "prefill");
+    }
+    p = 600;
+  }
+  while (p < 700)
+    ITERATE();
+  for (r = 0; r < reps; r++) {
+    unsigned long iters = 0, a0 = allocs;
+    double t0 = now(), t;
+    do {
+      ITERATE();
+      iters++;
+    } while ((t = now() - t0) < seconds);
+    printf("rep us_per_iter=%.2f allocs_per_iter=%.1f\n", t / iters * 1e6,
+           (double)(allocs - a0) / iters);
+  }
+  if (out[0].answer.victims.n != 1)
+    die(NULL, "the window did not evict");
+  evd_client_free(c);
+  free(steps);
+  free(out);
+  free(pos);
+  free(ids);
+  return 0;
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `make bench-client` (and part of `make bench`): the C client's round trip
+# per decode iteration beside the Python client's (deploy/clients/python,
+# EvictdClient), against one daemon started here: 1 sequence (one step
+# request per iteration) and 256 sequences (one batch request of 256
+# steps), every window of 512 full so that each step evicts. Rounds
+# alternate the two clients; each figure is the median of the rounds.
+# Then what parsing one 256-item batch answer costs with jansson and with
+# the client's own parser.
+# Usage: client.sh path/to/evictd path/to/bench_client
+#   (CLIENT_ROUNDS, default 5; CLIENT_SECONDS per round, default 1)
+set -euo pipefail
+bin=${1:?usage: client.sh path/to/evictd path/to/bench_client}
+cbench=${2:?usage: client.sh path/to/evictd path/to/bench_client}
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+rounds=${CLIENT_ROUNDS:-5}
+seconds=${CLIENT_SECONDS:-1}
+
+echo "clients: round trip per decode iteration, C client" \
+  "(libevictd-client, libcurl) and Python client (evictd_client.py," \
+  "$(python3 -c 'import sys; print("Python %d.%d" % sys.version_info[:2])')), one daemon," \
+  "budget 512, medians of $rounds rounds of ${seconds}s; $pinning"
+
+start_evictd "$bin" --budget 512
+url="http://127.0.0.1:$evictd_port"
+# run NAME ROUND CMD...: one round; appends its us/iteration to $tmp/NAME
+# (and the C client's allocations per iteration to $tmp/NAME.allocs).
+run() {
+  local name=$1 round=$2 line
+  shift 2
+  line=$(run_tracked "${pin_load[@]}" "$@" --url "$url" --reps 1 \
+    --seconds "$seconds" --prefix "$name-$round-" | grep '^rep ') ||
+    die "$name: the client failed"
+  field us_per_iter "$line" >>"$tmp/$name"
+  field allocs_per_iter "$line" >>"$tmp/$name.allocs"
+}
+for ((r = 1; r <= rounds; r++)); do
+  run c1 "$r" "$cbench" --sessions 1
+  run py1 "$r" python3 "$bench_dir/bench_client.py" --sessions 1
+  run c256 "$r" "$cbench" --sessions 256
+  run py256 "$r" python3 "$bench_dir/bench_client.py" --sessions 256
+done
+median() {
+  sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'
+}
+c1=$(median "$tmp/c1") py1=$(median "$tmp/py1")
+c256=$(median "$tmp/c256") py256=$(median "$tmp/py256")
+printf '  %-36s %12s %14s %10s\n' "us per iteration" "C client" \
+  "Python client" "Python/C"
+printf '  %-36s %12.1f %14.1f %10s\n' "1 sequence (one step)" "$c1" "$py1" \
+  "$(ratio "$py1" "$c1")"
+printf '  %-36s %12.1f %14.1f %10s\n' "256 sequences (one batch of 256)" \
+  "$c256" "$py256" "$(ratio "$py256" "$c256")"
+echo "  C client: $(median "$tmp/c1.allocs") and $(median "$tmp/c256.allocs")" \
+  "allocations per iteration (libcurl's: the client's own buffers only grow)"
+line=$("$cbench" --parse)
+echo "  parsing one 256-item batch answer ($(field bytes "$line") bytes):" \
+  "jansson $(field jansson_us "$line") us, the client's parser" \
+  "$(field client_us "$line") us ($(ratio "$(field jansson_us "$line")" \
+  "$(field client_us "$line")"))"
