@@ -66,6 +66,7 @@ def setUpModule() -> None:
         if not os.path.exists(path):
             raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
     torch.set_num_threads(1)
+    lm.rope_tables = ref.ggml_rope_tables  # llama.cpp's angles (see there)
     TARGET = lm.load(lm.WEIGHTS).double()
     DRAFT = lm.load(lm.DRAFT_WEIGHTS).double()
     TMP = tempfile.TemporaryDirectory(prefix="evictd-llamacpp-")
