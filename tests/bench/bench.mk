@@ -44,6 +44,7 @@ bench-http: bench-http-build
 	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory $(B)/bench_memcopy
 	tests/bench/client.sh $(B)/evictd $(B)/bench_client
 	@$(MAKE) --no-print-directory bench-eval
+	@$(MAKE) --no-print-directory bench-llama
 
 bench-single: bench-http-build
 	tests/bench/single.sh $(B)/evictd
