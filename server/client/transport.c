@@ -261,7 +261,10 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
       c->stats.requests++;
       return 0;
     }
-    why = c->curl_msg[0] != '\0' ? c->curl_msg : curl_easy_strerror(rc);
+    why = c->refused > 0
+              ? "the reused connection died before any answer came"
+          : c->curl_msg[0] != '\0' ? c->curl_msg
+                                    : curl_easy_strerror(rc);
     what = classify(c, rc);
     switch (what) {
     case TIMED_OUT:
