@@ -3,15 +3,23 @@
  * (N sequences) per iteration, timed over repetitions of --seconds each
  * after every window of 512 is filled (so each step evicts) and 100
  * iterations of warm-up. Prints
- * "rep us_per_iter=X allocs_per_iter=Y" per repetition. With --parse it
+ * "rep us_per_iter=X allocs_per_iter=Y" per repetition. With --raw the
+ * same requests go over a plain socket, written by hand and answers read
+ * to their Content-Length without parsing: the floor under any client on
+ * this machine. With --parse it
  * times the parsing of one 256-item batch answer by jansson and by the
  * client's own parser (server/client/answer.c), which is why the client
  * has one. Not a test: it prints figures. */
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../server/client/client_int.h"
 
@@ -65,6 +73,73 @@ static char *batch_answer(size_t n, size_t *len) {
   return b;
 }
 
+/* The floor: one keep-alive socket, the same requests and bodies, answers
+ * read whole and not parsed. */
+static int raw_fd = -1;
+static char raw_buf[1 << 20], raw_req[1 << 20];
+
+static void raw_connect(const char *url) {
+  const char *colon = strrchr(url, ':');
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int one = 1;
+
+  if (colon == NULL || strncmp(url, "http://127.0.0.1:", 17) != 0)
+    die(NULL, "--raw needs http://127.0.0.1:PORT");
+  sa.sin_port = htons((uint16_t)atoi(colon + 1));
+  raw_fd = socket(AF_INET, SOCK_STREAM, 0);
+  setsockopt(raw_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(raw_fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+    die(NULL, "--raw: connect");
+}
+
+static void raw_exchange(const char *path, const char *body, size_t blen) {
+  size_t got = 0, n = (size_t)snprintf(
+                      raw_req, sizeof raw_req,
+                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: "
+                      "%zu\r\n\r\n%s",
+                      path, blen, body);
+
+  if (write(raw_fd, raw_req, n) != (ssize_t)n)
+    die(NULL, "--raw: write");
+  for (;;) {
+    ssize_t r = read(raw_fd, raw_buf + got, sizeof raw_buf - 1 - got);
+    char *end, *cl;
+    if (r <= 0)
+      die(NULL, "--raw: read");
+    got += (size_t)r;
+    raw_buf[got] = '\0';
+    if ((end = strstr(raw_buf, "\r\n\r\n")) != NULL &&
+        (cl = strcasestr(raw_buf, "content-length:")) != NULL &&
+        got >= (size_t)(end - raw_buf) + 4 + strtoul(cl + 15, NULL, 10))
+      break;
+  }
+  if (strncmp(raw_buf, "HTTP/1.1 200", 12) != 0 ||
+      strstr(raw_buf, "\"error\"") != NULL)
+    die(NULL, raw_buf);
+}
+
+static void raw_iterate(char (*ids)[32], size_t n, uint32_t p) {
+  static char body[1 << 20];
+  char path[128];
+  size_t k = 0, i;
+
+  if (n == 1) {
+    snprintf(path, sizeof path, "/session/%s/step", ids[0]);
+    k = (size_t)snprintf(body, sizeof body, "{\"pos\":%u}", p);
+    raw_exchange(path, body, k);
+    return;
+  }
+  k += (size_t)snprintf(body, sizeof body, "{\"steps\":[");
+  for (i = 0; i < n; i++)
+    k += (size_t)snprintf(body + k, sizeof body - k,
+                          "%s{\"session\":\"%s\",\"pos\":%u}", i ? "," : "",
+                          ids[i], p);
+  k += (size_t)snprintf(body + k, sizeof body - k, "]}");
+  raw_exchange("/step", body, k);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -115,6 +190,7 @@ int main(int argc, char **argv) {
   double seconds = 1;
   size_t n = 1, i;
   int reps = 5, r;
+  bool raw = false;
   evd_step_t *steps;
   evd_batch_result_t *out;
   uint32_t *pos;
@@ -128,7 +204,9 @@ int main(int argc, char **argv) {
     if (strcmp(argv[r], "--parse") == 0) {
       parse_bench(reps);
       return 0;
-    } else if (r + 1 < argc && strcmp(argv[r], "--url") == 0)
+    } else if (strcmp(argv[r], "--raw") == 0)
+      raw = true;
+    else if (r + 1 < argc && strcmp(argv[r], "--url") == 0)
       url = argv[++r];
     else if (r + 1 < argc && strcmp(argv[r], "--sessions") == 0)
       n = strtoul(argv[++r], NULL, 10);
@@ -140,7 +218,8 @@ int main(int argc, char **argv) {
       prefix = argv[++r];
     else {
       fprintf(stderr, "usage: bench_client --url URL [--sessions N] "
-                      "[--seconds S] [--reps R] [--prefix P] | --parse\n");
+                      "[--seconds S] [--reps R] [--prefix P] [--raw] | "
+                      "--parse\n");
       return 2;
     }
   }
@@ -165,7 +244,9 @@ int main(int argc, char **argv) {
     for (i = 0; i < n; i++)                                                    \
       pos[i] = p;                                                              \
     p++;                                                                       \
-    if (n == 1) {                                                              \
+    if (raw) {                                                                 \
+      raw_iterate(ids, n, p - 1);                                              \
+    } else if (n == 1) {                                                       \
       if (evd_client_step(c, &steps[0], &out[0].answer) != 0)                  \
         die(c, "step");                                                        \
     } else {                                                                   \
@@ -192,6 +273,8 @@ int main(int argc, char **argv) {
     }
     p = 600;
   }
+  if (raw)
+    raw_connect(url);
   while (p < 700)
     ITERATE();
   for (r = 0; r < reps; r++) {
@@ -204,7 +287,7 @@ int main(int argc, char **argv) {
     printf("rep us_per_iter=%.2f allocs_per_iter=%.1f\n", t / iters * 1e6,
            (double)(allocs - a0) / iters);
   }
-  if (out[0].answer.victims.n != 1)
+  if (!raw && out[0].answer.victims.n != 1)
     die(NULL, "the window did not evict");
   evd_client_free(c);
   free(steps);

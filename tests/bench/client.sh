@@ -3,8 +3,10 @@
 # per decode iteration beside the Python client's (deploy/clients/python,
 # EvictdClient), against one daemon started here: 1 sequence (one step
 # request per iteration) and 256 sequences (one batch request of 256
-# steps), every window of 512 full so that each step evicts. Rounds
-# alternate the two clients; each figure is the median of the rounds.
+# steps), every window of 512 full so that each step evicts, beside the
+# floor: the same requests over a plain socket, written by hand, answers
+# read whole and not parsed. Rounds alternate the three; each figure is
+# the median of the rounds.
 # Then what parsing one 256-item batch answer costs with jansson and with
 # the client's own parser.
 # Usage: client.sh path/to/evictd path/to/bench_client
@@ -38,20 +40,24 @@ run() {
 for ((r = 1; r <= rounds; r++)); do
   run c1 "$r" "$cbench" --sessions 1
   run py1 "$r" python3 "$bench_dir/bench_client.py" --sessions 1
+  run raw1 "$r" "$cbench" --sessions 1 --raw
   run c256 "$r" "$cbench" --sessions 256
   run py256 "$r" python3 "$bench_dir/bench_client.py" --sessions 256
+  run raw256 "$r" "$cbench" --sessions 256 --raw
 done
 median() {
   sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'
 }
 c1=$(median "$tmp/c1") py1=$(median "$tmp/py1")
 c256=$(median "$tmp/c256") py256=$(median "$tmp/py256")
-printf '  %-36s %12s %14s %10s\n' "us per iteration" "C client" \
-  "Python client" "Python/C"
-printf '  %-36s %12.1f %14.1f %10s\n' "1 sequence (one step)" "$c1" "$py1" \
-  "$(ratio "$py1" "$c1")"
-printf '  %-36s %12.1f %14.1f %10s\n' "256 sequences (one batch of 256)" \
-  "$c256" "$py256" "$(ratio "$py256" "$c256")"
+raw1=$(median "$tmp/raw1") raw256=$(median "$tmp/raw256")
+printf '  %-34s %9s %9s %9s %10s %9s\n' "us per iteration" "C client" \
+  "Python" "Python/C" "raw socket" "C/raw"
+printf '  %-34s %9.1f %9.1f %9s %10.1f %9s\n' "1 sequence (one step)" "$c1" \
+  "$py1" "$(ratio "$py1" "$c1")" "$raw1" "$(ratio "$c1" "$raw1")"
+printf '  %-34s %9.1f %9.1f %9s %10.1f %9s\n' \
+  "256 sequences (one batch of 256)" "$c256" "$py256" \
+  "$(ratio "$py256" "$c256")" "$raw256" "$(ratio "$c256" "$raw256")"
 echo "  C client: $(median "$tmp/c1.allocs") and $(median "$tmp/c256.allocs")" \
   "allocations per iteration (libcurl's: the client's own buffers only grow)"
 line=$("$cbench" --parse)
