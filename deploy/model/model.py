@@ -1,10 +1,19 @@
-"""A small decoder-only byte-level transformer for driving evictd end to end.
+"""A small Llama-style byte-level transformer for driving evictd end to end.
 
-The vocabulary is the 256 byte values. Positions are rotary (RoPE), applied
-to queries and keys from the absolute position of each token, so a token's
-key depends only on its byte, its position and the tokens it attended to:
-an engine can compute it once, keep it in any cache slot and read it back
-later, and positions evictd hands out can be used as they are.
+The vocabulary is the 256 byte values, BOS (256) and EOS (257). Every
+sequence starts with BOS at position 0, in training and in every use (as in
+Llama's pretraining): ``encode`` prepends it. The architecture is Llama's,
+so that the same weights run in llama.cpp (deploy/llama's GGUF exporter
+writes them under llama.cpp's names, as they are): pre-norm blocks of
+RMSNorm, attention with rotary positions and a SwiGLU feed-forward, no
+biases, a final RMSNorm and an output head tied to the token embedding.
+
+Positions are rotary (RoPE, llama.cpp's LLAMA_ROPE_TYPE_NORM: adjacent
+pairs), applied to queries and keys from the absolute position of each
+token, so a token's key depends only on its token, its position and the
+tokens it attended to: an engine can compute it once, keep it in any cache
+slot and read it back later, and positions evictd hands out can be used as
+they are.
 
 Three ways to run the same weights:
 
@@ -25,6 +34,24 @@ Three ways to run the same weights:
 or ``draft.pt``, a smaller one for speculative decoding). Only torch is
 needed; the model runs on the CPU in float32 (or float64 after
 ``.double()``, which the tests use to show that differences are rounding).
+
+The function, written out (what llama.cpp computes for architecture
+"llama"; tests/e2e/test_formulas.py checks it against these formulas):
+
+    x_0       = embed[token]
+    rms(x, w) = x * (1 / sqrt(mean(x^2) + norm_eps)) * w     (normalise, then
+                                                              the weight)
+    per layer:
+      h   = rms(x, attn_norm)
+      q, k, v = h Wq^T, h Wk^T, h Wv^T,  split into heads of head_dim
+      q, k rotated: pairs (2i, 2i+1), i < head_dim/2, by the angle
+          pos * rope_base^(-2i / head_dim):
+          (a, b) -> (a cos - b sin, a sin + b cos)
+      att = softmax(q k^T / sqrt(head_dim), masked) v
+      x   = x + att Wo^T
+      h   = rms(x, ffn_norm)
+      x   = x + (silu(h Wgate^T) * (h Wup^T)) Wdown^T
+    logits = rms(x, norm) embed^T
 """
 
 import math
@@ -39,7 +66,10 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 WEIGHTS = os.path.join(HERE, "evictd-lm.pt")
 DRAFT_WEIGHTS = os.path.join(HERE, "draft.pt")
-VOCAB = 256
+# Token ids: 0..255 the byte values, then BOS and EOS.
+BOS = 256
+EOS = 257
+VOCAB = 258
 # Text the models did not train on (train.py holds it out): 11,358 bytes,
 # from Debian's base-files, so on every Debian machine.
 HELD_OUT_TEXT = "/usr/share/common-licenses/Apache-2.0"
@@ -50,9 +80,10 @@ class Config:
     n_layers: int = 4
     n_heads: int = 4
     d_model: int = 128
-    d_ff: int = 512
+    d_ff: int = 344
     rope_base: float = 10000.0
     vocab: int = VOCAB
+    norm_eps: float = 1e-5
 
     @property
     def head_dim(self) -> int:
@@ -62,8 +93,9 @@ class Config:
 def rope_tables(positions: torch.Tensor, dim: int, base: float,
                 dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
     """cos and sin [..., T, 1, dim/2] of the rotary angles of integer
-    positions [..., T]. The angles are computed in float64 and then cast,
-    so that the rotation of position p is the same whatever else is in the
+    positions [..., T]: entry i is the angle pos * base^(-2i/dim) of the
+    pair (2i, 2i+1). The angles are computed in float64 and then cast, so
+    that the rotation of position p is the same whatever else is in the
     batch, and exact enough for any uint32 p."""
     half = dim // 2
     inv = base ** (-torch.arange(half, dtype=torch.float64) * 2.0 / dim)
@@ -74,39 +106,77 @@ def rope_tables(positions: torch.Tensor, dim: int, base: float,
 
 def rope(x: torch.Tensor, tables: Tuple[torch.Tensor, torch.Tensor]
          ) -> torch.Tensor:
-    """Rotates x [..., T, H, D] by rope_tables of its positions (the
-    rotate-half convention: pairs (i, i + D/2))."""
+    """Rotates x [..., T, H, D] by rope_tables of its positions: adjacent
+    pairs (x[2i], x[2i+1]) by angle i (llama.cpp's LLAMA_ROPE_TYPE_NORM,
+    the original Llama's convention; not Hugging Face's rotate-half)."""
     cos, sin = tables
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos),
+                       dim=-1).flatten(-2)
+
+
+class RMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * weight, over the last dimension:
+    normalised first, then multiplied by the weight (llama.cpp's
+    ggml_rms_norm followed by ggml_mul)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+                ) * self.weight
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
            mask: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """q [B, Q, H, D], k and v [B, K, H, D], mask [B, Q, K] (True: may
-    attend). Returns the output [B, Q, H, D] and the probabilities
-    [B, H, Q, K]. Masked keys get probability exactly 0; a row with no key
-    allowed is an error of the caller (every token attends at least to
-    itself)."""
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
-    scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+    attend; a batch dimension of 1 applies to every sequence). Returns the
+    output [B, Q, H, D] and the probabilities [B, H, Q, K]. Masked keys get
+    probability exactly 0 (their score is -inf); a row with no key allowed
+    is an error of the caller (every token attends at least to itself).
+
+    The scores are q k^T / sqrt(D) plus the mask's 0 or -inf, in one
+    baddbmm: at T = 1024 the [B, H, T, T] temporaries of a separate scale
+    and masked_fill cost more than the products (training)."""
+    b, nq, h, d = q.shape
+    nk = k.shape[1]
+    scale = 1.0 / math.sqrt(d)
+    bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(
+        ~mask, float("-inf")).unsqueeze(1)                # [B|1, 1, Q, K]
+    if bias.shape[0] == 1:
+        bias = bias.squeeze(0)                            # [1, Q, K]
+    else:
+        bias = bias.expand(b, h, nq, nk).reshape(b * h, nq, nk)
+    qh = q.transpose(1, 2).reshape(b * h, nq, d)
+    kh = k.transpose(1, 2).reshape(b * h, nk, d)
+    vh = v.transpose(1, 2).reshape(b * h, nk, d)
+    scores = torch.baddbmm(bias, qh, kh.transpose(1, 2), alpha=scale)
     probs = torch.softmax(scores, dim=-1)
-    out = torch.einsum("bhqk,bkhd->bqhd", probs, v)
-    return out, probs
+    out = torch.bmm(probs, vh).view(b, h, nq, d).transpose(1, 2)
+    return out, probs.view(b, h, nq, nk)
 
 
 class Block(nn.Module):
+    """A Llama block: x + Wo(attn(rms(x))), then + Wdown(silu(Wgate h) *
+    Wup h) with h = rms(x). Parameter names are a contract with
+    deploy/llama's exporter."""
+
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
-        self.ln1 = nn.LayerNorm(cfg.d_model)
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
-        self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
-        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        d, f = cfg.d_model, cfg.d_ff
+        self.attn_norm = RMSNorm(d, cfg.norm_eps)
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, d, bias=False)
+        self.wv = nn.Linear(d, d, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.ffn_norm = RMSNorm(d, cfg.norm_eps)
+        self.w_gate = nn.Linear(d, f, bias=False)
+        self.w_up = nn.Linear(d, f, bias=False)
+        self.w_down = nn.Linear(f, d, bias=False)
 
     def qkv_of(self, x: torch.Tensor, tables
                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -114,15 +184,19 @@ class Block(nn.Module):
         positions) and values [B, T, H, D] of x."""
         b, t, _ = x.shape
         h, d = self.cfg.n_heads, self.cfg.head_dim
-        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, h, d).unbind(2)
+        n = self.attn_norm(x)
+        q = self.wq(n).view(b, t, h, d)
+        k = self.wk(n).view(b, t, h, d)
+        v = self.wv(n).view(b, t, h, d)
         return rope(q, tables), rope(k, tables), v
 
     def finish(self, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
         """The residual stream after this block, given attention output
         att [B, T, H, D]."""
         b, t, _ = x.shape
-        x = x + self.proj(att.reshape(b, t, self.cfg.d_model))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        x = x + self.wo(att.reshape(b, t, self.cfg.d_model))
+        h = self.ffn_norm(x)
+        return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
 
 
 class ByteLM(nn.Module):
@@ -132,16 +206,15 @@ class ByteLM(nn.Module):
         c = self.cfg
         self.embed = nn.Embedding(c.vocab, c.d_model)
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
-        self.ln_f = nn.LayerNorm(c.d_model)
+        self.norm = RMSNorm(c.d_model, c.norm_eps)
         # The output head is the embedding, transposed (tied weights).
-        # GPT-2's initialisation: N(0, 0.02), the projections back into the
-        # residual stream scaled down by sqrt(2 * layers).
+        # Initialisation: matrices N(0, 0.02), the projections back into
+        # the residual stream (wo, w_down) scaled down by sqrt(2 * layers);
+        # RMSNorm weights 1.
         for name, p in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(p)
-            elif p.dim() == 2:
+            if p.dim() == 2:
                 std = 0.02
-                if name.endswith(("proj.weight", "fc2.weight")):
+                if name.endswith(("wo.weight", "w_down.weight")):
                     std /= math.sqrt(2 * c.n_layers)
                 nn.init.normal_(p, 0.0, std)
 
@@ -153,20 +226,21 @@ class ByteLM(nn.Module):
                            dtype)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(self.ln_f(x), self.embed.weight)
+        return F.linear(self.norm(x), self.embed.weight)
 
     def forward(self, tokens: torch.Tensor,
                 positions: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None,
                 return_attn: bool = False,
                 on_attn: Optional[Callable[[int, torch.Tensor], None]] = None):
-        """tokens [B, T] (or [T]) of byte values. positions default to
-        0..T-1; mask [T, T] or [B, T, T] (True: may attend) defaults to
-        causal. Returns logits [B, T, 256] and, with return_attn, the list
-        of per-layer probabilities [B, H, T, T] (batch dimension dropped
-        for 1-D tokens). on_attn(layer, probs [B, H, T, T]) is called as
-        each layer is computed, for callers that want the probabilities
-        one layer at a time (long traces) rather than all at the end."""
+        """tokens [B, T] (or [T]) of token ids (a sequence starts with BOS
+        at position 0). positions default to 0..T-1; mask [T, T] or
+        [B, T, T] (True: may attend) defaults to causal. Returns logits
+        [B, T, VOCAB] and, with return_attn, the list of per-layer
+        probabilities [B, H, T, T] (batch dimension dropped for 1-D
+        tokens). on_attn(layer, probs [B, H, T, T]) is called as each layer
+        is computed, for callers that want the probabilities one layer at a
+        time (long traces) rather than all at the end."""
         squeeze = tokens.dim() == 1
         if squeeze:
             tokens = tokens.unsqueeze(0)
@@ -177,8 +251,9 @@ class ByteLM(nn.Module):
         if mask is None:
             mask = torch.ones(t, t, dtype=torch.bool).tril()
         if mask.dim() == 2:
-            mask = mask.unsqueeze(0)
-        mask = mask.expand(b, t, t)
+            mask = mask.unsqueeze(0)          # one mask for every sequence
+        if mask.shape != (1, t, t):
+            mask = mask.expand(b, t, t)
         x = self.embed(tokens)
         tables = self._tables(positions, x.dtype)
         attn: List[torch.Tensor] = []
@@ -225,7 +300,7 @@ class ByteLM(nn.Module):
         For a ring of R slots per sequence, with the cache holding B * R
         entries: write = b * R + slot, read[b] = b * R + arange(R).
 
-        Returns logits [B, N, 256] and, with return_attn, per layer the
+        Returns logits [B, N, VOCAB] and, with return_attn, per layer the
         probabilities [B, H, N, S] over the read entries.
         """
         b, n = tokens.shape
@@ -270,17 +345,23 @@ def load(path: str = WEIGHTS) -> ByteLM:
 
 
 def meta(path: str = WEIGHTS) -> dict:
-    """What train.py recorded beside the weights (losses, data, time)."""
+    """What train.py recorded beside the weights (losses, data, time,
+    hyperparameters)."""
     return torch.load(path, map_location="cpu").get("meta", {})
 
 
-def encode(text) -> torch.Tensor:
-    """Bytes (or str, as UTF-8) to a tensor of byte values."""
+def encode(text, bos: bool = True) -> torch.Tensor:
+    """Bytes (or str, as UTF-8) to a tensor of token ids: [BOS] and the
+    byte values (bos=False: the byte values alone, for continuing a
+    sequence)."""
     if isinstance(text, str):
         text = text.encode("utf-8")
-    return torch.tensor(list(text), dtype=torch.long)
+    return torch.tensor(([BOS] if bos else []) + list(text),
+                        dtype=torch.long)
 
 
 def decode(tokens) -> str:
-    """Byte values back to text (invalid UTF-8 replaced)."""
-    return bytes(int(t) for t in tokens).decode("utf-8", errors="replace")
+    """Token ids back to text: BOS and EOS left out, invalid UTF-8
+    replaced."""
+    return bytes(int(t) for t in tokens if int(t) < 256).decode(
+        "utf-8", errors="replace")

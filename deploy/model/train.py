@@ -17,40 +17,72 @@ Two models are trained, in order, each from a fixed seed, with a fixed
 number of steps (not a time limit), so a rerun on the same machine and
 torch build gives the same weights bit for bit:
 
-* the target (model.Config(): 4 layers, 4 heads, d_model 128), 150 steps
-  of 32 x 256 bytes, every tenth one 8 x 1024 bytes instead (so that it
-  sees long contexts at a useful learning rate: the attention traces use
-  T >= 2048);
-* the draft model for speculative decoding (1 layer, 2 heads, d_model 64),
-  100 steps of 32 x 256 bytes.
+* the target (model.Config(): 4 layers, 4 heads, d_model 128, d_ff 344),
+  400 steps of 32 windows of 256 tokens, every tenth one 8 x 1024 instead
+  (so that it sees long contexts at a useful learning rate: the attention
+  traces use T up to 4096, evictd-llama runs past 1024);
+* the draft model for speculative decoding (1 layer, 2 heads, d_model 64,
+  d_ff 172), on the same schedule.
+
+Every window is BOS at position 0 followed by bytes of the text from a
+random place (T tokens: BOS and T - 1 bytes, each position predicting the
+next byte, position 0 the first), as every use of the model starts with
+BOS at position 0.
 
 It reports, for each, the held-out loss (nats per byte, and bits) against a
 unigram model's (byte frequencies of the training text, add-one smoothed),
 and the training time, and stores them in the weights files' metadata
-(model.meta()). On the 2-core development machine the whole run took 4 to
-5 minutes of wall clock, and two runs gave bit-identical weights (see
-README.md).
+(model.meta()), beside the hyperparameters llama.cpp needs (norm_eps,
+rope_base, BOS, EOS) and the machine's load during the run. See README.md
+for the time it took.
 """
 
-import argparse
-import hashlib
-import math
-import os
-import platform
-import sys
 import time
+
+T_START = time.monotonic()
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+from typing import List, Tuple  # noqa: E402
 
 # torch runs its own 2 threads (set_num_threads); OpenBLAS threads of its own
 # on top of them oversubscribe the 2 cores (measured: 1.3 s per step of
 # 32 x 256 bytes with one BLAS thread, 1.6 to 3.8 s with two).
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
+
+def keep_heap() -> bool:
+    """Makes glibc's malloc serve every allocation from its heap and never
+    give freed memory back (no mmap per large block, no trimming, one
+    arena). A step's attention temporaries are [batch, heads, T, T] floats,
+    128 MB each at 8 x 1024; by default each is a fresh mmap whose pages
+    fault in one by one and go back to the kernel when freed, which on the
+    development machine (a VM) took more time than the arithmetic: steps
+    of 8 x 1024 took 6 to 13 s, 1.7 to 2.2 s with this, and steps of
+    32 x 256 1.3 to 2.3 s, 0.8 to 1.0 s with it (same numbers computed).
+    Returns False where mallopt is not available (not glibc)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        # M_MMAP_MAX, M_TRIM_THRESHOLD, M_TOP_PAD, M_ARENA_MAX
+        return all(libc.mallopt(param, value) == 1 for param, value in
+                   ((-4, 0), (-1, 2 ** 31 - 1), (-2, 64 << 20), (-8, 1)))
+    except (OSError, AttributeError):
+        return False
+
+
+HEAP_KEPT = keep_heap()
+
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import ByteLM, Config, save  # noqa: E402
+from model import BOS, EOS, VOCAB, ByteLM, Config, save  # noqa: E402
 
 LICENSES = "/usr/share/common-licenses"
 # The training files and the held-out file, with their SHA-256 in Debian 12
@@ -78,9 +110,9 @@ SHA256 = {
 
 # (steps, (batch, length) of most steps, (batch, length) of every
 # `every`-th step, every)
-TARGET_SCHEDULE = (150, (32, 256), (8, 1024), 10)
-DRAFT_SCHEDULE = (100, (32, 256), None, 0)
-DRAFT_CONFIG = Config(n_layers=1, n_heads=2, d_model=64, d_ff=256)
+TARGET_SCHEDULE = (400, (32, 256), (8, 1024), 10)
+DRAFT_SCHEDULE = (400, (32, 256), (8, 1024), 10)
+DRAFT_CONFIG = Config(n_layers=1, n_heads=2, d_model=64, d_ff=172)
 LR, WARMUP, WEIGHT_DECAY = 3e-3, 20, 0.01
 
 
@@ -112,23 +144,32 @@ def unigram_loss(train: bytes, held: bytes) -> float:
     return float(-logp[torch.tensor(list(held))].mean())
 
 
+def windows(data: torch.Tensor, starts: torch.Tensor, length: int
+            ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Inputs [B, length]: BOS, then the length - 1 bytes from each start;
+    targets [B, length]: the length bytes from each start (position t
+    predicts byte start + t)."""
+    x = data[starts.unsqueeze(1) + torch.arange(length)]
+    bos = torch.full((len(starts), 1), BOS, dtype=torch.long)
+    return torch.cat((bos, x[:, :-1]), dim=1), x
+
+
 @torch.no_grad()
 def eval_loss(model: ByteLM, data: torch.Tensor, length: int = 1024
               ) -> float:
-    """Mean next-byte cross-entropy (nats) over data, in consecutive chunks
-    of `length` bytes (each chunk from position 0, causal mask)."""
+    """Mean next-byte cross-entropy (nats per byte) over every byte of data,
+    in consecutive chunks of `length` bytes, each run as BOS and the
+    chunk's bytes (positions 0..length-1, causal mask; the first byte of a
+    chunk is predicted from BOS alone)."""
     model.eval()
-    total, count = 0.0, 0
-    for start in range(0, len(data) - 1, length):
-        chunk = data[start:start + length + 1]
-        if len(chunk) < 2:
-            break
-        logits = model(chunk[:-1].unsqueeze(0))
-        total += float(F.cross_entropy(logits[0], chunk[1:],
-                                       reduction="sum"))
-        count += len(chunk) - 1
+    total = 0.0
+    for start in range(0, len(data), length):
+        n = min(length, len(data) - start)
+        x, y = windows(data, torch.tensor([start]), n)
+        logits = model(x)
+        total += float(F.cross_entropy(logits[0], y[0], reduction="sum"))
     model.train()
-    return total / count
+    return total / len(data)
 
 
 def batches(schedule):
@@ -140,10 +181,11 @@ def batches(schedule):
 
 
 def train(model: ByteLM, data: torch.Tensor, schedule, seed: int,
-          label: str) -> float:
+          label: str, loads: List[float]) -> float:
     """Trains in place with AdamW, linear warm-up then cosine decay; windows
-    drawn uniformly from data with a seeded generator. Returns the mean
-    loss of the last 10 steps."""
+    (BOS and bytes) drawn uniformly from data with a seeded generator.
+    Returns the mean loss of the last 10 steps; appends the 1-minute load
+    average every 10 steps to loads."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95),
                             weight_decay=WEIGHT_DECAY)
@@ -160,18 +202,19 @@ def train(model: ByteLM, data: torch.Tensor, schedule, seed: int,
             g["lr"] = lr
         starts = torch.randint(0, len(data) - length - 1, (batch,),
                                generator=gen)
-        x = data[starts.unsqueeze(1) + torch.arange(length + 1)]
-        logits = model(x[:, :-1], mask=causal)
-        loss = F.cross_entropy(logits.reshape(-1, 256), x[:, 1:].reshape(-1))
+        x, y = windows(data, starts, length)
+        logits = model(x, mask=causal)
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         recent = (recent + [float(loss)])[-10:]
         if (step + 1) % 10 == 0 or step + 1 == total:
-            print("%s step %d/%d (T=%d) loss %.4f lr %.2e  %.0fs"
+            loads.append(os.getloadavg()[0])
+            print("%s step %d/%d (T=%d) loss %.4f lr %.2e  %.0fs  load %.2f"
                   % (label, step + 1, total, length, float(loss), lr,
-                     time.monotonic() - t0), flush=True)
+                     time.monotonic() - t0, loads[-1]), flush=True)
     return sum(recent) / len(recent)
 
 
@@ -209,25 +252,44 @@ def main() -> None:
     for label, cfg, schedule, seed, fname in runs:
         torch.manual_seed(seed)
         model = ByteLM(cfg)
-        t0 = time.monotonic()
-        last = train(model, data, schedule, seed, label)
+        loads = [os.getloadavg()[0]]
+        t0, cpu0 = time.monotonic(), time.process_time()
+        last = train(model, data, schedule, seed, label, loads)
         secs = time.monotonic() - t0
+        cpu = time.process_time() - cpu0
         loss = eval_loss(model, held)
         train_loss = eval_loss(model, data[:len(held)])
-        print("%s: %d parameters, trained in %.1f s; held-out loss %.4f "
+        load = {"start": loads[0], "mean": sum(loads) / len(loads),
+                "max": max(loads), "cpus": os.cpu_count(),
+                "what": "1-minute load average of the machine, at the "
+                        "start and every 10 steps"}
+        print("%s: %d parameters, trained in %.1f s (%.1f s of CPU; load "
+              "average %.2f mean, %.2f max on %d CPUs); held-out loss %.4f "
               "nats/byte (%.3f bits), unigram %.4f (%.3f bits); training "
               "text (first %d bytes) %.4f"
-              % (label, model.n_params(), secs, loss, loss / math.log(2),
+              % (label, model.n_params(), secs, cpu, load["mean"],
+                 load["max"], load["cpus"], loss, loss / math.log(2),
                  uni, uni / math.log(2), len(held), train_loss), flush=True)
         save(model, os.path.join(args.out, fname),
              held_out_loss=loss, unigram_loss=uni, train_loss=train_loss,
-             last_steps_loss=last, train_seconds=secs,
-             schedule=schedule, lr=LR, warmup=WARMUP,
+             last_steps_loss=last, train_seconds=secs, cpu_seconds=cpu,
+             load=load, heap_kept=HEAP_KEPT,
+             wall_seconds_so_far=time.monotonic() - T_START,
+             schedule=schedule, train_context=max(
+                 length for _, length in batches(schedule)),
+             lr=LR, warmup=WARMUP,
              weight_decay=WEIGHT_DECAY, seed=seed, threads=args.threads,
              params=model.n_params(), files=files,
+             architecture="llama", norm_eps=cfg.norm_eps,
+             rope_base=cfg.rope_base,
+             rope="adjacent pairs (2i, 2i+1), angle pos * rope_base^"
+                  "(-2i/head_dim): llama.cpp's LLAMA_ROPE_TYPE_NORM",
+             head_dim=cfg.head_dim, n_kv_heads=cfg.n_heads,
+             bos=BOS, eos=EOS, vocab=cfg.vocab, tied_output=True,
              torch=torch.__version__, machine=platform.machine(),
              python=platform.python_version())
-    print("total training time %.1f s" % (time.monotonic() - t_all))
+    print("total training time %.1f s; wall clock since start %.1f s"
+          % (time.monotonic() - t_all, time.monotonic() - T_START))
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ def reference_logits(model: lm.ByteLM, tokens: Sequence[int],
                      rows: Dict[int, Sequence[int]]) -> torch.Tensor:
     """The model over the whole sequence at once (every position's key and
     value computed and kept) with the window mask over positions:
-    logits [len(tokens), 256]."""
+    logits [len(tokens), model.VOCAB]."""
     t = torch.tensor(list(tokens), dtype=torch.long)
     with torch.no_grad():
         return model(t, mask=window_mask(rows, len(tokens)))
@@ -346,8 +346,8 @@ class PagedStore:
 @dataclass
 class Work:
     """What one sequence computes in one iteration: tokens at positions
-    (for a session's first request, from position 0: the session holds
-    0 already, the request steps the rest). ``tentative``: drafts;
+    (for a session's first request, from position 0, where BOS goes: the
+    session holds 0 already, the request steps the rest). ``tentative``: drafts;
     ``commit``: commit up to this position first. No positions and a
     commit: a commit-only item (nothing computed)."""
     seq: Seq
@@ -460,8 +460,9 @@ class Engine:
         positions, tokens = list(w.positions), list(w.tokens)
         first: Optional[Tuple[int, int]] = None
         if not seq.created:
-            # A new session holds position 0 in slot 0 already; the engine
-            # computes it with the first sub-step.
+            # A new session holds position 0 in slot 0 already (where BOS
+            # goes: every sequence starts with it); the engine computes it
+            # with the first sub-step.
             seq.created = True
             seq.held[0] = 0
             first = (positions[0], tokens[0])
@@ -548,7 +549,7 @@ class Engine:
                 ) -> Dict[str, torch.Tensor]:
         """One decode iteration: one batch request for every work, then the
         forward passes. Returns, per session, the logits of its positions
-        [n, 256] (float32)."""
+        [n, model.VOCAB] (float32)."""
         t_start = time.perf_counter()
         batch = StepBatch()
         for w in works:
