@@ -5,8 +5,9 @@ first positions (attention sinks).
 
     /usr/bin/python3 deploy/trace/dump.py [--T 4096] [--out build/trace]
 
-One causal forward pass over the first T bytes of model.HELD_OUT_TEXT (the
-Apache licence, held out from training) writes, in OUT:
+One causal forward pass over T tokens, BOS at position 0 (as every use of
+the model starts) and the first T - 1 bytes of model.HELD_OUT_TEXT (the
+Apache licence, held out from training), writes, in OUT:
 
 * attn-mean.npy   [T, T] float32: the mean over all layer-heads (4 x 4),
   rows scaled to sum to 1 in float64 before the cast;
@@ -15,15 +16,15 @@ Apache licence, held out from training) writes, in OUT:
   tolerance) after the float16 rounding, and scaled again if it does not;
 * sinks.json      per layer and head, the mean attention mass on the first 4
   positions over the rows t >= 64, beside what uniform attention over 0..t
-  would give there; also the mass on position 0, on the next 4 positions
+  would give there; also the mass on position 0 (BOS), on the next 4 positions
   (4..7: old positions that are not the first) and on the 4 most recent
   (t-3..t), and the means over all layer-heads. Beside them, the model's
   next-byte loss (nats/byte) and, when T is longer than the longest
-  context it trained on (1024 bytes, from the weights' metadata), its loss
+  context it trained on (1024 tokens, from the weights' metadata), its loss
   before and after that length, its loss after it when each token sees
-  only the last 1024 positions (a second forward with that mask), and the
-  head-averaged attention mass the rows past it put at distances it never
-  saw ("beyond_training").
+  only the last 1024 positions (a second forward with that mask) and when
+  it sees BOS and the last 1023 (a third), and the head-averaged attention
+  mass the rows past it put at distances it never saw ("beyond_training").
 
 Probabilities are taken one layer at a time (ByteLM.forward's on_attn), the
 per-head file is written through a memory map, so the peak memory is about
@@ -67,8 +68,9 @@ def parse_args(argv):
                     "held-out text as .npy traces for evictd-eval, and the "
                     "attention mass on the first positions (sinks.json).")
     p.add_argument("--T", type=int, default=4096, metavar="T",
-                   help="bytes of the text to run (default 4096; the model "
-                        "trained on contexts of at most 1024)")
+                   help="tokens to run: BOS and T - 1 bytes of the text "
+                        "(default 4096; the model trained on contexts of at "
+                        "most 1024)")
     p.add_argument("--out", default=os.path.join(ROOT, "build", "trace"),
                    metavar="DIR",
                    help="output directory, created if missing "
@@ -114,8 +116,8 @@ def main(argv=None) -> int:
             text = f.read()
     except OSError as e:
         fail("cannot read the text: %s" % e)
-    if len(text) < a.T:
-        fail("%s has %d bytes, fewer than --T %d"
+    if len(text) < a.T - 1:
+        fail("%s has %d bytes, fewer than --T %d - 1"
              % (text_path, len(text), a.T))
     try:
         m = lm.load(weights)
@@ -128,7 +130,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(a.threads)
     T, L, H, S = a.T, m.cfg.n_layers, m.cfg.n_heads, a.sinks
-    tokens = lm.encode(text[:T])
+    tokens = lm.encode(text[:T - 1])          # BOS, then T - 1 bytes
     heads_path = os.path.join(a.out, "attn-heads.npy")
     mean_path = os.path.join(a.out, "attn-mean.npy")
     heads = np.lib.format.open_memmap(heads_path, mode="w+",
@@ -199,18 +201,26 @@ def main(argv=None) -> int:
         # The same bytes again, each token seeing only the C positions up
         # to itself (distances the model trained on): if that predicts
         # better, the full-context attention past C is out of distribution.
+        # And once more seeing BOS and the last C - 1 (what a window with
+        # one sink keeps): if that is better again, BOS matters.
         pos = torch.arange(T)
         dist = pos[:, None] - pos[None, :]
-        with torch.no_grad():
-            wlogits = m(tokens, mask=(dist >= 0) & (dist < C))
-        wnll = torch.nn.functional.cross_entropy(
-            wlogits[:-1], tokens[1:], reduction="none").double().numpy()
-        del wlogits
+        causal = dist >= 0
+        masks = (("window", causal & (dist < C)),
+                 ("bos", causal & ((dist < C - 1) | (pos[None, :] == 0))))
+        wnll = {}
+        for key, mask in masks:
+            with torch.no_grad():
+                wlogits = m(tokens, mask=mask)
+            wnll[key] = torch.nn.functional.cross_entropy(
+                wlogits[:-1], tokens[1:], reduction="none").double().numpy()
+            del wlogits
         beyond = {
             "train_context": C,
             "loss_before": float(nll[:C - 1].mean()),
             "loss_after": float(nll[C - 1:].mean()),
-            "loss_after_window": float(wnll[C - 1:].mean()),
+            "loss_after_window": float(wnll["window"][C - 1:].mean()),
+            "loss_after_window_bos": float(wnll["bos"][C - 1:].mean()),
             "far_mass_rows": [C, T - 1],
             "far_mass": float(far.mean()),
         }
@@ -246,23 +256,29 @@ def main(argv=None) -> int:
         json.dump(summary, f, indent=1)
         f.write("\n")
 
-    print("dump.py: T = %d bytes of %s, forward and dump %.1f s; wrote %s, %s, "
-          "sinks.json" % (T, text_path, t_fwd, mean_path, heads_path))
+    print("dump.py: T = %d tokens (BOS and %d bytes of %s), forward and dump "
+          "%.1f s; wrote %s, %s, sinks.json"
+          % (T, T - 1, text_path, t_fwd, mean_path, heads_path))
     print("dump.py: float16 rows: max |sum - 1| %.2e, %d rows rescaled"
           % (worst[0], fixed[0]))
     print("dump.py: mass on the first %d positions (rows t >= %d): mean "
           "%.4f over %d layer-heads, max %.4f; uniform would give %.4f; "
-          "positions %d..%d get %.4f"
+          "positions %d..%d get %.4f; position 0 (BOS) %.4f (max %.4f, "
+          "uniform %.4f)"
           % (S, a.rows_from, summary["mean_first"], L * H,
              summary["max_first"], uniform_first, S, 2 * S - 1,
-             summary["mean_next"]))
+             summary["mean_next"], summary["mean_pos0"],
+             max(s["pos0"] for s in per), uniform_pos0))
     if beyond:
-        print("dump.py: past the training context (%d bytes): loss %.3f "
+        print("dump.py: past the training context (%d tokens): loss %.3f "
               "nats/byte (%.3f before it; %.3f on the same bytes when each "
-              "sees only the last %d); rows t >= %d put %.4f of their "
-              "attention (head-averaged) at distances >= %d"
+              "sees only the last %d, %.3f when it sees BOS and the last "
+              "%d); rows t >= %d put %.4f of their attention "
+              "(head-averaged) at distances >= %d"
               % (C, beyond["loss_after"], beyond["loss_before"],
-                 beyond["loss_after_window"], C, C, beyond["far_mass"], C))
+                 beyond["loss_after_window"], C,
+                 beyond["loss_after_window_bos"], C - 1, C,
+                 beyond["far_mass"], C))
     return 0
 
 
