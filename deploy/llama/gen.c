@@ -597,7 +597,10 @@ static int load_models(gen_t *g) {
   /* No sequence ever holds more than budget + lookahead positions, nor
    * more than it has. */
   uint64_t per = (uint64_t)g->budget + g->lookahead;
-  uint64_t longest = (uint64_t)g->n_prompt + o->n_predict + g->lookahead;
+  /* The prompt is not tokenized yet (that needs the model): a byte's
+   * worth of tokens per byte and the BOS bound it. */
+  uint64_t longest = (uint64_t)o->prompt_len + 2 + o->n_predict +
+                     g->lookahead;
   if (per > longest)
     per = longest;
   /* Per sequence, a multiple of 256 (llama.cpp would round it anyway). */
