@@ -347,9 +347,9 @@ class PagedStore:
 class Work:
     """What one sequence computes in one iteration: tokens at positions
     (for a session's first request, from position 0, where BOS goes: the
-    session holds 0 already, the request steps the rest). ``tentative``: drafts;
-    ``commit``: commit up to this position first. No positions and a
-    commit: a commit-only item (nothing computed)."""
+    session holds 0 already, the request steps the rest). ``tentative``:
+    drafts; ``commit``: commit up to this position first. No positions and
+    a commit: a commit-only item (nothing computed)."""
     seq: Seq
     positions: List[int]
     tokens: List[int]

@@ -40,7 +40,7 @@ WEIGHTS = os.environ.get("E2E_WEIGHTS") or lm.WEIGHTS
 DRAFT_WEIGHTS = os.environ.get("E2E_DRAFT_WEIGHTS") or lm.DRAFT_WEIGHTS
 TOL = 1e-10
 
-# ---- the formulas, in numpy ----------------------------------------------------
+# ---- the formulas, in numpy ------------------------------------------------
 
 
 def rms_norm(x, w, eps):
@@ -102,7 +102,7 @@ def logits(W, cfg, tokens, pos, mask):
     return rms_norm(x, W["norm.weight"], cfg["norm_eps"]) @ W["embed.weight"].T
 
 
-# ---- the tests ----------------------------------------------------------------
+# ---- the tests -------------------------------------------------------------
 
 
 def numpy_weights(m):
