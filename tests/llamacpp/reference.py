@@ -36,8 +36,9 @@ def ggml_rope_tables(positions: torch.Tensor, dim: int, base: float,
     is part of what llama.cpp computes for a position, and its float32
     angles drift from the exact ones as p grows (at p = 1345 the first pair's
     angle is good to about 6e-5 rad): on random weights that alone moved
-    logits by 3.4e-4 at that position, against 1.9e-5 with these angles. So
-    the reference takes llama.cpp's angles, and what it compares is the
+    logits by 3.4e-4 at that position, against 1.9e-5 with these angles
+    (on the trained model, over 1,540 positions: 4.0e-6 against 2.6e-6).
+    So the reference takes llama.cpp's angles, and what it compares is the
     rest: the positions attended and the arithmetic over them."""
     half = dim // 2
     s = np.float32(np.power(np.float32(base), np.float32(-2.0 / dim)))
