@@ -31,6 +31,8 @@ typedef struct seq_s {
   uint32_t printed;     /* tokens streamed to stdout so far */
   uint64_t rng;
   bool done;            /* reached an end-of-generation token */
+  bool created;         /* this run created the session (deleted if the
+                           run fails) */
 } seq_t;
 
 /* Time per decode iteration, for --stats and the benchmark. */
@@ -75,6 +77,7 @@ static int fail(const char *fmt, ...) {
   return 1;
 }
 
+/* `what` is the request, e.g. "the step" ("the step of session X"). */
 static int evd_fail(gen_t *g, const char *what, const char *session) {
   const evd_client_err_t *e = evd_client_error(g->ev);
   if (e->status != 0)
@@ -254,7 +257,7 @@ static int send_step(gen_t *g, seq_t *s, const uint32_t *pos, size_t n,
   dump_step(g->dump, s->id, pos, n, tentative,
             commit ? (int64_t)commit_at : -1);
   if (evd_client_step(g->ev, &st, a) != 0)
-    return evd_fail(g, "a step", s->session);
+    return evd_fail(g, "the step", s->session);
   return 0;
 }
 
@@ -308,7 +311,8 @@ static int fork_and_start(gen_t *g) {
     seq_t *s = &g->seqs[i];
     evd_view_t v;
     if (evd_client_fork(g->ev, s0->session, s->session, &v) != 0)
-      return evd_fail(g, "a fork", s0->session);
+      return evd_fail(g, "the fork", s0->session);
+    s->created = v.created;
     if (!v.created)
       return fail("session %s exists already (in the prompt's state); "
                   "delete it or pick another --session", s->session);
@@ -350,10 +354,10 @@ static int iterate(gen_t *g, bool *more) {
   evd_answer_t one;
   if (g->n_seqs == 1) {
     if (evd_client_step(g->ev, &g->steps[0], &one) != 0)
-      return evd_fail(g, "a step", g->steps[0].session);
+      return evd_fail(g, "the step", g->steps[0].session);
   } else {
     if (evd_client_batch(g->ev, g->steps, k, g->results) != 0)
-      return evd_fail(g, "a batch", "(all)");
+      return evd_fail(g, "the batch", g->steps[0].session);
     for (uint32_t j = 0; j < k; j++)
       if (g->results[j].rc != 0) {
         const evd_client_err_t *e = &g->results[j].error;
@@ -400,7 +404,7 @@ static int rewind_seq(gen_t *g, seq_t *s) {
   evd_answer_t a;
   dump_truncate(g->dump, s->id, from);
   if (evd_client_truncate(g->ev, s->session, from, &a) != 0)
-    return evd_fail(g, "a truncate", s->session);
+    return evd_fail(g, "the truncate", s->session);
   follow(g, s, &a);
   s->hist[from] = s->alt[from];
   s->n = from;
@@ -524,7 +528,7 @@ static int settle(gen_t *g) {
   evd_answer_t a;
   dump_commit(g->dump, s->id, g->commit_at);
   if (evd_client_commit(g->ev, s->session, g->commit_at, &a) != 0)
-    return evd_fail(g, "a commit", s->session);
+    return evd_fail(g, "the commit", s->session);
   follow(g, s, &a);
   g->commit_due = false;
   return 0;
@@ -537,7 +541,8 @@ static int open_session(gen_t *g) {
   evd_session_cfg_t cfg = {o->budget, o->sinks, o->lookahead, -1};
   evd_view_t v;
   if (evd_client_create(g->ev, g->seqs[0].session, &cfg, &v) != 0)
-    return evd_fail(g, "creating", g->seqs[0].session);
+    return evd_fail(g, "the create", g->seqs[0].session);
+  g->seqs[0].created = v.created;
   if (!v.created && (v.size != 1 || v.newest != 0))
     return fail("session %s exists and has moved past position 0; delete "
                 "it or pick another --session", g->seqs[0].session);
@@ -719,7 +724,7 @@ static int run(gen_t *g) {
     }
     if (!o->keep_session &&
         evd_client_delete(g->ev, s->session, false) != 0)
-      return evd_fail(g, "deleting", s->session);
+      return evd_fail(g, "the delete", s->session);
   }
   putchar('\n');
   fflush(stdout);
@@ -740,6 +745,10 @@ int gen_run(const gen_opts_t *o) {
     g.dump = &g.dumpf;
   }
   int rc = run(&g);
+  for (uint32_t i = 0; rc != 0 && !o->keep_session && g.seqs && i < g.n_seqs;
+       i++)
+    if (g.seqs[i].created) /* best effort: leave nothing behind */
+      evd_client_delete(g.ev, g.seqs[i].session, true);
   if (g.dump != NULL && dump_close(g.dump) != 0 && rc == 0)
     rc = fail("writing the dump %s failed", o->dump);
   release(&g);

@@ -43,6 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "deploy", "model"))
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+sys.path.insert(0, os.path.join(REPO, "deploy", "clients", "python"))
 sys.path.insert(0, HERE)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -50,6 +51,7 @@ import torch  # noqa: E402
 
 import model as lm  # noqa: E402
 from daemon import Daemon  # noqa: E402
+from evictd_client import EvictdClient  # noqa: E402
 import reference as ref  # noqa: E402
 
 TOL = 1e-4
@@ -325,6 +327,83 @@ class Case(unittest.TestCase):
             self.assertGreater(res.compared, 1500)
         finally:
             d.stop()
+
+
+class Refusals(unittest.TestCase):
+    """What a user gets wrong is refused with a sentence that says what,
+    and nothing is left behind in evictd."""
+
+    def engine(self, *args: str) -> Tuple[int, str]:
+        p = subprocess.run([BIN] + list(args), stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=60)
+        return p.returncode, p.stderr.decode("utf-8", "replace")
+
+    def generate(self, *args: str) -> Tuple[int, str]:
+        return self.engine("generate", "-m", TARGET_GGUF, "--evictd",
+                           MAIN.url, "-n", "3", "-p", "x", *args)
+
+    def test_usage(self) -> None:
+        for args, says in (
+                ((), "no command"),
+                (("frob",), "unknown command 'frob'"),
+                (("generate", "-p", "x"), "-m MODEL.gguf is required"),
+                (("generate", "-m", TARGET_GGUF, "--budget", "0"),
+                 "--budget wants a whole number from 1"),
+                (("generate", "-m", TARGET_GGUF, "--rewind", "5:5"),
+                 "--rewind wants AT:K with 1 <= K < AT"),
+                (("generate", "-m", TARGET_GGUF, "--draft", DRAFT_GGUF,
+                  "--parallel", "2"), "--draft decodes one sequence"),
+                (("generate", "-m", TARGET_GGUF, "-p", "x", "-f", "y"),
+                 "give -p or -f, not both")):
+            rc, err = self.engine(*args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertIn(says, err)
+        rc, out = self.engine("--help")
+        self.assertEqual(rc, 0)
+
+    def test_daemon_refusals(self) -> None:
+        rc, err = self.generate("--budget", "4", "--sinks", "4",
+                                "--session", "refused.sinks")
+        self.assertEqual(rc, 1)
+        self.assertIn("400 invalid_sinks", err)
+        rc, err = self.generate("--session", "refused.draft", "--draft",
+                                DRAFT_GGUF, "--lookahead", "2")
+        self.assertEqual(rc, 1)
+        self.assertIn("needs a session lookahead of at least 5", err)
+        rc, err = self.generate("--evictd", "http://127.0.0.1:1",
+                                "--reconnect-ms", "0")
+        self.assertEqual(rc, 1)
+        self.assertIn("connection_failed", err)
+        # A model that cannot be loaded: the session made for it is gone.
+        rc, err = self.engine("generate", "-m", "/nonexistent.gguf",
+                              "--evictd", MAIN.url, "--session",
+                              "refused.model", "-n", "3", "-p", "x")
+        self.assertEqual(rc, 1)
+        self.assertIn("cannot load the target model", err)
+        for sid in ("refused.sinks", "refused.draft", "refused.model"):
+            with self.assertRaises(Exception):
+                EvictdClient(MAIN.url).get(sid)
+
+    def test_configure_names_what_is_missing(self) -> None:
+        # A llama.cpp from before its memory API: configure says so rather
+        # than failing to compile.
+        tree = os.path.join(TMP.name, "old-llama")
+        os.makedirs(os.path.join(tree, "include"))
+        with open(os.path.join(MODELS, "config.mk")) as f:
+            flags = [line for line in f if line.startswith("LLAMA_CFLAGS")]
+        include = [w[2:] for w in flags[0].split() if w.startswith("-I")]
+        with open(os.path.join(include[0], "llama.h")) as f:
+            header = f.read().replace("llama_memory_seq_rm", "llama_kv_rm")
+        with open(os.path.join(tree, "include", "llama.h"), "w") as f:
+            f.write(header)
+        p = subprocess.run(
+            [os.path.join(REPO, "deploy", "llama", "configure.sh"),
+             os.path.join(TMP.name, "old-out")],
+            env=dict(os.environ, LLAMA_CPP_SRC=tree), capture_output=True,
+            text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("does not declare llama_memory_seq_rm", p.stderr)
+        self.assertIn("predates its memory API", p.stderr)
 
 
 if __name__ == "__main__":
