@@ -7,6 +7,7 @@
 # Where llama.cpp comes from, first match wins:
 #   LLAMA_CPP_SRC=DIR         a llama.cpp source tree (built here, cached)
 #   LLAMA_CPP_SRC=FILE.tar.gz a tarball of one (extracted here, cached)
+#   LLAMA_CPP_SRC=pkg-config  an installed libllama (pkg-config llama)
 #   ../shared/third_party/llama.cpp-*.tar.gz beside the repository
 #   an installed libllama (pkg-config llama, e.g. llama.cpp's cmake install)
 # The build uses the flags of the third_party README (CPU, shared libraries,
@@ -26,7 +27,12 @@ if [ -z "$src" ]; then
 fi
 
 tree= version= cflags= libs= gguf_py=
-if [ -n "$src" ] && [ -f "$src" ]; then
+if [ "$src" = pkg-config ]; then
+  pkg-config --exists llama 2>/dev/null || {
+    say "LLAMA_CPP_SRC=pkg-config, but pkg-config finds no llama.pc"
+    say "(set PKG_CONFIG_PATH to where llama.cpp's install put it)"
+    exit 1; }
+elif [ -n "$src" ] && [ -f "$src" ]; then
   # A tarball: extract it once per content (its sha256 names the copy).
   sum=$(sha256sum "$src" | cut -c1-16)
   if [ "$(cat "$out/src.sha" 2>/dev/null)" != "$sum" ]; then
@@ -55,6 +61,7 @@ needed=(llama_memory_seq_rm llama_memory_seq_cp llama_memory_seq_pos_max
         kv_unified)
 check_header() {
   local header=$1 missing=()
+  [ -f "$header" ] || { say "no llama.h at $header"; exit 1; }
   for name in "${needed[@]}"; do
     grep -q "\\b$name\\b" "$header" || missing+=("$name")
   done
@@ -94,10 +101,14 @@ if [ -n "$tree" ]; then
   libs="-L$out/build/bin -Wl,-rpath,$out/build/bin -lllama -lggml -lggml-base"
   gguf_py="$tree/gguf-py"
 elif pkg-config --exists llama 2>/dev/null; then
+  # gguf-py then comes from GGUF_PY, or Python's own gguf package.
   inc=$(pkg-config --variable=includedir llama)
   check_header "$inc/llama.h"
   cflags=$(pkg-config --cflags llama)
-  libs=$(pkg-config --libs llama)
+  # libllama's own dependencies (libggml-cpu) are found through its
+  # directory, at link and at run time, wherever the install put them.
+  libdir=$(pkg-config --variable=libdir llama)
+  libs="$(pkg-config --libs llama) -Wl,-rpath-link,$libdir -Wl,-rpath,$libdir"
   version="installed libllama $(pkg-config --modversion llama)"
   gguf_py=${GGUF_PY:-}
 else

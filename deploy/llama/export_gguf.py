@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """Writes deploy/model's byte-level Llama model as a GGUF file llama.cpp loads.
 
-    export_gguf.py --gguf-py DIR [--weights deploy/model/evictd-lm.pt] OUT.gguf
-    export_gguf.py --gguf-py DIR --random 100M [--seed 1] OUT.gguf
+    export_gguf.py [--gguf-py DIR] --weights deploy/model/evictd-lm.pt OUT.gguf
+    export_gguf.py [--gguf-py DIR] --random 100M [--seed 1] OUT.gguf
 
 DIR is the gguf-py directory of a llama.cpp source tree (its own writer;
-nothing is downloaded). The weights are model.py's save format (config and
+nothing is downloaded); without it, Python's gguf package if installed. The weights are model.py's save format (config and
 state dict, float32); --random writes a model of the same architecture with
 random weights (normal, std 0.02) sized to about the parameter count given
 (for benchmarks: llama.cpp's time per token depends on the shapes, not on
@@ -165,8 +165,9 @@ def write(gguf, out, cfg, state, name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="the GGUF file to write")
-    ap.add_argument("--gguf-py", required=True,
-                    help="gguf-py directory of a llama.cpp source tree")
+    ap.add_argument("--gguf-py",
+                    help="gguf-py directory of a llama.cpp source tree "
+                    "(default: Python's own gguf package)")
     ap.add_argument("--weights", help="a model.py weights file (.pt)")
     ap.add_argument("--random", metavar="PARAMS",
                     help="random weights, about PARAMS parameters (100M)")
@@ -174,8 +175,13 @@ def main():
     args = ap.parse_args()
     if bool(args.weights) == bool(args.random):
         ap.error("give exactly one of --weights and --random")
-    sys.path.insert(0, os.path.abspath(args.gguf_py))
-    import gguf
+    if args.gguf_py:
+        sys.path.insert(0, os.path.abspath(args.gguf_py))
+    try:
+        import gguf
+    except ImportError:
+        sys.exit("export_gguf.py: no gguf module: give --gguf-py DIR, the "
+                 "gguf-py directory of a llama.cpp source tree")
     if args.random:
         cfg, state = random_model(parse_count(args.random), args.seed)
         name = "evictd random %s" % args.random

@@ -41,12 +41,12 @@ $(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a
 # written by the tree's own gguf-py.
 $(LLAMA_OUT)/%.gguf: deploy/model/%.pt deploy/llama/export_gguf.py \
                      $(LLAMA_CONFIG)
-	/usr/bin/python3 deploy/llama/export_gguf.py --gguf-py $(GGUF_PY) \
-	  --weights $< $@
+	/usr/bin/python3 deploy/llama/export_gguf.py \
+	  $(if $(GGUF_PY),--gguf-py $(GGUF_PY)) --weights $< $@
 
 $(LLAMA_OUT)/random-100M.gguf: deploy/llama/export_gguf.py $(LLAMA_CONFIG)
-	/usr/bin/python3 deploy/llama/export_gguf.py --gguf-py $(GGUF_PY) \
-	  --random 100M $@
+	/usr/bin/python3 deploy/llama/export_gguf.py \
+	  $(if $(GGUF_PY),--gguf-py $(GGUF_PY)) --random 100M $@
 
 llama-models: $(LLAMA_OUT)/evictd-lm.gguf $(LLAMA_OUT)/draft.gguf
 endif

@@ -406,5 +406,54 @@ class Refusals(unittest.TestCase):
         self.assertIn("predates its memory API", p.stderr)
 
 
+class Installed(unittest.TestCase):
+    """evictd-llama builds against an installed libllama too: llama.cpp's
+    own `cmake --install` of the build at hand into a scratch prefix,
+    found through its llama.pc (LLAMA_CPP_SRC=pkg-config), and decodes
+    the same text as the binary built against the source tree."""
+
+    def test_installed_libllama(self) -> None:
+        with open(os.path.join(MODELS, "config.mk")) as f:
+            libs = [line for line in f if line.startswith("LLAMA_LIBS")]
+        libdir = [w[2:] for w in libs[0].split() if w.startswith("-L")]
+        if not libdir or not libdir[0].endswith("/bin"):
+            self.skipTest("llama.cpp here is not a build of a source tree")
+        build = os.path.dirname(libdir[0])
+        prefix = os.path.join(TMP.name, "inst")
+        subprocess.run(["cmake", "--install", build, "--prefix", prefix],
+                       check=True, capture_output=True, timeout=120)
+        pc = os.path.join(prefix, "lib", "pkgconfig", "llama.pc")
+        with open(pc) as f:
+            text = f.read()
+        # Its paths are the build's default prefix, not the scratch one.
+        default = [line.split("=", 1)[1] for line in text.split("\n")
+                   if line.startswith("prefix=")][0]
+        with open(pc, "w") as f:
+            f.write(text.replace(default, prefix))
+        out = os.path.join(TMP.name, "inst-build")
+        env = dict(os.environ, LLAMA_CPP_SRC="pkg-config",
+                   PKG_CONFIG_PATH=os.path.dirname(pc))
+        p = subprocess.run(["make", "--no-print-directory", "B=" + out,
+                            "evictd-llama"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        run_env = dict(os.environ)  # libllama is found by its rpath
+        run_env.pop("LD_LIBRARY_PATH", None)
+        binary = os.path.join(out, "evictd-llama")
+        p = subprocess.run([binary, "--version"], env=run_env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertIn("installed libllama", p.stdout)
+        texts = []
+        for i, b in enumerate((binary, BIN)):
+            p = subprocess.run(
+                [b, "generate", "-m", TARGET_GGUF, "--evictd", MAIN.url,
+                 "--budget", "16", "-n", "60", "-p", "Licensed under",
+                 "--session", "installed.%d" % i], env=run_env,
+                capture_output=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            texts.append(p.stdout)
+        self.assertEqual(texts[0], texts[1])
+
+
 if __name__ == "__main__":
     unittest.main()
