@@ -105,10 +105,13 @@ elif pkg-config --exists llama 2>/dev/null; then
   inc=$(pkg-config --variable=includedir llama)
   check_header "$inc/llama.h"
   cflags=$(pkg-config --cflags llama)
-  # libllama's own dependencies (libggml-cpu) are found through its
-  # directory, at link and at run time, wherever the install put them.
+  # libllama and its own dependencies (libggml, libggml-cpu) are found
+  # through its directory, at link and at run time, wherever the install
+  # put them: an old-style DT_RPATH, which (unlike DT_RUNPATH) also serves
+  # the libraries' own lookups.
   libdir=$(pkg-config --variable=libdir llama)
-  libs="$(pkg-config --libs llama) -Wl,-rpath-link,$libdir -Wl,-rpath,$libdir"
+  libs="$(pkg-config --libs llama) -Wl,-rpath-link,$libdir"
+  libs="$libs -Wl,--disable-new-dtags,-rpath,$libdir"
   version="installed libllama $(pkg-config --modversion llama)"
   gguf_py=${GGUF_PY:-}
 else
