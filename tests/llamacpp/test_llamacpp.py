@@ -31,6 +31,7 @@ tests/llamacpp/test_llamacpp.py -v [Case.test_name]`.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -404,6 +405,27 @@ class Refusals(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("does not declare llama_memory_seq_rm", p.stderr)
         self.assertIn("predates its memory API", p.stderr)
+
+
+class Memcheck(unittest.TestCase):
+    """evictd-llama under valgrind memcheck: no invalid access, no definite
+    leak, in the two modes that keep the most books (speculative, with
+    the draft's cache; samples forked, with a truncation-free batch)."""
+
+    def test_memcheck(self) -> None:
+        if shutil.which("valgrind") is None:
+            self.skipTest("no valgrind on this machine")
+        for i, extra in enumerate((["--draft", DRAFT_GGUF],
+                                   ["--parallel", "3", "--temp", "0.7"])):
+            p = subprocess.run(
+                ["valgrind", "-q", "--error-exitcode=9", "--leak-check=full",
+                 "--errors-for-leak-kinds=definite", BIN, "generate", "-m",
+                 TARGET_GGUF, "--evictd", MAIN.url, "--budget", "16", "-n",
+                 "30", "-p", "Licensed", "--session", "memcheck.%d" % i,
+                 "--dump", os.path.join(TMP.name, "memcheck%d" % i)]
+                + extra, stdin=subprocess.DEVNULL, capture_output=True,
+                text=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stderr[-3000:])
 
 
 class Installed(unittest.TestCase):
