@@ -32,7 +32,6 @@ tests/llamacpp/test_llamacpp.py -v [Case.test_name]`.
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
