@@ -96,6 +96,13 @@ void dump_commit(dump_t *d, int seq, uint32_t newest) {
             newest);
 }
 
+void dump_cache(dump_t *d, const char *model, int seq, int32_t pos_min,
+                int32_t pos_max) {
+  if (d != NULL)
+    fprintf(d->events, "{\"op\":\"cache\",\"model\":\"%s\",\"seq\":%d,"
+            "\"min\":%d,\"max\":%d}\n", model, seq, pos_min, pos_max);
+}
+
 void dump_pass(dump_t *d, lm_t *lm) {
   if (d == NULL)
     return;

@@ -36,6 +36,10 @@ void dump_remove(dump_t *d, const char *model, int seq, const char *why,
 void dump_fork(dump_t *d, int seq, int into);
 void dump_truncate(dump_t *d, int seq, uint32_t from);
 void dump_commit(dump_t *d, int seq, uint32_t newest);
+/* What llama.cpp's cache holds for a sequence just before a pass: its
+ * smallest and largest positions (-1 when none). */
+void dump_cache(dump_t *d, const char *model, int seq, int32_t pos_min,
+                int32_t pos_max);
 /* A pass of lm's last batch: every token must have had its output set. */
 void dump_pass(dump_t *d, lm_t *lm);
 

@@ -21,8 +21,8 @@ void lm_init(bool debug) {
   llama_backend_init();
 }
 
-int lm_open(lm_t *lm, const char *label, const char *path,
-            const lm_opts_t *o, char *err, size_t errlen) {
+int lm_load(lm_t *lm, const char *label, const char *path, char *err,
+            size_t errlen) {
   memset(lm, 0, sizeof(*lm));
   lm->label = label;
   struct llama_model_params mp = llama_model_default_params();
@@ -33,9 +33,24 @@ int lm_open(lm_t *lm, const char *label, const char *path,
              "above)", label, path);
     return -1;
   }
+  const char *why = NULL;
+  if (llama_model_is_recurrent(lm->model) || llama_model_is_hybrid(lm->model))
+    why = "it is recurrent or hybrid: its state cannot lose single positions";
+  else if (llama_model_n_swa(lm->model) > 0)
+    why = "it has sliding-window layers, whose cache llama.cpp keeps itself";
+  if (why != NULL) {
+    snprintf(err, errlen, "the %s model %s cannot have its cache kept by "
+             "evictd: %s", label, path, why);
+    lm_close(lm);
+    return -1;
+  }
   lm->vocab = llama_model_get_vocab(lm->model);
   lm->n_vocab = llama_vocab_n_tokens(lm->vocab);
+  return 0;
+}
 
+int lm_context(lm_t *lm, const lm_opts_t *o, char *err, size_t errlen) {
+  const char *label = lm->label;
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = o->n_ctx * o->n_seq; /* split evenly into the streams */
   cp.n_batch = o->n_batch;
@@ -60,10 +75,8 @@ int lm_open(lm_t *lm, const char *label, const char *path,
   lm->ctx = llama_init_from_model(lm->model, cp);
   if (lm->ctx == NULL) {
     snprintf(err, errlen, "cannot make a llama.cpp context for the %s model "
-             "(n_ctx %u, n_batch %u, %u sequences)", label, o->n_ctx,
-             o->n_batch, o->n_seq);
-    llama_model_free(lm->model);
-    lm->model = NULL;
+             "(%u cells per sequence, n_batch %u, %u sequences)", label,
+             o->n_ctx, o->n_batch, o->n_seq);
     return -1;
   }
   lm->mem = llama_get_memory(lm->ctx);
@@ -123,18 +136,21 @@ const float *lm_logits(lm_t *lm, int32_t i) {
   return llama_get_logits_ith(lm->ctx, i);
 }
 
-size_t lm_remove(lm_t *lm, int32_t seq, const uint32_t *v, size_t n) {
-  size_t calls = 0;
+int lm_remove(lm_t *lm, int32_t seq, const uint32_t *v, size_t n) {
   for (size_t i = 0; i < n;) {
     size_t j = i + 1;
     while (j < n && v[j] == v[j - 1] + 1)
       j++;
-    llama_memory_seq_rm(lm->mem, seq, (llama_pos)v[i],
-                        (llama_pos)v[j - 1] + 1);
-    calls++;
+    if (!llama_memory_seq_rm(lm->mem, seq, (llama_pos)v[i],
+                             (llama_pos)v[j - 1] + 1))
+      return -1;
     i = j;
   }
-  return calls;
+  return 0;
+}
+
+int32_t lm_pos_min(lm_t *lm, int32_t seq) {
+  return llama_memory_seq_pos_min(lm->mem, seq);
 }
 
 int32_t lm_pos_max(lm_t *lm, int32_t seq) {
@@ -166,7 +182,19 @@ int lm_tokenize(lm_t *lm, const char *text, size_t len, llama_token **out) {
   return n;
 }
 
-int lm_piece(lm_t *lm, llama_token tok, char *buf, size_t cap) {
-  int n = llama_token_to_piece(lm->vocab, tok, buf, (int32_t)cap, 0, false);
-  return n < 0 ? 0 : n;
+void lm_write_piece(lm_t *lm, llama_token tok, FILE *f) {
+  char small[64];
+  int n = llama_token_to_piece(lm->vocab, tok, small, sizeof(small), 0,
+                               false);
+  if (n >= 0) {
+    fwrite(small, 1, (size_t)n, f);
+    return;
+  }
+  char *big = malloc((size_t)-n); /* -n bytes are needed */
+  if (big == NULL)
+    return;
+  n = llama_token_to_piece(lm->vocab, tok, big, -n, 0, false);
+  if (n > 0)
+    fwrite(big, 1, (size_t)n, f);
+  free(big);
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "llama.h"
 
@@ -34,10 +35,16 @@ typedef struct lm_s {
  * once before lm_open. */
 void lm_init(bool debug);
 
-/* Loads the GGUF at path and makes a context. Returns 0, or -1 with a
- * sentence in err. */
-int lm_open(lm_t *lm, const char *label, const char *path,
-            const lm_opts_t *o, char *err, size_t errlen);
+/* Loads the GGUF at path (lm_context makes its context). Refuses models
+ * whose cache is not addressed by position alone: recurrent and hybrid
+ * ones (a partial llama_memory_seq_rm fails) and ones with sliding-window
+ * layers (llama.cpp evicts those positions itself). Returns 0, or -1 with
+ * a sentence in err. */
+int lm_load(lm_t *lm, const char *label, const char *path, char *err,
+            size_t errlen);
+
+/* Makes the context of a loaded model. 0, or -1 with err set. */
+int lm_context(lm_t *lm, const lm_opts_t *o, char *err, size_t errlen);
 
 void lm_close(lm_t *lm);
 
@@ -53,18 +60,19 @@ int lm_decode(lm_t *lm, char *err, size_t errlen);
 const float *lm_logits(lm_t *lm, int32_t i);
 
 /* Removes the positions v[0..n) (ascending) of sequence seq from the cache,
- * one llama_memory_seq_rm per run of consecutive positions. Returns the
- * number of calls made. */
-size_t lm_remove(lm_t *lm, int32_t seq, const uint32_t *v, size_t n);
+ * one llama_memory_seq_rm per run of consecutive positions. Returns 0, or
+ * -1 when llama.cpp refused a removal. */
+int lm_remove(lm_t *lm, int32_t seq, const uint32_t *v, size_t n);
 
-/* The largest position sequence seq holds, -1 when none. */
+/* The smallest and largest positions sequence seq holds (-1 when none). */
+int32_t lm_pos_min(lm_t *lm, int32_t seq);
 int32_t lm_pos_max(lm_t *lm, int32_t seq);
 
 /* Tokenizes text (adding the model's BOS when it has one). Returns the
  * number of tokens written to *out (malloc'd, the caller frees), or -1. */
 int lm_tokenize(lm_t *lm, const char *text, size_t len, llama_token **out);
 
-/* The bytes of a token (none for control tokens); returns their count. */
-int lm_piece(lm_t *lm, llama_token tok, char *buf, size_t cap);
+/* Writes the bytes of a token (none for control tokens) to f. */
+void lm_write_piece(lm_t *lm, llama_token tok, FILE *f);
 
 #endif

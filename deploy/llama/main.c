@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,11 +96,20 @@ static const struct option longopts[] = {
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0}};
 
-static int bad(const char *fmt, const char *a, const char *b) {
+__attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   fputs("evictd-llama: ", stderr);
-  fprintf(stderr, fmt, a, b);
+  vfprintf(stderr, fmt, ap);
   fputs("\n(evictd-llama --help lists the options)\n", stderr);
+  va_end(ap);
   return 2;
+}
+
+static int version(void) {
+  printf("evictd-llama %s (llama.cpp %s)\n", EVD_CLIENT_VERSION,
+         EVD_LLAMA_CPP_VERSION);
+  return 0;
 }
 
 /* An unsigned number in [lo, hi] from the argument of --name. */
@@ -193,8 +203,7 @@ static int generate(int argc, char **argv) {
       char *end;
       o.temp = strtod(optarg, &end);
       if (*end != '\0' || !(o.temp >= 0 && o.temp <= 100))
-        return bad("--temp wants a number from 0 to 100, not '%s'%s", optarg,
-                   "");
+        return bad("--temp wants a number from 0 to 100, not '%s'", optarg);
       break;
     }
     case O_SEED:
@@ -202,14 +211,22 @@ static int generate(int argc, char **argv) {
       o.seed = v;
       break;
     case O_REWIND: {
-      unsigned at, k;
-      char tail;
-      if (sscanf(optarg, "%u:%u%c", &at, &k, &tail) != 2 || at == 0 ||
-          k < 1 || k >= at)
-        return bad("--rewind wants AT:K with 1 <= K < AT, not '%s'%s",
-                   optarg, "");
-      o.rewind_at = at;
-      o.rewind_k = k;
+      /* AT:K, both decimal, 1 <= K <= AT. */
+      char *colon = strchr(optarg, ':');
+      unsigned long long at = 0, k = 0;
+      if (colon == NULL)
+        return bad("--rewind wants AT:K, not '%s'", optarg);
+      *colon = '\0';
+      int ok = number("rewind (AT)", optarg, 1, 1u << 30, &at) == 0 &&
+               number("rewind (K)", colon + 1, 1, 1u << 30, &k) == 0;
+      *colon = ':';
+      if (!ok)
+        return 2;
+      if (k > at)
+        return bad("--rewind %s takes back more tokens than were generated "
+                   "(K <= AT)", optarg);
+      o.rewind_at = (uint32_t)at;
+      o.rewind_k = (uint32_t)k;
       break;
     }
     case O_THREADS:
@@ -235,16 +252,17 @@ static int generate(int argc, char **argv) {
     case O_STATS: o.stats = true; break;
     case O_DEBUG: o.debug = true; break;
     case 'h': fputs(usage, stdout); return 0;
-    default: return bad("%s%s", "unknown option or missing argument", "");
+    case O_VERSION: return version();
+    default: return bad("unknown option or missing argument");
     }
   }
   if (optind < argc)
-    return bad("unexpected argument '%s'%s", argv[optind], "");
+    return bad("unexpected argument '%s'", argv[optind]);
   if (o.model == NULL)
-    return bad("%s%s", "-m MODEL.gguf is required", "");
+    return bad("-m MODEL.gguf is required");
   if (file != NULL) {
     if (strcmp(o.prompt, "") != 0)
-      return bad("%s%s", "give -p or -f, not both", "");
+      return bad("give -p or -f, not both");
     text = read_file(file, &o.prompt_len);
     if (text == NULL)
       return bad("cannot read the prompt file %s: %s", file,
@@ -255,12 +273,17 @@ static int generate(int argc, char **argv) {
   }
   if (o.draft != NULL && (o.parallel > 1 || o.temp > 0 || o.rewind_at)) {
     free(text);
-    return bad("%s%s", "--draft decodes one sequence greedily: not with "
-               "--parallel, --temp or --rewind", "");
+    return bad("--draft decodes one sequence greedily: not with "
+               "--parallel, --temp or --rewind");
+  }
+  if (o.rewind_at > o.n_predict) {
+    free(text);
+    return bad("--rewind %u:%u would never happen: only %u tokens are "
+               "generated (-n)", o.rewind_at, o.rewind_k, o.n_predict);
   }
   if (o.rewind_at && o.parallel > 1) {
     free(text);
-    return bad("%s%s", "--rewind works on one sequence, not --parallel", "");
+    return bad("--rewind works on one sequence, not --parallel");
   }
   if (o.draft != NULL && o.lookahead < 0)
     o.lookahead = o.draft_n + 1;
@@ -271,17 +294,14 @@ static int generate(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc < 2)
-    return bad("%s%s", "no command (generate)", "");
+    return bad("no command (generate)");
   if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     fputs(usage, stdout);
     return 0;
   }
-  if (strcmp(argv[1], "--version") == 0) {
-    printf("evictd-llama %s (evictd client %s, llama.cpp %s)\n",
-           EVD_CLIENT_VERSION, EVD_CLIENT_VERSION, EVD_LLAMA_CPP_VERSION);
-    return 0;
-  }
+  if (strcmp(argv[1], "--version") == 0)
+    return version();
   if (strcmp(argv[1], "generate") == 0)
     return generate(argc - 1, argv + 1);
-  return bad("unknown command '%s'%s (generate)", argv[1], "");
+  return bad("unknown command '%s' (generate)", argv[1]);
 }

@@ -30,6 +30,7 @@ files first), or, with those built, `/usr/bin/python3
 tests/llamacpp/test_llamacpp.py -v [Case.test_name]`.
 """
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -51,7 +52,8 @@ import torch  # noqa: E402
 
 import model as lm  # noqa: E402
 from daemon import Daemon  # noqa: E402
-from evictd_client import EvictdClient  # noqa: E402
+from evictd_client import EvictdClient, UnknownSession  # noqa: E402
+from proxy import LosingProxy  # noqa: E402
 import reference as ref  # noqa: E402
 
 TOL = 1e-4
@@ -125,16 +127,18 @@ class Case(unittest.TestCase):
             self.assertEqual(p.returncode, 0, "evictd-llama failed:\n" + err)
         return p.stdout, err, prefix if dump else None
 
-    def verify(self, prefix: str, **kw) -> ref.Result:
+    def verify(self, prefix: str, target=None, **kw) -> ref.Result:
         events, rows = ref.load_dump(prefix)
-        return ref.replay(events, rows, TARGET, DRAFT, **kw)
+        return ref.replay(events, rows, target or TARGET, DRAFT, **kw)
 
-    def check(self, prefix: str, note: str = "") -> ref.Result:
-        res = self.verify(prefix)
+    def check(self, prefix: str, note: str = "", target=None) -> ref.Result:
+        res = self.verify(prefix, target)
         self.assertFalse(res.row_mismatches, res.row_mismatches[:5])
         self.assertFalse(res.removal_mismatches,
                          res.removal_mismatches[:5])
+        self.assertFalse(res.cache_mismatches, res.cache_mismatches[:5])
         self.assertGreater(res.compared, 0)
+        self.assertGreater(res.cache_checks, 0)
         self.assertLessEqual(res.max_diff, TOL, res.summary())
         RESULTS[self.name] = res.summary() + ((" " + note) if note else "")
         return res
@@ -328,6 +332,145 @@ class Case(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_lost_answers(self) -> None:
+        # A proxy loses answers the daemon had already applied: a step's
+        # (resent, answered "replayed"), a fork's (the resent fork finds
+        # the child in the prompt's state) and a delete's (the resent
+        # delete meets 404, which the engine accepts). Nothing changes.
+        text = prompt(12, 40).decode("ascii")
+        host, port = MAIN.addr.rsplit(":", 1)
+
+        deletes = []
+
+        def lose(method: str, path: str, n: int) -> bool:
+            if method == "DELETE":
+                deletes.append(path)
+                return len(deletes) == 1  # the first delete's answer
+            return ((path.endswith("/step") and n == 50) or
+                    (path.endswith("/fork") and n == 1))
+
+        proxy = LosingProxy((host, int(port)), lose)
+        self.addCleanup(proxy.close)
+        args = ["--budget", "32", "-n", "120", "-p", text]
+        base, _, _ = self.run_engine(*args, dump=False)
+        out, err, prefix = self.run_engine(*args, url=proxy.url)
+        self.assertEqual(out, base)
+        stats = [line for line in err.splitlines() if "resends" in line][0]
+        self.assertIn(" 1 replayed", stats)
+        self.check(prefix, stats.split(": ", 1)[1])
+        # Samples: the first fork's answer and a delete's are lost.
+        sargs = args + ["--parallel", "3", "--temp", "0.8", "--seed", "2"]
+        samples, _, _ = self.run_engine(*sargs, url=proxy.url)
+        again, _, _ = self.run_engine(*sargs, dump=False)
+        self.assertEqual(samples, again)
+        self.assertIn("POST /session/lost_answers.3.0/fork", proxy.lost)
+        self.assertEqual(len([x for x in proxy.lost if "DELETE" in x]), 1)
+        with EvictdClient(MAIN.url) as ev:
+            for i in range(3):
+                with self.assertRaises(UnknownSession):
+                    ev.get("lost_answers.3.%d" % i)
+
+    def test_lost_session(self) -> None:
+        # A daemon restarted without --state-dir forgets the session; the
+        # next step would autocreate a fresh one, whose answers no longer
+        # describe this cache. The engine notices and stops, saying why.
+        d = Daemon(TMP.name)
+        try:
+            p = subprocess.Popen(
+                [BIN, "generate", "-m", TARGET_GGUF, "--evictd", d.url,
+                 "--budget", "32", "-n", "3000", "-p", "Licensed"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE)
+            got = b""
+            while len(got) < 200:
+                chunk = p.stdout.read1(4096)
+                if not chunk:
+                    break
+                got += chunk
+            d.kill()
+            d.restart()
+            _, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn(b"the daemon lost the session", err)
+        finally:
+            d.stop()
+
+    def test_end_of_generation(self) -> None:
+        # A copy of the weights whose EOS looks like a '.', only more so
+        # (the head is tied to the embedding): plain and speculative
+        # decoding both stop at the first one, with the same text, and a
+        # rewind that takes the EOS back goes on.
+        state = lm.load(lm.WEIGHTS).state_dict()
+        state["embed.weight"][lm.EOS] = state["embed.weight"][ord(".")] * 1.05
+        pt = os.path.join(TMP.name, "eos.pt")
+        torch.save({"config": dataclasses.asdict(lm.load(lm.WEIGHTS).cfg),
+                    "state": state}, pt)
+        gguf = os.path.join(TMP.name, "eos.gguf")
+        with open(os.path.join(MODELS, "config.mk")) as f:
+            gguf_py = [line.split(":=", 1)[1].strip() for line in f
+                       if line.startswith("GGUF_PY")][0]
+        subprocess.run(["/usr/bin/python3", os.path.join(
+            REPO, "deploy", "llama", "export_gguf.py")] +
+            (["--gguf-py", gguf_py] if gguf_py else []) +
+            ["--weights", pt, gguf], check=True, capture_output=True)
+        model = lm.load(pt).double()
+        text = prompt(14, 40).decode("ascii")
+        args = ["-m", gguf, "--budget", "32", "-n", "400", "-p", text,
+                "--lookahead", "5"]
+        plain, _, prefix = self.run_engine(*args)
+        self.check(prefix, target=model)
+        self.assertLess(len(plain), 401, "no end token in 400: pick "
+                        "another prompt")
+        spec, _, prefix = self.run_engine(*args, "--draft", DRAFT_GGUF)
+        self.check(prefix, target=model)
+        self.assertEqual(spec, plain)
+        n = len(ref.text_of(plain))
+        rewound, _, prefix = self.run_engine(
+            *args, "--rewind", "%d:3" % (n + 1))
+        self.check(prefix, target=model)
+        self.assertEqual(rewound[:n - 2], plain[:n - 2])
+        self.assertGreaterEqual(len(ref.text_of(rewound)), n - 1)
+        RESULTS[self.name] += " (EOS after %d tokens)" % n
+
+    def test_options(self) -> None:
+        text = prompt(14, 40)
+        path = os.path.join(TMP.name, "prompt.txt")
+        with open(path, "wb") as f:
+            f.write(text)
+        a, _, _ = self.run_engine("--budget", "16", "-n", "40", "-p",
+                                  text.decode("ascii"), dump=False)
+        b, _, _ = self.run_engine("--budget", "16", "-n", "40", "-f", path,
+                                  "--n-ctx", "512", "--threads", "2",
+                                  dump=False)
+        self.assertEqual(a, b)
+        # -n 0 decodes nothing and leaves nothing; --keep-session keeps.
+        out, _, _ = self.run_engine("-n", "0", "-p", "x", dump=False)
+        self.assertEqual(out, b"\n")
+        self.run_engine("--budget", "16", "-n", "10", "-p", "x",
+                        "--keep-session", "--session", "kept", dump=False)
+        with EvictdClient(MAIN.url) as ev:
+            view = ev.get("kept")
+            self.assertEqual(view.newest, 10)  # BOS, x, 9 decoded
+            ev.delete("kept")
+            with self.assertRaises(UnknownSession):
+                ev.get("%s.%d" % (self.name, self.runs - 1))
+
+    def test_token(self) -> None:
+        token = os.path.join(TMP.name, "token")
+        with open(token, "w") as f:
+            f.write("a-token-of-some-length\n")
+        d = Daemon(TMP.name, "--token-file", token)
+        try:
+            out, err, _ = self.run_engine("-n", "5", "-p", "x", url=d.url,
+                                          dump=False, check=False)
+            self.assertIn("401 unauthorized", err)
+            out, err, _ = self.run_engine("-n", "5", "-p", "x",
+                                          "--token-file", token, url=d.url,
+                                          dump=False)
+            self.assertEqual(len(out), 6)
+        finally:
+            d.stop()
+
 
 class Refusals(unittest.TestCase):
     """What a user gets wrong is refused with a sentence that says what,
@@ -349,8 +492,12 @@ class Refusals(unittest.TestCase):
                 (("generate", "-p", "x"), "-m MODEL.gguf is required"),
                 (("generate", "-m", TARGET_GGUF, "--budget", "0"),
                  "--budget wants a whole number from 1"),
-                (("generate", "-m", TARGET_GGUF, "--rewind", "5:5"),
-                 "--rewind wants AT:K with 1 <= K < AT"),
+                (("generate", "-m", TARGET_GGUF, "--rewind", "5:6"),
+                 "takes back more tokens than were generated"),
+                (("generate", "-m", TARGET_GGUF, "--rewind", "-1:2"),
+                 "wants a whole number"),
+                (("generate", "-m", TARGET_GGUF, "-n", "50", "--rewind",
+                  "100:20"), "would never happen"),
                 (("generate", "-m", TARGET_GGUF, "--draft", DRAFT_GGUF,
                   "--parallel", "2"), "--draft decodes one sequence"),
                 (("generate", "-m", TARGET_GGUF, "-p", "x", "-f", "y"),
@@ -380,9 +527,22 @@ class Refusals(unittest.TestCase):
                               "refused.model", "-n", "3", "-p", "x")
         self.assertEqual(rc, 1)
         self.assertIn("cannot load the target model", err)
-        for sid in ("refused.sinks", "refused.draft", "refused.model"):
-            with self.assertRaises(Exception):
-                EvictdClient(MAIN.url).get(sid)
+        # Rewinding past the window's unpinned part would leave llama.cpp
+        # no newest position to continue from.
+        rc, err = self.generate("--budget", "8", "--sinks", "4", "-n", "30",
+                                "--rewind", "20:6", "--session",
+                                "refused.rewind")
+        self.assertEqual(rc, 1)
+        self.assertIn("takes back more tokens than the window keeps", err)
+        rc, err = self.generate("--budget", "32", "--n-ctx", "16", "-n", "100",
+                                "--session", "refused.nctx")
+        self.assertEqual(rc, 1)
+        self.assertIn("--n-ctx 16 is below what a sequence can hold", err)
+        with EvictdClient(MAIN.url) as ev:
+            for sid in ("refused.sinks", "refused.draft", "refused.model",
+                        "refused.rewind", "refused.nctx"):
+                with self.assertRaises(UnknownSession):
+                    ev.get(sid)
 
     def test_configure_names_what_is_missing(self) -> None:
         # A llama.cpp from before its memory API: configure says so rather
