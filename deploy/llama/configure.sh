@@ -80,7 +80,11 @@ check_header() {
 if [ -n "$tree" ]; then
   check_header "$tree/include/llama.h"
   lib="$out/build/bin/libllama.so"
-  if [ ! -f "$lib" ] || [ "$(cat "$out/build.src" 2>/dev/null)" != "$tree" ]; then
+  # A build of another source is of no use (and CMake refuses its cache).
+  if [ "$(cat "$out/build.src" 2>/dev/null)" != "$tree" ]; then
+    rm -rf "$out/build" "$out/build.src"
+  fi
+  if [ ! -f "$lib" ]; then
     for tool in cmake g++; do
       command -v "$tool" >/dev/null || { say "building llama.cpp needs $tool (deploy/deps.sh llama)"; exit 1; }
     done
@@ -96,6 +100,12 @@ if [ -n "$tree" ]; then
       >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log" >&2; exit 1; }
     echo "$tree" >"$out/build.src"
     say "llama.cpp built in $(( $(date +%s) - start )) s"
+  elif [ "$version" != "$(basename "$src" .tar.gz)" ]; then
+    # A tree of the user's may have changed since (a git pull): bring the
+    # build up to date, which costs nothing when it is. (An extracted
+    # tarball never changes.)
+    cmake --build "$out/build" --target llama -j "$(nproc)" \
+      >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log" >&2; exit 1; }
   fi
   cflags="-I$tree/include -I$tree/ggml/include"
   libs="-L$out/build/bin -Wl,-rpath,$out/build/bin -lllama -lggml -lggml-base"
@@ -128,4 +138,10 @@ LLAMA_LIBS := $libs
 LLAMA_CPP_VERSION := $version
 GGUF_PY := $gguf_py
 EOF
-mv "$out/config.mk.tmp" "$out/config.mk"
+# Replaced only when it changes, so that what depends on it (evictd-llama's
+# objects, the GGUF files) is not rebuilt by every make.
+if cmp -s "$out/config.mk.tmp" "$out/config.mk"; then
+  rm -f "$out/config.mk.tmp"
+else
+  mv "$out/config.mk.tmp" "$out/config.mk"
+fi
