@@ -7,8 +7,9 @@ loopback port or a unix socket) names — on deploy/model's weights as GGUF
 ($LLAMA_MODELS/evictd-lm.gguf, draft.gguf), with --dump: every evictd
 request, every removal from the cache and every logit llama.cpp computed.
 reference.replay then rebuilds, from the README's policy alone, what each
-token must have attended to, checks that llama.cpp's cache held exactly
-that (and that the engine removed exactly what the policy evicts), and
+token must have attended to, checks that the engine's removals left
+exactly that in the cache (and that llama.cpp's own span of each sequence
+agrees before every pass), and
 computes the same weights in PyTorch (deploy/model/model.py, float64)
 attending over exactly those positions: every logit at every step must
 agree within TOL.
