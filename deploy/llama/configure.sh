@@ -54,8 +54,9 @@ elif [ -n "$src" ]; then
 fi
 
 # The calls evictd-llama makes, each of which the header must declare.
-needed=(llama_memory_seq_rm llama_memory_seq_cp llama_memory_seq_pos_max
-        llama_get_memory llama_model_load_from_file llama_init_from_model
+needed=(llama_memory_seq_rm llama_memory_seq_cp llama_memory_seq_pos_min
+        llama_memory_seq_pos_max llama_model_is_recurrent
+        llama_model_is_hybrid llama_model_n_swa llama_get_memory llama_model_load_from_file llama_init_from_model
         llama_batch_init llama_decode llama_get_logits_ith llama_tokenize
         llama_token_to_piece llama_vocab_is_eog LLAMA_FLASH_ATTN_TYPE_DISABLED
         kv_unified)
