@@ -102,6 +102,25 @@ def prompt(i: int, n: int) -> bytes:
     return text[start:start + n]
 
 
+def kill_midway(d: Daemon, cmd: List[str], after: int
+                ) -> Tuple[subprocess.Popen, bytes]:
+    """Starts cmd (an evictd-llama run against d), kills d with SIGKILL once
+    `after` bytes of text have come out, restarts it; returns the running
+    engine and the text read so far."""
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    got = b""
+    while len(got) < after:
+        chunk = p.stdout.read1(4096)
+        if not chunk:
+            break
+        got += chunk
+    d.kill()
+    time.sleep(0.2)
+    d.restart()
+    return p, got
+
+
 class Case(unittest.TestCase):
 
     def setUp(self) -> None:
@@ -305,18 +324,7 @@ class Case(unittest.TestCase):
             prefix = os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
             cmd = [BIN, "generate", "-m", TARGET_GGUF, "--evictd", d.addr,
                    "--session", "killed", "--stats", "--dump", prefix] + args
-            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
-            got = b""
-            while len(got) < 300:
-                chunk = p.stdout.read1(4096)
-                if not chunk:
-                    break
-                got += chunk
-            d.kill()
-            time.sleep(0.2)
-            d.restart()
+            p, got = kill_midway(d, cmd, 300)
             rest, err = p.communicate(timeout=600)
             self.assertEqual(p.returncode, 0, err.decode())
             out = got + rest
@@ -377,19 +385,9 @@ class Case(unittest.TestCase):
         # describe this cache. The engine notices and stops, saying why.
         d = Daemon(TMP.name)
         try:
-            p = subprocess.Popen(
-                [BIN, "generate", "-m", TARGET_GGUF, "--evictd", d.url,
-                 "--budget", "32", "-n", "3000", "-p", "Licensed"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE)
-            got = b""
-            while len(got) < 200:
-                chunk = p.stdout.read1(4096)
-                if not chunk:
-                    break
-                got += chunk
-            d.kill()
-            d.restart()
+            p, _ = kill_midway(d, [BIN, "generate", "-m", TARGET_GGUF,
+                                   "--evictd", d.url, "--budget", "32", "-n",
+                                   "3000", "-p", "Licensed"], 200)
             _, err = p.communicate(timeout=120)
             self.assertEqual(p.returncode, 1)
             self.assertIn(b"the daemon lost the session", err)
