@@ -523,6 +523,13 @@ static int h_fork(ctx_t *c) {
     json_decref(root);
     return fail(c, EVD_AE_INVALID_SESSION_ID, NULL);
   }
+  if (len == c->idlen && memcmp(into, c->id, len) == 0) {
+    /* It would answer 200 as a resent fork does, and copy nothing. */
+    json_decref(root);
+    return fail(c, EVD_AE_INVALID_FIELD,
+                "\"into\" is the session being forked; a fork needs a new "
+                "id.");
+  }
   parent = evd_table_find(api->table, c->id, c->idlen);
   if (parent == NULL) {
     json_decref(root);

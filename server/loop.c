@@ -28,7 +28,7 @@ typedef struct {
   uv_loop_t loop;
   uv_poll_t poll;
   uv_timer_t mhd_timer, reap_timer, grace_timer, sweep_timer;
-  uv_signal_t sigint, sigterm, sigchld;
+  uv_signal_t sigint, sigterm, sigchld, sighup;
   evd_api_t *api;
   evd_http_t *http;
   evd_journal_t *journal;
@@ -121,6 +121,18 @@ static void on_durable(void *arg, uint64_t lsn) {
   drive(s);
 }
 
+/* SIGHUP's default action would kill the daemon and every session with it
+ * (exit 129, nothing logged), as a closing terminal or a careless
+ * "reload" does. There is nothing to reload: flags are read once, and the
+ * log is standard error, which a supervisor owns. */
+static void on_sighup(uv_signal_t *sig, int signum) {
+  (void)sig;
+  (void)signum;
+  evd_log(EVD_LOG_WARN, "SIGHUP ignored: evictd reads its flags only at "
+                        "start and logs to standard error (nothing to "
+                        "reopen); restart it to change them");
+}
+
 static void on_sigchld(uv_signal_t *sig, int signum) {
   server_t *s = sig->data;
 
@@ -149,6 +161,10 @@ static void finish(server_t *s) {
   uv_close((uv_handle_t *)&s->sweep_timer, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
+  uv_close((uv_handle_t *)&s->sighup, NULL);
+  /* Closing the handle restored the default action: keep ignoring it
+   * while the final snapshot is written. */
+  signal(SIGHUP, SIG_IGN);
 }
 
 /* Lifts the descriptor limit as far as allowed and keeps the connection
@@ -223,13 +239,15 @@ int evd_server_run(const evd_config_t *config) {
   uv_signal_init(&s.loop, &s.sigint);
   uv_signal_init(&s.loop, &s.sigterm);
   uv_signal_init(&s.loop, &s.sigchld);
+  uv_signal_init(&s.loop, &s.sighup);
   s.poll.data = s.mhd_timer.data = s.reap_timer.data = s.grace_timer.data =
       s.sweep_timer.data = s.sigint.data = s.sigterm.data = s.sigchld.data =
-          &s;
+          s.sighup.data = &s;
   uv_poll_start(&s.poll, UV_READABLE, on_poll);
   uv_signal_start(&s.sigint, on_signal, SIGINT);
   uv_signal_start(&s.sigterm, on_signal, SIGTERM);
   uv_signal_start(&s.sigchld, on_sigchld, SIGCHLD);
+  uv_signal_start(&s.sighup, on_sighup, SIGHUP);
   if (s.journal != NULL) {
     evd_http_set_journal(s.http, s.journal);
     evd_journal_start(s.journal, &s.loop, evd_api_metrics(s.api), on_durable,

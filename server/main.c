@@ -144,7 +144,8 @@ static void usage(FILE *f) {
       fprintf(f, "  %-26s   env %s\n", "", o->env);
   }
   fprintf(f, "\nFlags win over environment variables. SIGINT or SIGTERM "
-             "stops the daemon\ngracefully. API: see proto/openapi.yaml.\n");
+             "stops the daemon\ngracefully; SIGHUP is ignored (logged). "
+             "API: see proto/openapi.yaml.\n");
 }
 
 /* Reads the bearer token: the first line of the file, without surrounding

@@ -490,6 +490,9 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                               NULL);
     /* Refuse before creating anything. */
     e = check(api, NULL, r, pos, &message);
+    if (e == EVD_AE_STALE_POSITION)
+      message = "A new session already holds position 0 (the start "
+                "state): its first step names position 1 or later.";
     if (e != EVD_AE_OK) {
       static const uint32_t zero = 0;
       return evd__write_error(out, e, message, in_batch,

@@ -657,7 +657,7 @@ async function probes(d) {
   const fk = `/session/${s}/fork`;
   await req(d, 'POST', fk, { into: 'p.child' }, 201);
   await req(d, 'POST', fk, { into: 'p.child' }, 200, { note: 'resent' });
-  await req(d, 'POST', fk, { into: s }, 200, { note: 'into itself' });
+  await req(d, 'POST', fk, { into: s }, [400, 'invalid_field'], { note: 'into itself' });
   await req(d, 'POST', fk, { into: 'p.new' }, [409, 'session_exists']);
   for (const [body, code] of [
     ['', 'invalid_json'], ['1', 'invalid_json'], [{}, 'invalid_field'], [{ into: 5 }, 'invalid_field'],

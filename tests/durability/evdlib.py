@@ -459,6 +459,8 @@ def do_evict(sess, budget):
 
 def do_fork(sessions, parent, child):
     """sessions maps ids to Sess (both parent and child)."""
+    if parent == child:  # refused before anything is looked up
+        return error(400, "invalid_field")
     p = sessions[parent]
     if p.win is None:
         return error(404, "unknown_session")
@@ -557,7 +559,8 @@ GAPS = (1, 1, 1, 1, 2, 3, 9, 1000)
 COVERAGE = (
     "step", "multi", "longer-than-lookahead", "tentative", "commit-step",
     "commit-only", "commit", "commit-drafts", "truncate", "truncate-sinks",
-    "truncate-above", "truncate-drafts", "fork", "fork-again", "fork-child",
+    "truncate-above", "truncate-drafts", "fork", "fork-again", "fork-self",
+    "fork-child",
     "resend-to-child", "retry-step", "retry-commit", "retry-truncate",
     "retry-batch", "batch", "evict", "put", "delete", "lookahead", "pages",
     "created-by-step", "error-tentative-pending", "error-stale-position",
@@ -769,7 +772,7 @@ class Fleet:
         """Commit, truncate, evict and fork of a session that does not
         exist: 404, and nothing is created (by a fork neither)."""
         rng = self.rng
-        into = rng.choice(self.ids)
+        into = rng.choice([i for i in self.ids if i != sid] or [sid + "x"])
         method, path, body = rng.choice((
             ("POST", f"/session/{sid}/commit", {"newest": rng.randrange(9)}),
             ("POST", f"/session/{sid}/truncate",
@@ -885,7 +888,7 @@ class Fleet:
             tags.add("fork-again")
         elif rng.random() < 0.05:
             into = sid
-            tags.add("fork-again")
+            tags.add("fork-self")
         elif free and rng.random() < 0.85:
             into = rng.choice(free)
         else:

@@ -1646,6 +1646,8 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep,
       into = json_string_value(v);
       intolen = json_string_length(v);
       child = sh_find(into, intolen);
+      if (intolen == idlen && memcmp(into, id, idlen) == 0)
+        e |= B(E_INVALID_FIELD); /* into itself */
     }
     if (e == 0 && child != NULL && !sh_same_state(child, s))
       e |= B(E_SESSION_EXISTS);

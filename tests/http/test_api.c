@@ -517,9 +517,22 @@ START_TEST(position_beyond_int64_is_invalid_position) {
 END_TEST
 
 START_TEST(stale_position_names_newest) {
+  json_t *j;
+
   ck_assert_int_eq(ht_error(&T, "POST", "/session/a/step", pos_body(0), 409,
                             "stale_position"),
                    0);
+  /* Position 0 on a new session: the message says what to do. */
+  j = ht_call(&T, "POST", "/session/a/step", "{\"positions\":[0,1,2]}", 409);
+  ht_check_error(j, 409, "stale_position", 0);
+  ck_assert_msg(strstr(json_string_value(json_object_get(
+                           json_object_get(j, "error"), "message")),
+                       "start") != NULL &&
+                    strstr(json_string_value(json_object_get(
+                               json_object_get(j, "error"), "message")),
+                           "position 1") != NULL,
+                "%s", ht_dump(j, 0));
+  json_decref(j);
   /* Refused before it was created. */
   ht_error(&T, "GET", "/session/a", NULL, 404, "unknown_session");
   ht_do(&T, "POST", "/session/a/step", pos_body(5), 200);

@@ -268,6 +268,31 @@ START_TEST(sigterm_exits_0) {
 }
 END_TEST
 
+START_TEST(sighup_is_ignored_and_logged) {
+  ht_t t;
+  char *log;
+  int i;
+
+  ht_up(&t, NULL, NULL);
+  ht_do(&t, "PUT", "/session/a", NULL, 201);
+  ck_assert_int_eq(kill(t.d.pid, SIGHUP), 0);
+  /* Still serving, with the session, and said why. */
+  for (i = 0; i < 100; i++) {
+    log = ht_daemon_log(&t.d);
+    if (log != NULL && strstr(log, "SIGHUP ignored") != NULL)
+      break;
+    free(log);
+    log = NULL;
+    ht_sleep_ms(20);
+  }
+  ck_assert_msg(log != NULL, "no 'SIGHUP ignored' in the log");
+  free(log);
+  ht_do(&t, "GET", "/session/a", NULL, 200);
+  hc_close(&t.c);
+  ht_expect_exit(&t.d, SIGTERM, 0);
+}
+END_TEST
+
 START_TEST(sigint_exits_0_with_idle_connection_open) {
   ht_t t;
 
@@ -387,6 +412,7 @@ Suite *process_suite(void) {
   tcase_add_test(tc, keep_alive_serves_many_requests_on_one_connection);
   tcase_add_test(tc, idle_ttl_reaps_unused_sessions_only);
   tcase_add_test(tc, sigterm_exits_0);
+  tcase_add_test(tc, sighup_is_ignored_and_logged);
   tcase_add_test(tc, sigint_exits_0_with_idle_connection_open);
   tcase_add_test(tc, sigterm_finishes_request_in_flight);
   suite_add_tcase(s, tc);

@@ -1264,7 +1264,10 @@ START_TEST(fork_forms_and_refusals) {
             "\"size\":4,\"newest\":5,\"kept\":[2,3,4,5],"
             "\"slots\":[2,3,4,0],\"tentative\":[5]}");
   expect_ok(POST, "/session/p/fork", "{\"into\":\"c\"}", 200, NULL);
-  expect_ok(POST, "/session/p/fork", "{\"into\":\"p\"}", 200, NULL);
+  expect_error(POST, "/session/p/fork", "{\"into\":\"p\"}", 400,
+               "invalid_field");
+  expect_error(POST, "/session/z/fork", "{\"into\":\"z\"}", 400,
+               "invalid_field");
   /* The child's drafts are its own; so is its commit. */
   expect_ok(POST, "/session/c/commit", "{\"newest\":4}", 200,
             "{\"victims\":[],\"dropped\":[5],\"size\":3,\"newest\":4}");

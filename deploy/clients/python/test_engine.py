@@ -345,7 +345,8 @@ class Engine:
                          ([6, 7], 2, 2))
         self.assertEqual(await self.c.fork(p, child),
                          dataclasses.replace(v, created=False))
-        self.assertEqual(await self.c.fork(p, p), pv)  # into itself: 200
+        await self.assertApiError(ec.InvalidField, 400,
+                                  self.c.fork(p, p))  # into itself
         await self.c.fork(p, twin)
         # The parent accepts every draft, the child none and steps on; the
         # twin does what the parent does and must answer alike.

@@ -432,8 +432,9 @@ class ErrorsTest(Case):
         self.assertApiError(ec.SessionLimit, 503, c.create, self.sid("3"))
         self.assertApiError(ec.SessionLimit, 503, c.fork, self.sid("1"),
                             self.sid("3"))
-        self.assertEqual(c.fork(self.sid("1"), self.sid("1")).id,
-                         self.sid("1"))  # into itself: no new session
+        # Into itself: refused as such, not as a session beyond the limit.
+        self.assertApiError(ec.InvalidField, 400, c.fork, self.sid("1"),
+                            self.sid("1"))
 
     def test_unauthorized(self) -> None:
         path = os.path.join(TMP.name, "daemon-token")
