@@ -361,6 +361,13 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
     return EVD_EIO;
   }
   j->lockfd = openat(j->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (j->lockfd < 0 && (errno == EACCES || errno == EROFS)) {
+    snprintf(why, len, "cannot write in %s (%s): evictd runs as uid %u; "
+             "make the directory writable by it (chown) or choose another",
+             dir, strerror(errno), (unsigned)geteuid());
+    err = EVD_EIO;
+    goto fail;
+  }
   if (j->lockfd < 0 || flock(j->lockfd, LOCK_EX | LOCK_NB) != 0) {
     err = errno == EWOULDBLOCK ? EVD_EEXIST : EVD_EIO;
     snprintf(why, len, err == EVD_EEXIST
@@ -402,9 +409,9 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
     goto fail;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  evd_log(EVD_LOG_INFO, "state: %u sessions from %s in %.3f s (snapshot LSN "
-          "%llu, %llu journal records replayed); fsync %s",
-          evd_table_count(table), dir,
+  evd_log(EVD_LOG_INFO, "state: %u session%s from %s in %.3f s (snapshot "
+          "LSN %llu, %llu journal records replayed); fsync %s",
+          evd_table_count(table), evd_table_count(table) == 1 ? "" : "s", dir,
           (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
           (unsigned long long)r.snap_lsn, (unsigned long long)r.applied,
           mode == EVD_FSYNC_ALWAYS ? "always"
@@ -842,8 +849,9 @@ int evd_journal_close(evd_journal_t *j, evd_table_t *table) {
     err = EVD_EIO;
   } else {
     drop_segments(j, UINT32_MAX);
-    evd_log(EVD_LOG_INFO, "state: snapshot of %u sessions at LSN %llu",
-            evd_table_count(table), (unsigned long long)lsn);
+    evd_log(EVD_LOG_INFO, "state: snapshot of %u session%s at LSN %llu",
+            evd_table_count(table), evd_table_count(table) == 1 ? "" : "s",
+            (unsigned long long)lsn);
   }
   evd_buf_free(&j->pending);
   evd_buf_free(&j->inflight);

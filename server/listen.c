@@ -103,6 +103,10 @@ int evd_listen_open(const char *addr, int *fd, char *name, size_t len) {
 
   if (strncmp(addr, "unix:", 5) == 0)
     return open_unix(addr + 5, fd, name, len);
+  if (strstr(addr, "://") != NULL)
+    return fail_syntax(name, len, "an address, not a URL: host:port (e.g. "
+                                  "127.0.0.1:8090), [ipv6]:port or "
+                                  "unix:/path");
   if (addr[0] == '[') { /* [v6]:port */
     const char *close_br = strchr(addr, ']');
     if (close_br == NULL || close_br[1] != ':')
@@ -117,8 +121,13 @@ int evd_listen_open(const char *addr, int *fd, char *name, size_t len) {
                                     "unix:/path");
     hlen = (size_t)(colon - addr);
   }
-  if (hlen == 0 || hlen >= sizeof host)
-    return fail_syntax(name, len, "the host part is empty or too long");
+  if (hlen == 0)
+    return fail_syntax(name, len, "the host part is empty: 0.0.0.0:PORT "
+                                  "listens on every IPv4 address, [::]:PORT "
+                                  "on every IPv6 one, 127.0.0.1:PORT on "
+                                  "loopback only");
+  if (hlen >= sizeof host)
+    return fail_syntax(name, len, "the host part is too long");
   memcpy(host, h, hlen);
   host[hlen] = '\0';
   errno = 0;

@@ -74,7 +74,7 @@ static void on_reap_timer(uv_timer_t *t) {
   evd_api_set_clock(s->api, uv_now(&s->loop));
   n = evd_api_reap(s->api);
   if (n > 0)
-    evd_log(EVD_LOG_INFO, "reaped %u idle sessions", n);
+    evd_log(EVD_LOG_INFO, "reaped %u idle session%s", n, n == 1 ? "" : "s");
 }
 
 static void on_sweep_timer(uv_timer_t *t) {
@@ -89,21 +89,24 @@ static void on_sweep_timer(uv_timer_t *t) {
 
 static void on_grace_timer(uv_timer_t *t) {
   server_t *s = t->data;
+  unsigned busy = evd_http_busy(s->http);
 
-  evd_log(EVD_LOG_WARN, "%u requests still in flight after %d ms; closing",
-          evd_http_busy(s->http), GRACE_MS);
+  evd_log(EVD_LOG_WARN, "%u request%s still in flight after %d ms; closing",
+          busy, busy == 1 ? "" : "s", GRACE_MS);
   finish(s);
 }
 
 static void on_signal(uv_signal_t *sig, int signum) {
   server_t *s = sig->data;
+  unsigned busy;
 
   if (s->stopping) { /* a second signal: stop waiting */
     finish(s);
     return;
   }
-  evd_log(EVD_LOG_INFO, "%s: no longer accepting; finishing %u requests",
-          strsignal(signum), evd_http_busy(s->http));
+  busy = evd_http_busy(s->http);
+  evd_log(EVD_LOG_INFO, "%s: no longer accepting; finishing %u request%s",
+          strsignal(signum), busy, busy == 1 ? "" : "s");
   s->stopping = 1;
   evd_http_quiesce(s->http);
   uv_timer_start(&s->grace_timer, on_grace_timer, GRACE_MS, 0);
@@ -273,8 +276,10 @@ int evd_server_run(const evd_config_t *config) {
   if (s.journal != NULL &&
       evd_journal_close(s.journal, evd_api_table(s.api)) != 0)
     rc = 1;
-  evd_log(EVD_LOG_INFO, "stopped with %u sessions",
-          evd_table_count(evd_api_table(s.api)));
+  {
+    unsigned n = evd_table_count(evd_api_table(s.api));
+    evd_log(EVD_LOG_INFO, "stopped with %u session%s", n, n == 1 ? "" : "s");
+  }
   evd_api_free(s.api);
   evd_listen_cleanup(cfg.listen);
   return rc;

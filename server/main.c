@@ -32,6 +32,9 @@ typedef struct {
 #define CFG(field) offsetof(evd_config_t, field)
 
 static int log_format = EVD_LOG_TEXT;
+/* Whether --fsync or EVICTD_FSYNC was given (it only matters with a
+ * --state-dir). */
+static int fsync_given;
 
 static const option_t options[] = {
     {"listen", "EVICTD_LISTEN", "ADDR",
@@ -103,13 +106,38 @@ static const option_t options[] = {
      0, 0},
     {"probe", NULL, "URL",
      "check a running daemon: exit 0 when GET URL (http://host:port/healthz,"
-     " https://... or unix:/path) answers 200 within 5 s, else 1; like "
+     " https://... or unix:/path) answers 200 within 5 s, else 1 (2 if URL "
+     "is not a URL); like "
      "Kubernetes' HTTPS probes it does not verify the certificate",
      K_ACTION, 0, 0, 0},
     {"version", NULL, NULL, "print the version and exit", K_ACTION, 0, 0, 0},
     {"help", NULL, NULL, "print this help and exit", K_ACTION, 0, 0, 0},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
+
+/* Writes text from column `indent` on, broken between words so that no
+ * line passes column 79. */
+static void wrap(FILE *f, const char *text, int indent) {
+  int col = indent;
+  const char *p = text;
+
+  while (*p != '\0') {
+    size_t word = strcspn(p, " ");
+    if (col > indent && col + 1 + (int)word > 79) {
+      fprintf(f, "\n%*s", indent, "");
+      col = indent;
+    } else if (col > indent) {
+      fputc(' ', f);
+      col++;
+    }
+    fwrite(p, 1, word, f);
+    col += (int)word;
+    p += word;
+    while (*p == ' ')
+      p++;
+  }
+  fputc('\n', f);
+}
 
 static void usage(FILE *f) {
   evd_config_t d;
@@ -139,7 +167,12 @@ static void usage(FILE *f) {
       snprintf(def, sizeof def, " (default info)");
     else if (o->kind == K_FORMAT)
       snprintf(def, sizeof def, " (default text)");
-    fprintf(f, "  %-26s %s%s\n", left, o->help, def);
+    {
+      char text[1024];
+      snprintf(text, sizeof text, "%s%s", o->help, def);
+      fprintf(f, "  %-26s ", left);
+      wrap(f, text, 29);
+    }
     if (o->env != NULL)
       fprintf(f, "  %-26s   env %s\n", "", o->env);
   }
@@ -241,6 +274,7 @@ static int apply(const option_t *o, const char *source, const char *value,
       break;
     return 0;
   case K_FSYNC:
+    fsync_given = 1;
     if (strcmp(value, "always") == 0)
       cfg->fsync = EVD_FSYNC_ALWAYS;
     else if (strcmp(value, "everysec") == 0)
@@ -406,6 +440,10 @@ int main(int argc, char **argv) {
   if (check(&cfg) != 0)
     return 2;
   evd_log_setup(cfg.log_level, log_format);
+  if (fsync_given && cfg.state_dir == NULL)
+    evd_log(EVD_LOG_WARN, "--fsync (or EVICTD_FSYNC) has no effect without "
+                          "--state-dir: sessions live in memory only and are "
+                          "lost when the daemon stops");
   c = evd_server_run(&cfg);
   free((char *)cfg.token);
   free(cfg.tls_cert_pem);

@@ -164,6 +164,13 @@ int evd_probe(const char *url, int timeout_ms) {
   size_t sent = 0, got = 0;
   int len, status, tls = 0, ok = 0;
 
+  if (strncmp(url, "unix:", 5) != 0 && strncmp(url, "http://", 7) != 0 &&
+      strncmp(url, "https://", 8) != 0) {
+    fprintf(stderr, "evictd: probe: '%s' is not a URL: --probe takes "
+            "http://HOST:PORT/healthz, https://... or unix:/path (e.g. "
+            "http://%s/healthz)\n", url, url);
+    return 2;
+  }
   l.fd = connect_url(url, host, sizeof host, &path, &tls, l.deadline);
   if (l.fd < 0) {
     fprintf(stderr, "evictd: probe: cannot connect to %s\n", url);

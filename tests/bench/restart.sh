@@ -59,8 +59,8 @@ for round in 1 2 3; do
     --state-dir "$state" --compact-after $((1 << 40))
   b=$(now)
   trs+=("$(minus "$b" "$a")")
-  loaded=$(sed -n 's/.*state: \([0-9]*\) sessions from.*/\1/p' "$tmp/evictd.log")
-  tls+=("$(sed -n 's/.*state: [0-9]* sessions from .* in \([0-9.]*\) s .*/\1/p' \
+  loaded=$(sed -n 's/.*state: \([0-9]*\) sessions\? from.*/\1/p' "$tmp/evictd.log")
+  tls+=("$(sed -n 's/.*state: [0-9]* sessions\? from .* in \([0-9.]*\) s .*/\1/p' \
     "$tmp/evictd.log")")
   reply=$(http_probe "$evictd_port" GET /session/m0000000)
   [[ $reply == "HTTP/1.1 200 "* && $reply == *'"newest":601'* ]] ||

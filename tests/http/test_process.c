@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -79,6 +81,95 @@ START_TEST(bad_listen_values_exit_2) {
                   bad[i], rc, out);
     free(out);
   }
+}
+END_TEST
+
+/* The messages that say what to write instead (issue: "--listen :8090"
+ * and "--listen http://..." failed without a hint; "--probe host:port"
+ * said "cannot connect"). */
+START_TEST(bad_addresses_say_what_to_write) {
+  static const char *const cases[][3] = {
+      {"--listen", ":8090", "0.0.0.0:PORT"},
+      {"--listen", "http://127.0.0.1:8090", "not a URL"},
+      {"--probe", "127.0.0.1:1", "http://127.0.0.1:1/healthz"}};
+  size_t i;
+  char *out;
+
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[] = {cases[i][0], cases[i][1], NULL};
+    int rc = ht_daemon_run(args, NULL, &out);
+    ck_assert_msg(rc == 2 && strstr(out, cases[i][2]) != NULL,
+                  "%s %s: exit %d, output: %s (wanted '%s')", cases[i][0],
+                  cases[i][1], rc, out, cases[i][2]);
+    free(out);
+  }
+}
+END_TEST
+
+/* --help fits an 80-column terminal. */
+START_TEST(help_fits_80_columns) {
+  char *out, *line, *save = NULL;
+
+  ck_assert_int_eq(ht_daemon_run(ARGS("--help"), NULL, &out), 0);
+  for (line = strtok_r(out, "\n", &save); line != NULL;
+       line = strtok_r(NULL, "\n", &save))
+    ck_assert_msg(strlen(line) < 80, "%zu columns: %s", strlen(line), line);
+  free(out);
+}
+END_TEST
+
+/* --fsync without --state-dir does nothing: the log says so. */
+START_TEST(fsync_without_state_dir_warns) {
+  ht_t t;
+  char *log;
+
+  ht_up(&t, NULL, ARGS("--fsync", "always"));
+  ht_do(&t, "GET", "/healthz", NULL, 200);
+  log = ht_daemon_log(&t.d);
+  ck_assert_msg(log != NULL && strstr(log, "no effect without --state-dir"),
+                "log: %s", log ? log : "(none)");
+  free(log);
+  ht_down(&t);
+}
+END_TEST
+
+/* A --state-dir the daemon cannot write in is named as such (it was
+ * reported as a failure to lock). As root (CI) the daemon runs as nobody,
+ * since root may write anywhere. */
+START_TEST(unwritable_state_dir_says_so) {
+  char dir[] = "/tmp/evictd-ro-XXXXXX", out[4096];
+  int fds[2], status;
+  ssize_t n, got = 0;
+  pid_t pid;
+
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ck_assert_int_eq(chmod(dir, 0555), 0);
+  ck_assert_int_eq(pipe(fds), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    const char *bin = ht_daemon_bin();
+    dup2(fds[1], 2);
+    dup2(fds[1], 1);
+    close(fds[0]);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+      _exit(99);
+    execl(bin, bin, "--listen", "127.0.0.1:0", "--state-dir", dir,
+          (char *)NULL);
+    _exit(98);
+  }
+  close(fds[1]);
+  while (got < (ssize_t)sizeof out - 1 &&
+         (n = read(fds[0], out + got, sizeof out - 1 - (size_t)got)) > 0)
+    got += n;
+  out[got] = '\0';
+  close(fds[0]);
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  rmdir(dir);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
+                    strstr(out, "cannot write in") != NULL &&
+                    strstr(out, "writable by it") != NULL,
+                "status %d, output: %s", status, out);
 }
 END_TEST
 
@@ -411,6 +502,10 @@ Suite *process_suite(void) {
   tcase_add_test(tc, listens_on_ipv6_loopback);
   tcase_add_test(tc, keep_alive_serves_many_requests_on_one_connection);
   tcase_add_test(tc, idle_ttl_reaps_unused_sessions_only);
+  tcase_add_test(tc, bad_addresses_say_what_to_write);
+  tcase_add_test(tc, help_fits_80_columns);
+  tcase_add_test(tc, fsync_without_state_dir_warns);
+  tcase_add_test(tc, unwritable_state_dir_says_so);
   tcase_add_test(tc, sigterm_exits_0);
   tcase_add_test(tc, sighup_is_ignored_and_logged);
   tcase_add_test(tc, sigint_exits_0_with_idle_connection_open);
