@@ -38,9 +38,16 @@ typedef struct evd__step_s {
   uint32_t first, n;
   uint8_t op;       /* EVD_RP_STEP, EVD_RP_COMMIT or EVD_RP_TRUNCATE */
   uint8_t tentative, has_arg;
+  uint8_t given;    /* EVD__GIVEN_*: the configuration fields the request
+                       named, which an existing session must match */
   uint32_t arg;
   evd_session_config_t cfg;
 } evd__step_t;
+
+#define EVD__GIVEN_BUDGET 1u
+#define EVD__GIVEN_SINKS 2u
+#define EVD__GIVEN_LOOKAHEAD 4u
+#define EVD__GIVEN_PAGE_SIZE 8u
 
 /* request.c: bodies and error objects. */
 

@@ -166,10 +166,12 @@ static int step_object(evd_api_t *api, cursor_t *c, int in_batch,
       if (!u32_value(c, &r->cfg.budget) || r->cfg.budget < 1 ||
           r->cfg.budget > api->cfg.max_budget)
         return 0;
+      r->given |= EVD__GIVEN_BUDGET;
       break;
     case F_SINKS:
       if (!u32_value(c, &r->cfg.sinks))
         return 0;
+      r->given |= EVD__GIVEN_SINKS;
       break;
     case F_TENTATIVE:
       if (!boolean(c, &r->tentative))

@@ -136,7 +136,36 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
   }
   r->first = 0;
   r->n = (uint32_t)n;
+  r->given = (json_object_get(obj, "budget") ? EVD__GIVEN_BUDGET : 0) |
+             (json_object_get(obj, "sinks") ? EVD__GIVEN_SINKS : 0) |
+             (json_object_get(obj, "lookahead") ? EVD__GIVEN_LOOKAHEAD : 0) |
+             (json_object_get(obj, "page_size") ? EVD__GIVEN_PAGE_SIZE : 0);
   return evd__session_config(api, obj, &r->cfg, message);
+}
+
+/* 1 when the request names a configuration field whose value differs from
+ * the existing session's, with the message (both configurations) in
+ * api->msg: such a step is refused as a PUT with another configuration
+ * is, instead of being applied under the session's own. */
+static int config_conflict(evd_api_t *api, evd_session_t *s,
+                           const evd__step_t *r) {
+  evd_session_config_t have;
+
+  evd_session_config(s, &have);
+  if (!((r->given & EVD__GIVEN_BUDGET) && r->cfg.budget != have.budget) &&
+      !((r->given & EVD__GIVEN_SINKS) && r->cfg.sinks != have.sinks) &&
+      !((r->given & EVD__GIVEN_LOOKAHEAD) &&
+        r->cfg.lookahead != have.lookahead) &&
+      !((r->given & EVD__GIVEN_PAGE_SIZE) &&
+        r->cfg.page_size != have.page_size))
+    return 0;
+  snprintf(api->msg, sizeof api->msg,
+           "The session exists with budget %u, sinks %u, lookahead %u, "
+           "page_size %u; the step names another value. Leave the "
+           "configuration out of steps to an existing session, or use "
+           "another id.",
+           have.budget, have.sinks, have.lookahead, have.page_size);
+  return 1;
 }
 
 /* ---- validation --------------------------------------------------------- */
@@ -446,7 +475,7 @@ static int decode_step(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
   int k;
 
   if (r->n != 1 || r->op != EVD_RP_STEP || r->has_arg || r->tentative ||
-      (s->bits & EVD__PAGED) || pos[0] <= w->newest ||
+      r->given || (s->bits & EVD__PAGED) || pos[0] <= w->newest ||
       evd_window_has_drafts(w))
     return 0;
   k = evd_window_advance(w, pos[0], &slot, &victim);
@@ -515,6 +544,9 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
     evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)r->idlen, r->id);
   } else {
     evd_window_t *w = evd_session_window(s);
+    if (r->given && config_conflict(api, s, r))
+      return evd__write_error(out, EVD_AE_SESSION_EXISTS, api->msg, in_batch,
+                              NULL);
     /* A retry of the last applied request gets its answer again. A step
      * whose positions are all new cannot be one: after any step the
      * newest is at least its last position. */

@@ -373,11 +373,20 @@ def _replay(sess, key):
     return None
 
 
-def do_step(sess, positions, tentative=False, commit=None, create=None):
+CONFIG_FIELDS = ("budget", "sinks", "lookahead", "page_size")
+
+
+def do_step(sess, positions, tentative=False, commit=None, create=None,
+            given=None):
     """A step request (single or batch item) on sess, changed only when it
     applies. create: the (budget, sinks, lookahead, page_size) a request
-    that creates the session gives it."""
+    that creates the session gives it; given: the configuration fields the
+    request names (an existing session's must equal them)."""
     key = step_key(positions, tentative, commit)
+    if sess.win is not None and given:
+        have = dict(zip(CONFIG_FIELDS, sess.win.config()))
+        if any(have[k] != v for k, v in given.items()):
+            return error(409, "session_exists")
     if sess.win is None:
         if positions and positions[0] == 0:
             return error(409, "stale_position", newest=0)
@@ -515,7 +524,8 @@ def apply_request(sessions, sid, method, path, body):
         return do_truncate(sess, body["from"])
     positions = body.get("positions", [body["pos"]] if "pos" in body else [])
     return do_step(sess, positions, body.get("tentative", False),
-                   body.get("commit"))
+                   body.get("commit"),
+                   given={k: body[k] for k in CONFIG_FIELDS if k in body})
 
 
 def same_answer(got, want):
@@ -676,7 +686,7 @@ class Fleet:
         return (self._positions(w.newest, n), tentative, commit, create,
                 tags)
 
-    def _step_body(self, fields, body):
+    def _step_body(self, fields, body, have=None):
         positions, tentative, commit, create, _ = fields
         rng = self.rng
         if len(positions) == 1 and rng.random() < 0.7:
@@ -691,9 +701,10 @@ class Fleet:
             body["attention"] = [0.5, {"any": "json"}]
         if create is not None:
             self._config_body(create, body)
-        elif rng.random() < 0.05:
-            # Creation fields on an existing session: checked, ignored.
-            self._config_body(self._config(), body)
+        elif have is not None and rng.random() < 0.05:
+            # Creation fields on an existing session: its own, accepted
+            # (others are refused: op_bad_step).
+            self._config_body(have, body)
         return body
 
     def _op(self, kind, method, path, body, sids, fn, tags=()):
@@ -717,7 +728,8 @@ class Fleet:
         """A step that applies (drafts pending: it commits or adds
         drafts)."""
         fields = self._step_fields(self.s[sid])
-        body = self._step_body(fields, {})
+        w = self.s[sid].win
+        body = self._step_body(fields, {}, w.config() if w else None)
         positions, tentative, commit, create, tags = fields
         op = self._op("step", "POST", f"/session/{sid}/step", body, [sid],
                       lambda a: do_step(a[sid], positions, tentative, commit,
@@ -764,9 +776,17 @@ class Fleet:
             body["tentative"] = True
         if commit is not None:
             body["commit"] = commit
+        given = None
+        if w is not None and rng.random() < 0.15:
+            # Another configuration than the session's: 409 before
+            # anything else is looked at.
+            given = {"budget": w.budget + 1 if w.budget < 300
+                     else w.budget - 1, "sinks": w.sinks}
+            body.update(given)
         return self._op("bad-step", "POST", f"/session/{sid}/step", body,
                         [sid], lambda a: do_step(a[sid], positions, tentative,
-                                                 commit, self.defaults))
+                                                 commit, self.defaults,
+                                                 given))
 
     def op_unknown(self, sid):
         """Commit, truncate, evict and fork of a session that does not
@@ -807,7 +827,8 @@ class Fleet:
                 args = ([sess.win.newest + 1], False, None, None)
             else:
                 fields = self._step_fields(sess)
-                self._step_body(fields, item)
+                self._step_body(fields, item,
+                                sess.win.config() if sess.win else None)
                 args = fields[:4]
                 tags |= fields[4]
             do_step(sess, *args)

@@ -1054,6 +1054,8 @@ typedef struct {
   int tent, has_commit;
   uint32_t commit;
   evd_session_config_t cfg;
+  int given[4];    /* budget, sinks, lookahead, page_size named (and
+                      valid integers) */
 } stepreq_t;
 
 /* The positions of the step being read (a body of -max_len=8192 bytes
@@ -1132,6 +1134,10 @@ static void read_step(json_t *obj, int in_batch, stepreq_t *r) {
     r->n = 1;
   }
   r->cerr = read_config(obj, &r->cfg);
+  r->given[0] = json_object_get(obj, "budget") != NULL;
+  r->given[1] = json_object_get(obj, "sinks") != NULL;
+  r->given[2] = json_object_get(obj, "lookahead") != NULL;
+  r->given[3] = json_object_get(obj, "page_size") != NULL;
 }
 
 /* What the model expects of one request: the codes it may be refused with
@@ -1171,9 +1177,17 @@ static void model_step(shadow_t *s, const char *id, size_t idlen,
     o->allowed |= r->cerr; /* no session can be made of it */
     return;
   }
-  /* Creation fields are ignored for an existing session: may or may not
-   * be checked. */
+  /* Creation fields of an existing session are checked, and must equal
+   * its own (else 409, before anything else). */
   o->allowed |= r->cerr;
+  if (s != NULL && r->cerr == 0 &&
+      ((r->given[0] && r->cfg.budget != s->budget) ||
+       (r->given[1] && r->cfg.sinks != s->sinks) ||
+       (r->given[2] && r->cfg.lookahead != s->look) ||
+       (r->given[3] && r->cfg.page_size != s->page))) {
+    o->allowed |= B(E_SESSION_EXISTS);
+    return;
+  }
   if (sh_rec_match(s, R_STEP, r->tent, r->has_commit, r->commit, req_pos,
                    r->n)) {
     o->may_succeed = 1;

@@ -565,9 +565,12 @@ START_TEST(step_creates_session) {
   ht_expect(&T, "GET", "/session/m", NULL, 200,
             "{\"id\":\"m\",\"budget\":3,\"sinks\":1,\"size\":3,\"newest\":4,"
             "\"kept\":[0,3,4],\"slots\":[0,3,1]}");
-  /* Budget and sinks of a step to an existing session are not applied. */
+  /* Budget and sinks of a step to an existing session must be its own
+   * (other values are refused, as a PUT's are); repeating them is fine. */
+  ht_error(&T, "POST", "/session/m/step",
+           "{\"pos\":5,\"budget\":7,\"sinks\":0}", 409, "session_exists");
   ht_expect(&T, "POST", "/session/m/step",
-            "{\"pos\":5,\"budget\":7,\"sinks\":0,\"attention\":"
+            "{\"pos\":5,\"budget\":3,\"sinks\":1,\"attention\":"
             "{\"x\":[1,2.5,{\"y\":null}],\"z\":\"w\"}}",
             200, "{\"victims\":[3],\"slots\":[2],\"size\":3,\"newest\":5}");
   ht_expect(&T, "GET", "/session/m", NULL, 200,

@@ -436,10 +436,47 @@ START_TEST(step_creates_with_defaults_or_given_config) {
   expect_ok(GET, "/session/b", NULL, 200,
             "{\"id\":\"b\",\"budget\":2,\"sinks\":1,\"size\":2,\"newest\":3,"
             "\"kept\":[0,3],\"slots\":[0,1]}");
-  /* budget and sinks of an existing session are validated, then ignored */
-  expect_ok(POST, "/session/b/step", "{\"pos\":4,\"budget\":100}", 200,
+  /* The configuration a step to an existing session names must be the
+   * session's, as a PUT's must: another value is 409 and changes nothing
+   * (it was applied under the session's own configuration). */
+  {
+    char *before = view_of("b");
+    expect_error(POST, "/session/b/step", "{\"pos\":4,\"budget\":100}", 409,
+                 "session_exists");
+    ck_assert_msg(strstr(json_string_value(json_object_get(
+                             json_object_get(body, "error"), "message")),
+                         "budget 2, sinks 1, lookahead 1, page_size 0") !=
+                      NULL,
+                  "message names the session's configuration");
+    expect_error(POST, "/session/b/step", "{\"pos\":4,\"sinks\":0}", 409,
+                 "session_exists");
+    expect_error(POST, "/session/b/step", "{\"pos\":4,\"lookahead\":2}",
+                 409, "session_exists");
+    expect_error(POST, "/session/b/step", "{\"pos\":4,\"page_size\":4}",
+                 409, "session_exists");
+    expect_ok(POST, "/step",
+              "{\"steps\":[{\"session\":\"b\",\"pos\":4,\"budget\":3,"
+              "\"sinks\":1}]}",
+              200, NULL);
+    {
+      json_t *e = json_object_get(
+          json_array_get(json_object_get(body, "results"), 0), "error");
+      ck_assert_str_eq(json_string_value(json_object_get(e, "code")),
+                       "session_exists");
+      ck_assert_int_eq(json_integer_value(json_object_get(e, "status")),
+                       409);
+    }
+    expect_view("b", before);
+    free(before);
+  }
+  /* the same values are fine, in any subset */
+  expect_ok(POST, "/session/b/step", "{\"pos\":4,\"budget\":2}", 200,
             "{\"victims\":[3],\"slots\":[2],\"size\":2,\"newest\":4}");
-  expect_error(POST, "/session/b/step", "{\"pos\":5,\"budget\":0}", 400,
+  expect_ok(POST, "/session/b/step",
+            "{\"pos\":5,\"budget\":2,\"sinks\":1,\"lookahead\":1,"
+            "\"page_size\":0}",
+            200, NULL);
+  expect_error(POST, "/session/b/step", "{\"pos\":6,\"budget\":0}", 400,
                "invalid_budget");
   /* attention is accepted and ignored, whatever it holds */
   expect_ok(POST, "/session/c/step",
@@ -1124,8 +1161,11 @@ START_TEST(engine_config_fields) {
             "{\"id\":\"b\",\"budget\":2,\"sinks\":0,\"lookahead\":5,"
             "\"page_size\":2,\"size\":2,\"newest\":5,\"kept\":[4,5],"
             "\"slots\":[4,5],\"pages\":[2]}");
-  /* ... and they are creation parameters only. */
-  expect_ok(POST, "/session/b/step", "{\"pos\":6,\"lookahead\":1}", 200,
+  /* ... and they are creation parameters only: a later step may repeat
+   * them, not change them. */
+  expect_error(POST, "/session/b/step", "{\"pos\":6,\"lookahead\":1}", 409,
+               "session_exists");
+  expect_ok(POST, "/session/b/step", "{\"pos\":6,\"lookahead\":5}", 200,
             "{\"victims\":[4],\"slots\":[6],\"size\":2,\"newest\":6,"
             "\"pages_new\":[3],\"pages_freed\":[]}");
   expect_ok(POST, "/session/c/step", "{\"pos\":1,\"page_size\":4}", 200,
