@@ -14,9 +14,10 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # Double-colon, so that other parts (clients) can install their own files.
 # The unit and the man page name the binary by its default path; sed points
 # them at BINDIR and UNITDIR.
-install:: $(B)/evictd
+install:: $(B)/evictd $(B)/evictd-eval
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR)
 	install -m 0755 $(B)/evictd $(DESTDIR)$(BINDIR)/evictd
+	install -m 0755 $(B)/evictd-eval $(DESTDIR)$(BINDIR)/evictd-eval
 	sed -e 's#/usr/local/lib/systemd/system#$(UNITDIR)#g' \
 	    -e 's#/usr/local/bin/evictd#$(BINDIR)/evictd#g' deploy/evictd.8 \
 	  >$(DESTDIR)$(MANDIR)/man8/evictd.8.tmp
@@ -28,7 +29,8 @@ install:: $(B)/evictd
 	mv -f $(DESTDIR)$(UNITDIR)/evictd.service.tmp $(DESTDIR)$(UNITDIR)/evictd.service
 
 uninstall::
-	rm -f $(DESTDIR)$(BINDIR)/evictd $(DESTDIR)$(MANDIR)/man8/evictd.8 \
+	rm -f $(DESTDIR)$(BINDIR)/evictd $(DESTDIR)$(BINDIR)/evictd-eval \
+	  $(DESTDIR)$(MANDIR)/man8/evictd.8 \
 	  $(DESTDIR)$(UNITDIR)/evictd.service
 
 image-test:

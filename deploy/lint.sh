@@ -45,7 +45,7 @@ fi
 for prefix in /usr/local /opt/evictd; do
   dest=$tmp/dest$(echo "$prefix" | tr / _)
   "$make" --no-print-directory -s install B="$b" DESTDIR="$dest" PREFIX="$prefix"
-  for f in "bin/evictd 755" "share/man/man8/evictd.8 644" \
+  for f in "bin/evictd 755" "bin/evictd-eval 755" "share/man/man8/evictd.8 644" \
            "lib/systemd/system/evictd.service 644"; do
     set -- $f
     [ -f "$dest$prefix/$1" ] || fail "make install PREFIX=$prefix: no $prefix/$1"
@@ -56,6 +56,7 @@ for prefix in /usr/local /opt/evictd; do
   grep -q "^ExecStart=$prefix/bin/evictd " "$unit" ||
     fail "installed unit does not run $prefix/bin/evictd"
   "$dest$prefix/bin/evictd" --version >/dev/null || fail "installed binary does not run"
+  "$dest$prefix/bin/evictd-eval" --help >/dev/null || fail "installed evictd-eval does not run"
   # The C client: header, libraries (the soname's links too) and its .pc;
   # a program built with `pkg-config --cflags --libs evictd-client` against
   # this DESTDIR (PKG_CONFIG_SYSROOT_DIR) links to the installed library

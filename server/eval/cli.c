@@ -32,7 +32,9 @@ static const char usage[] =
     "                  32,64,128,256; a budget >= T keeps everything\n"
     "  --sinks LIST    comma-separated sink counts, one policy each, default\n"
     "                  0,4: 0 is the plain window (\"window\"), 4 is\n"
-    "                  streaming-llm (\"sinks 4\"); each below every budget\n"
+    "                  streaming-llm (\"sinks 4\"); a cell whose sinks are\n"
+    "                  not below its budget is left empty ('-', null in\n"
+    "                  JSON)\n"
     "  --json          print the figures as JSON instead of the table\n"
     "  --svg FILE      also draw retained mass against budget (log2 axis),\n"
     "                  one line per policy\n"
@@ -174,11 +176,13 @@ static int parse_args(int argc, char **argv, opts_t *o, FILE *out, FILE *err,
     return *rc = usage_error(err, "--budgets: %u is above the largest "
                              "budget, %u", o->budgets[o->nb - 1],
                              EVD_WINDOW_MAX_BUDGET), -1;
-  if (o->sinks[o->np - 1] >= o->budgets[0])
-    return *rc = usage_error(err, "--sinks %u needs every budget above %u, "
-                             "and budget %u is not (sinks < budget)",
-                             o->sinks[o->np - 1], o->sinks[o->np - 1],
-                             o->budgets[0]), -1;
+  /* A (budget, sinks) cell whose sinks are not below the budget is left
+   * empty; a sweep with no cell left is refused. */
+  if (o->sinks[0] >= o->budgets[o->nb - 1])
+    return *rc = usage_error(err, "--sinks %u is not below any budget (the "
+                             "largest is %u; sinks < budget): nothing to "
+                             "compute", o->sinks[0],
+                             o->budgets[o->nb - 1]), -1;
   return 0;
 }
 

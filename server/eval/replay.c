@@ -3,12 +3,14 @@
  * them (evd_window_at), so the figures measure the code that serves. */
 #include "replay.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 struct evd_replay_s {
   uint32_t nb, np;
   uint32_t next;       /* the position the next row must be for */
-  evd_window_t **w;    /* nb * np, budget-major */
+  evd_window_t **w;    /* nb * np, budget-major; NULL where sinks >=
+                          budget (no such window: the cell is empty) */
   double *sum;         /* retained mass added up over the rows so far */
 };
 
@@ -21,10 +23,16 @@ int evd_replay_new(evd_replay_t **out, const uint32_t *budgets, uint32_t nb,
   if (T < 2 || T > EVD_WINDOW_MAX_BUDGET || nb == 0 || np == 0 ||
       (uint64_t)nb * np > UINT32_MAX / sizeof(double))
     return EVD_EINVAL;
-  for (i = 0; i < nb; i++)
-    for (j = 0; j < np; j++)
+  for (i = 0, k = 0; i < nb; i++)
+    for (j = 0; j < np; j++) {
+      if (sinks[j] >= budgets[i])
+        continue;
       if (!evd_window_config_valid(budgets[i], sinks[j], 1))
         return EVD_EINVAL;
+      k++;
+    }
+  if (k == 0)
+    return EVD_EINVAL; /* every cell empty */
   r = calloc(1, sizeof *r);
   if (r == NULL)
     return EVD_ENOMEM;
@@ -41,6 +49,8 @@ int evd_replay_new(evd_replay_t **out, const uint32_t *budgets, uint32_t nb,
        * evicts: allocating T (or sinks + 1, the least the window takes)
        * replays exactly the same windows. */
       uint64_t b = budgets[i];
+      if (sinks[j] >= budgets[i])
+        continue;
       if (b > T)
         b = T > (uint64_t)sinks[j] + 1 ? T : (uint64_t)sinks[j] + 1;
       k = i * np + j;
@@ -65,10 +75,13 @@ int evd_replay_row(evd_replay_t *r, uint32_t t, const double *row,
     return EVD_ESTALE;
   for (k = 0; k < n; k++) {
     evd_window_t *w = r->w[k];
-    uint32_t size = evd_window_size(w), slot, victim;
+    uint32_t size, slot, victim;
     double mass = row[t];
     int err;
 
+    if (w == NULL)
+      continue;
+    size = evd_window_size(w);
     for (i = 0; i < size; i++)
       mass += row[evd_window_at(w, i, NULL)];
     r->sum[k] += mass * scale;
@@ -83,6 +96,8 @@ int evd_replay_row(evd_replay_t *r, uint32_t t, const double *row,
 double evd_replay_mean(const evd_replay_t *r, uint32_t i, uint32_t j) {
   uint32_t rows = r->next - 1;
 
+  if (r->w[i * r->np + j] == NULL)
+    return NAN;
   return rows == 0 ? 0.0 : r->sum[i * r->np + j] / rows;
 }
 

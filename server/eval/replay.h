@@ -12,12 +12,14 @@ typedef struct evd_replay_s evd_replay_t;
 
 /* Makes nb * np windows in their start state (position 0 held), window
  * (i, j) with budget budgets[i] and sinks[j], for a trace of T positions.
- * Every sinks[j] must be below every budgets[i]. A budget at or above T
+ * A cell whose sinks[j] are not below its budgets[i] has no window (its
+ * mean is NaN); at least one cell must have one. A budget at or above T
  * behaves as budget T (nothing is ever evicted from either, since at most T
  * positions are ever held), so it is allocated as T: memory stays
  * O(T + sum of budgets) whatever budget is asked for. Copies the arrays.
- * Returns 0 and *out, or EVD_EINVAL (a pair the window refuses, T < 2, or
- * T - 1 not a window position) or EVD_ENOMEM. Free with evd_replay_free. */
+ * Returns 0 and *out, or EVD_EINVAL (no cell, a pair the window refuses,
+ * T < 2, or T - 1 not a window position) or EVD_ENOMEM. Free with
+ * evd_replay_free. */
 int evd_replay_new(evd_replay_t **out, const uint32_t *budgets, uint32_t nb,
                    const uint32_t *sinks, uint32_t np, uint64_t T);
 
@@ -31,7 +33,7 @@ int evd_replay_row(evd_replay_t *r, uint32_t t, const double *row,
                    double scale);
 
 /* The mean retained mass of window (i, j) over the positions replayed so
- * far (t = 1..), or 0 before any. */
+ * far (t = 1..), or 0 before any; NaN for an empty cell. */
 double evd_replay_mean(const evd_replay_t *r, uint32_t i, uint32_t j);
 
 /* Frees r and its windows; NULL is fine. */

@@ -1,6 +1,8 @@
 /* The text reports of evictd-eval: the table and its JSON twin. */
 #include "eval.h"
 
+#include <math.h>
+
 #include "evictd/error.h"
 
 /* Writes s as a JSON string: quotes, backslashes and control characters
@@ -41,9 +43,18 @@ int evd_eval_table(FILE *out, const evd_eval_t *e) {
   for (i = 0; i < e->nb; i++) {
     fprintf(out, "%8u", e->budgets[i]);
     for (j = 0; j < e->np; j++)
-      fprintf(out, "  %10.6f", e->mass[i * e->np + j]);
+      if (isnan(e->mass[i * e->np + j]))
+        fprintf(out, "  %10s", "-");
+      else
+        fprintf(out, "  %10.6f", e->mass[i * e->np + j]);
     fputc('\n', out);
   }
+  for (i = 0; i < e->nb * e->np; i++)
+    if (isnan(e->mass[i])) {
+      fputs("(-: no such window, the sinks are not below the budget)\n",
+            out);
+      break;
+    }
   return done(out);
 }
 
@@ -74,7 +85,10 @@ int evd_eval_json(FILE *out, const evd_eval_t *e) {
   for (i = 0; i < e->nb; i++) {
     fputs(i ? ",[" : "[", out);
     for (j = 0; j < e->np; j++)
-      fprintf(out, "%s%.6f", j ? "," : "", e->mass[i * e->np + j]);
+      if (isnan(e->mass[i * e->np + j]))
+        fprintf(out, "%snull", j ? "," : "");
+      else
+        fprintf(out, "%s%.6f", j ? "," : "", e->mass[i * e->np + j]);
     fputc(']', out);
   }
   fputs("]}\n", out);

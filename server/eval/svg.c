@@ -61,7 +61,7 @@ static scale_t pick_scale(const evd_eval_t *e) {
   if (s.lx1 <= s.lx0)
     s.lx1 = s.lx0 + 1;
   for (k = 0; k < e->nb * e->np; k++)
-    if (e->mass[k] < lo)
+    if (!isnan(e->mass[k]) && e->mass[k] < lo)
       lo = e->mass[k];
   s.y0 = lo >= 0.5 ? floor(lo * 10 - 1e-9) / 10 : 0.0;
   if (s.y0 > 0.9)
@@ -124,17 +124,23 @@ static void series(FILE *out, const evd_eval_t *e, const scale_t *s,
   const char *dash = dashes[j % NDASHES];
   char name[32];
   uint32_t i;
+  int first;
 
   evd_eval_policy_name(e->sinks[j], name, sizeof name);
   fprintf(out, "<g stroke=\"%s\" fill=\"%s\">\n<polyline fill=\"none\" "
                "stroke-width=\"2\" stroke-dasharray=\"%s\" points=\"",
           colour, colour, dash);
-  for (i = 0; i < e->nb; i++)
-    fprintf(out, "%s%.1f,%.1f", i ? " " : "", px(s, e->budgets[i]),
-            py(s, e->mass[i * e->np + j]));
+  /* Empty cells (sinks not below the budget) are left out. */
+  for (i = 0, first = 1; i < e->nb; i++)
+    if (!isnan(e->mass[i * e->np + j])) {
+      fprintf(out, "%s%.1f,%.1f", first ? "" : " ", px(s, e->budgets[i]),
+              py(s, e->mass[i * e->np + j]));
+      first = 0;
+    }
   fputs("\"/>\n", out);
   for (i = 0; i < e->nb; i++)
-    fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"><title>%s, "
+    if (!isnan(e->mass[i * e->np + j]))
+      fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"><title>%s, "
                  "budget %u: %.6f</title></circle>\n",
             px(s, e->budgets[i]), py(s, e->mass[i * e->np + j]), name,
             e->budgets[i], e->mass[i * e->np + j]);

@@ -280,6 +280,35 @@ START_TEST(table_has_six_decimals_budget_rows_policy_columns) {
 }
 END_TEST
 
+/* Budgets not above a policy's sinks leave that policy's cells empty; the
+ * rest of the sweep is computed (it used to be refused whole). */
+START_TEST(cells_with_sinks_not_below_budget_are_empty) {
+  const char *f = write_trace("empty.npy", 1, 4, 0, 64, on_zero);
+  char want[512];
+  json_t *doc, *rows;
+
+  run(f, "--budgets", "1,2,16,63", "--sinks", "0,4", NULL);
+  ck_assert_msg(last.rc == 0, "%s", last.err);
+  snprintf(want, sizeof want,
+           "%s: T = 64, H = 1 (<f4); retained attention mass, mean over "
+           "t = 1..63\n"
+           "  budget      window     sinks 4\n"
+           "       1    0.015873           -\n"
+           "       2    0.031746           -\n"
+           "      16    0.253968    1.000000\n"
+           "      63    1.000000    1.000000\n"
+           "(-: no such window, the sinks are not below the budget)\n", f);
+  ck_assert_str_eq(last.out, want);
+  doc = run_json(f, "1,16", "0,4");
+  rows = json_object_get(doc, "retained");
+  ck_assert(json_is_null(json_array_get(json_array_get(rows, 0), 1)));
+  ck_assert(json_is_real(json_array_get(json_array_get(rows, 0), 0)));
+  ck_assert_double_eq_tol(
+      json_real_value(json_array_get(json_array_get(rows, 1), 1)), 1.0, 1e-9);
+  json_decref(doc);
+}
+END_TEST
+
 START_TEST(json_names_trace_shape_budgets_policies) {
   const char *f = write_trace("j\"son.npy", 2, 2, 2, 16, heads_differ);
   json_t *doc = run_json(f, "4,8", "0,2"), *pol;
@@ -491,6 +520,7 @@ static Suite *eval_suite(void) {
   suite_add_tcase(s, closed);
   tcase_set_timeout(out, 60);
   tcase_add_test(out, table_has_six_decimals_budget_rows_policy_columns);
+  tcase_add_test(out, cells_with_sinks_not_below_budget_are_empty);
   tcase_add_test(out, json_names_trace_shape_budgets_policies);
   tcase_add_test(out, svg_reads_on_its_own);
   tcase_add_test(out, no_svg_left_behind_by_a_refused_trace);
