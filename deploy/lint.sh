@@ -95,8 +95,10 @@ EOF
     fail "a program does not build with pkg-config --cflags --libs evictd-client"
   LD_LIBRARY_PATH="$dest$prefix/lib" "$tmp/use-client" ||
     fail "a program linked with the installed C client does not run"
-  LD_LIBRARY_PATH="$dest$prefix/lib" ldd "$tmp/use-client" |
-    grep -q "libevictd-client.so.0 => $dest$prefix/lib/" ||
+  # (not ldd | grep -q: grep leaving early can fail ldd with SIGPIPE, and
+  # so the pipeline under pipefail)
+  libs=$(LD_LIBRARY_PATH="$dest$prefix/lib" ldd "$tmp/use-client")
+  grep -q "libevictd-client.so.0 => $dest$prefix/lib/" <<<"$libs" ||
     fail "the program did not load the installed libevictd-client.so.0"
   # verify checks that ExecStart is executable, so the copy it reads points
   # into DESTDIR; with man(1) present it also finds evictd(8) there.

@@ -31,6 +31,7 @@ void evd_config_defaults(evd_config_t *c) {
   c->idle_ttl = 0;
   c->max_conns = 4096;
   c->conn_timeout = 30;
+  c->journal_wait = 5;
   c->autocreate = 1;
   c->fsync = EVD_FSYNC_EVERYSEC;
   c->compact_after = (size_t)64 << 20;

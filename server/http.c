@@ -36,6 +36,8 @@ typedef struct conn_s {
   int too_large;   /* the body passed --max-body: answer 413 */
   int waiting;     /* suspended until its journal record is acknowledged */
   evd_reply_t reply;          /* the answer kept meanwhile */
+  uint64_t wait_since;        /* when it was parked (ms) */
+  int expired;     /* waited past --journal-wait with the journal failing */
   struct MHD_Connection *mc;
   struct conn_s *wnext;       /* the waiting list, in LSN order */
   struct timespec start; /* when the request's headers were in */
@@ -49,7 +51,7 @@ struct evd_http_s {
   int want_auth; /* --token-file: look the Authorization header up */
   unsigned busy;
   int quiesced;
-  uint64_t now_ms, timeout_ms;
+  uint64_t now_ms, timeout_ms, journal_wait_ms;
   evd_journal_t *journal;
   conn_t *wait_head, *wait_tail; /* answers held for durability */
   /* Every connection, in deadline order: each gets the same timeout from
@@ -255,6 +257,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
   }
   if (c->waiting) { /* resumed: the record is written (or durable) */
     c->waiting = 0;
+    if (c->expired) {
+      char msg[400];
+      c->expired = 0;
+      snprintf(msg, sizeof msg,
+               "The change is applied in memory but not yet durable: the "
+               "journal has not been able to write it for %llu s (%s). "
+               "Resend the same request once /healthz says ok: it gets the "
+               "original answer (a replay).",
+               (unsigned long long)(h->journal_wait_ms / 1000),
+               strerror(evd_journal_error(h->journal)));
+      c->reply.status = evd_apierr_status(EVD_AE_JOURNAL_FAILED);
+      evd_buf_reset(&c->out, KEEP_BUF);
+      evd_apierr_body(&c->out, EVD_AE_JOURNAL_FAILED, msg);
+    }
     return respond(h, mc, c, &c->reply);
   }
   if (c->too_large)
@@ -278,6 +294,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
      * failed write is retried, and the answer waits for it. */
     c->waiting = 1;
     c->reply = reply;
+    c->wait_since = h->now_ms;
     c->mc = mc;
     c->wnext = NULL;
     if (h->wait_tail != NULL)
@@ -293,6 +310,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 
 void evd_http_set_journal(evd_http_t *h, evd_journal_t *j) {
   h->journal = j;
+}
+
+unsigned evd_http_expire_waits(evd_http_t *h, uint64_t now_ms, int all) {
+  unsigned n = 0;
+  conn_t *c;
+
+  if (h->journal == NULL || !evd_journal_failed(h->journal))
+    return 0;
+  /* Parked in LSN order, which is the order of their clocks too. */
+  while ((c = h->wait_head) != NULL &&
+         (all || now_ms - c->wait_since >= h->journal_wait_ms)) {
+    h->wait_head = c->wnext;
+    if (h->wait_head == NULL)
+      h->wait_tail = NULL;
+    c->expired = 1;
+    MHD_resume_connection(c->mc);
+    n++;
+  }
+  if (n > 0)
+    evd_log(EVD_LOG_WARN, "journal still failing: answered %u waiting "
+            "change%s 503 journal_failed (applied in memory, not durable; "
+            "a resend after recovery gets the replay)", n, n == 1 ? "" : "s");
+  return n;
 }
 
 void evd_http_durable(evd_http_t *h, uint64_t lsn) {
@@ -326,6 +366,7 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
   h->api = api;
   h->metrics = evd_api_metrics(api);
   h->timeout_ms = (uint64_t)cfg->conn_timeout * 1000;
+  h->journal_wait_ms = (uint64_t)cfg->journal_wait * 1000;
   h->max_body = cfg->max_body;
   h->want_auth = cfg->token != NULL;
   h->d = MHD_start_daemon(

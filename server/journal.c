@@ -840,8 +840,13 @@ int evd_journal_close(evd_journal_t *j, evd_table_t *table) {
     j->failed = 1;
   close(j->fd);
   if (j->failed) {
+    uint64_t lost = lsn - evd_journal_acked(j);
     evd_log(EVD_LOG_ERROR, "journal: not writing a snapshot over a failed "
             "journal; the files on disk are kept as they are");
+    if (lost > 0)
+      evd_log(EVD_LOG_ERROR, "journal: %llu change%s never written (none "
+              "was acknowledged: each was answered 503 or not at all)",
+              (unsigned long long)lost, lost == 1 ? " was" : "s were");
     err = EVD_EIO;
   } else if (evd_snapshot_write(j->dirfd, table, lsn, NULL) != 0) {
     evd_log(EVD_LOG_ERROR, "journal: final snapshot failed (%s); the "

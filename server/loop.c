@@ -79,12 +79,13 @@ static void on_reap_timer(uv_timer_t *t) {
 
 static void on_sweep_timer(uv_timer_t *t) {
   server_t *s = t->data;
+  unsigned expired = evd_http_expire_waits(s->http, uv_now(&s->loop), 0);
   unsigned n = evd_http_sweep(s->http, uv_now(&s->loop));
 
-  if (n > 0) {
+  if (n > 0)
     evd_log(EVD_LOG_DEBUG, "cut off %u connections past --conn-timeout", n);
-    drive(s); /* let libmicrohttpd close them now */
-  }
+  if (n > 0 || expired > 0)
+    drive(s); /* let libmicrohttpd close them, or answer them, now */
 }
 
 static void on_grace_timer(uv_timer_t *t) {
@@ -93,6 +94,11 @@ static void on_grace_timer(uv_timer_t *t) {
 
   evd_log(EVD_LOG_WARN, "%u request%s still in flight after %d ms; closing",
           busy, busy == 1 ? "" : "s", GRACE_MS);
+  /* Answers held for a failing journal get their 503 before the end. */
+  if (evd_http_expire_waits(s->http, uv_now(&s->loop), 1) > 0) {
+    drive(s);
+    drive(s);
+  }
   finish(s);
 }
 

@@ -91,6 +91,11 @@ static const option_t options[] = {
     {"state-dir", "EVICTD_STATE_DIR", "DIR",
      "keep sessions across restarts: journal and snapshot in DIR (default: "
      "none, sessions live in memory only)", K_STR, CFG(state_dir), 0, 0},
+    {"journal-wait", "EVICTD_JOURNAL_WAIT", "SECONDS",
+     "with --state-dir: how long an answer waits for its journal record "
+     "while the journal is failing; then it is 503 journal_failed (the "
+     "change is applied in memory, and a resend once the journal works "
+     "again gets its answer)", K_U32, CFG(journal_wait), 1, 86400},
     {"fsync", "EVICTD_FSYNC", "MODE",
      "with --state-dir: always (answer after the change is on disk), "
      "everysec or no", K_FSYNC, CFG(fsync), 0, 0},

@@ -31,6 +31,8 @@ typedef struct evd_config_s {
   size_t replay_pool;     /* bytes of replay records kept on the heap */
   uint32_t max_conns;     /* concurrent connections */
   uint32_t conn_timeout;  /* seconds a connection gets per request */
+  uint32_t journal_wait;  /* seconds an answer waits for its journal record
+                             while the journal is failing, then 503 */
   const char *token;      /* bearer token required, or NULL */
   const char *tls_cert;   /* --tls-cert: the file, or NULL */
   const char *tls_key;    /* --tls-key: the file, or NULL */

@@ -50,6 +50,14 @@ void evd_http_quiesce(evd_http_t *h);
 /* Requests received and not yet completely answered. */
 unsigned evd_http_busy(const evd_http_t *h);
 
+/* While the journal is failing, answers 503 journal_failed to the requests
+ * whose answer has waited for its record longer than --journal-wait (all
+ * of them when `all`): their change is applied in memory, and a resend
+ * after recovery gets the original answer. The loop calls it with each
+ * sweep, and with `all` when stopping; libmicrohttpd must then be run
+ * (resuming does not wake it). Returns how many. */
+unsigned evd_http_expire_waits(evd_http_t *h, uint64_t now_ms, int all);
+
 /* Closes every connection and frees the transport. NULL is accepted. */
 void evd_http_stop(evd_http_t *h);
 

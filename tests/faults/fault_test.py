@@ -94,6 +94,7 @@ from evdlib import (DEFAULT_BUDGET, Client, Ctx, Daemon, Fail, Fleet,  # noqa
 CLIENTS = 4
 SESSIONS = 25        # per client
 BOUND = 0.5          # s: reads, health, metrics and refusals while failing
+JOURNAL_WAIT = 5.0   # s: evictd's default --journal-wait
 RECOVER = 3.0        # s: from the heal to healthz ok / parked answers
 PARK_AFTER = 0.6     # s in flight after the failure was seen: parked
 TMPFS_SIZE = "4m"
@@ -114,6 +115,14 @@ def is_journal_failed(status, body):
     return (status == 503 and isinstance(body, dict)
             and isinstance(body.get("error"), dict)
             and body["error"].get("code") == "journal_failed")
+
+
+def is_wait_expired(status, body):
+    """503 journal_failed for a change held past --journal-wait: applied in
+    memory, not durable (its outcome after a crash is unknown, as a request
+    cut off)."""
+    return (is_journal_failed(status, body)
+            and "applied in memory" in body["error"].get("message", ""))
 
 
 def timed(what, fn, bound=BOUND):
@@ -228,6 +237,14 @@ class Loader(threading.Thread):
                 failing = (fs is not None and t0 > fs
                            and (healed is None or t0 < healed))
                 change = op.method != "GET"
+                if is_wait_expired(status, body):
+                    # Held past --journal-wait (the default, 5 s): neither
+                    # refused nor acknowledged.
+                    expect(t1 - t0 >= JOURNAL_WAIT - 0.3, f"{op.describe()}"
+                           f": 'applied in memory' after {t1 - t0:.2f} s, "
+                           f"before --journal-wait ({JOURNAL_WAIT} s)")
+                    self.pending = op
+                    return
                 if is_journal_failed(status, body):
                     if not ep.allow_503:
                         raise Fail(f"{op.describe()}: 503 journal_failed "
@@ -927,6 +944,9 @@ def sigterm_while_failing(how):
         wait_dir_free(state)
         log = d.log()
         final_failed = "not writing a snapshot over a failed journal" in log
+        expect(re.search(r"journal: \d+ changes? (was|were) never written "
+                         r"\(none was acknowledged", log),
+               "the exit does not say how many changes were never written")
         segs = segments(state)
         fault.heal()
         applied = restart_verify(d, args, fls, pending, state)
@@ -1054,6 +1074,74 @@ def compaction_case(point):
 
 # name, function, what it needs ("root": a tmpfs; "fiu": the FIU build),
 # whether it runs in a process of its own alongside the others (it waits)
+def journal_wait_case(ctx):
+    """A change whose record cannot be written waits --journal-wait for it,
+    then gets 503 journal_failed saying it is applied in memory; once the
+    journal works again the same request, resent, gets the original answer
+    (a replay). SIGTERM while a change waits: it is answered 503 within the
+    bound, and the daemon exits 1 naming the changes never written."""
+    state = ctx.path("state")
+    d = fiu_daemon(ctx)
+    args = ["--state-dir", state, "--fsync", "always", "--journal-wait", "1"]
+    start(d, *args)
+    c = Client(d.addr, timeout=10)
+    status, body = c.call("POST", "/session/w/step", {"pos": 1})
+    expect(status == 200, f"first step: {status} {body}")
+    fault = FiuPoint(d, "evictd/journal/write", None)
+    fault.inject()
+    req = {"positions": [2, 3]}
+    t0 = now()
+    status, body = c.call("POST", "/session/w/step", req)
+    took = now() - t0
+    expect(is_wait_expired(status, body), f"a change waiting on a failing "
+           f"journal: {status} {body}, want 503 journal_failed 'applied in "
+           "memory'")
+    expect(0.9 <= took <= 2.0, f"answered after {took:.2f} s with "
+           "--journal-wait 1")
+    expect("once /healthz says ok" in body["error"]["message"],
+           f"the message does not say when to resend: {body}")
+    fault.heal()
+    deadline = now() + 5
+    while c.call("GET", "/healthz")[1] != {"status": "ok"}:
+        expect(now() < deadline, "healthz not ok 5 s after the heal")
+        time.sleep(0.05)
+    status, body = c.call("POST", "/session/w/step", req)
+    expect(status == 200 and body.get("replayed") is True
+           and body.get("newest") == 3 and body.get("slots") == [2, 3],
+           f"the resend after recovery: {status} {body}, want the replayed "
+           "answer of positions 2, 3")
+    # SIGTERM while a change waits: bounded, exit 1, the loss named.
+    fault.inject()
+    got = {}
+
+    def send():
+        got["answer"] = Client(d.addr, timeout=10).call(
+            "POST", "/session/w/step", {"pos": 4})
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    time.sleep(0.3)
+    t0 = now()
+    d.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = d.proc.wait(5)
+    except subprocess.TimeoutExpired:
+        raise Fail("evictd still running 5 s after SIGTERM with a change "
+                   "waiting on a failing journal (--journal-wait 1)")
+    took = now() - t0
+    t.join(5)
+    log = d.log()
+    d._forget()
+    expect(rc == 1, f"exit status {rc} after SIGTERM with the journal "
+           "failing, want 1")
+    expect(is_wait_expired(*got.get("answer", (None, None))),
+           f"the change waiting at SIGTERM got {got.get('answer')}")
+    expect("1 change was never written" in log,
+           "the log does not name the change never written:\n" + log[-800:])
+    c.close()
+    return (f"503 'applied in memory' after {took:.2f} s at SIGTERM; resend "
+            "after the heal replayed; exit 1 naming 1 change never written")
+
+
 CASES = [
     ("disk-full-always", journal_case("always", "disk", "kill-under-load"),
      "root", False),
@@ -1075,6 +1163,7 @@ CASES = [
     ("fiu-fork", compaction_case("fork"), "fiu", True),
     ("fiu-rename", compaction_case("rename"), "fiu", True),
     ("fiu-sigterm", sigterm_while_failing("fiu"), "fiu", True),
+    ("fiu-journal-wait", journal_wait_case, "fiu", True),
 ]
 
 
