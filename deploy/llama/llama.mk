@@ -75,3 +75,11 @@ bench-llama:
 	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  $(LLAMA_OUT)/random-100M.gguf && \
 	tests/bench/llama.sh $(B)/evictd $(B)/evictd-llama $(LLAMA_OUT)
+
+# The position map's arithmetic (posmap.c has no llama.cpp in it), against
+# a model of the cache, in `make check`.
+TEST_PROGS += $(B)/test_posmap
+$(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/posmap.c \
+                  deploy/llama/posmap.h
+	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/posmap.c \
+	  $(LDFLAGS) $(CHECK_LIBS)
