@@ -222,6 +222,24 @@ class CachePositions(tl.Engine):
         self.assertEqual(rc, 2)
         self.assertIn("--positions is original or cache, not 'Cache'", err)
 
+    def test_cache_memcheck(self) -> None:
+        # The books of cache mode (both caches' maps, a fork's copies, the
+        # draft's rejected drafts) under valgrind memcheck.
+        if tl.shutil.which("valgrind") is None:
+            self.skipTest("no valgrind on this machine")
+        for i, extra in enumerate((["--draft", tl.DRAFT_GGUF],
+                                   ["--parallel", "3", "--temp", "0.7"])):
+            p = tl.subprocess.run(
+                ["valgrind", "-q", "--error-exitcode=9", "--leak-check=full",
+                 "--errors-for-leak-kinds=definite", tl.BIN, "generate",
+                 "-m", tl.TARGET_GGUF, "--evictd", tl.MAIN.url, "--budget",
+                 "16", "--sinks", "4", "-n", "24", "-p", "Licensed",
+                 "--session", "memcheck-cache.%d" % i, "--dump",
+                 os.path.join(tl.TMP.name, "memcheck-cache%d" % i), *CACHE]
+                + extra, stdin=tl.subprocess.DEVNULL, capture_output=True,
+                text=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+
     def prefix(self) -> str:
         return os.path.join(tl.TMP.name, "%s-%d" % (self.name, self.runs))
 
