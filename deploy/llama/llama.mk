@@ -85,5 +85,6 @@ bench-llama:
 TEST_PROGS += $(B)/test_posmap
 $(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/posmap.c \
                   deploy/llama/posmap.h
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/posmap.c \
 	  $(LDFLAGS) $(CHECK_LIBS)
