@@ -42,8 +42,9 @@ int32_t posmap_add(posmap_t *m, uint32_t p);
  * consecutive cache positions, then in cache mode one llama_memory_seq_add
  * per stretch of cells above a gap, moving them down by the number removed
  * below them (llama.cpp re-rotates those keys at its next decode). 0, or
- * -1 when llama.cpp refused a removal or a position is not held (the map
- * is then unchanged). */
+ * -1 when a position is not held or v is not ascending (nothing changed)
+ * or llama.cpp refused a removal (the map unchanged, the cache possibly
+ * short of earlier runs: the caller stops). */
 int posmap_remove(posmap_t *m, lm_t *lm, int32_t seq, const uint32_t *v,
                   size_t n);
 
