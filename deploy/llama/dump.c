@@ -45,15 +45,16 @@ static void list(FILE *f, const uint32_t *v, size_t n) {
 
 void dump_start(dump_t *d, const char *model, int n_vocab, uint32_t budget,
                 uint32_t sinks, uint32_t lookahead, uint32_t sequences,
-                uint32_t draft_n) {
+                uint32_t draft_n, const char *positions) {
   if (d == NULL)
     return;
   fprintf(d->events, "{\"op\":\"start\",\"model\":\"");
   for (const char *p = model; *p; p++) /* a path: escape what JSON needs */
     fprintf(d->events, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
   fprintf(d->events, "\",\"n_vocab\":%d,\"budget\":%u,\"sinks\":%u,"
-          "\"lookahead\":%u,\"sequences\":%u,\"draft_n\":%u}\n", n_vocab,
-          budget, sinks, lookahead, sequences, draft_n);
+          "\"lookahead\":%u,\"sequences\":%u,\"draft_n\":%u,"
+          "\"positions\":\"%s\"}\n", n_vocab, budget, sinks, lookahead,
+          sequences, draft_n, positions);
 }
 
 void dump_step(dump_t *d, int seq, const uint32_t *pos, size_t n,
@@ -103,15 +104,22 @@ void dump_cache(dump_t *d, const char *model, int seq, int32_t pos_min,
             "\"min\":%d,\"max\":%d}\n", model, seq, pos_min, pos_max);
 }
 
-void dump_pass(dump_t *d, lm_t *lm) {
+void dump_pass(dump_t *d, lm_t *lm) { dump_pass_at(d, lm, NULL); }
+
+void dump_pass_at(dump_t *d, lm_t *lm, const uint32_t *abs) {
   if (d == NULL)
     return;
   const struct llama_batch *b = &lm->batch;
   fprintf(d->events, "{\"op\":\"pass\",\"model\":\"%s\",\"row\":%llu,"
           "\"tokens\":[", lm->label, (unsigned long long)d->rows);
-  for (int32_t i = 0; i < b->n_tokens; i++)
-    fprintf(d->events, "%s[%d,%d,%d]", i ? "," : "", b->seq_id[i][0],
-            b->pos[i], b->token[i]);
+  for (int32_t i = 0; i < b->n_tokens; i++) {
+    if (abs != NULL)
+      fprintf(d->events, "%s[%d,%u,%d,%d]", i ? "," : "", b->seq_id[i][0],
+              abs[i], b->token[i], b->pos[i]);
+    else
+      fprintf(d->events, "%s[%d,%d,%d]", i ? "," : "", b->seq_id[i][0],
+              b->pos[i], b->token[i]);
+  }
   fputs("]}\n", d->events);
   for (int32_t i = 0; i < b->n_tokens; i++) {
     fwrite(lm_logits(lm, i), sizeof(float), (size_t)lm->n_vocab, d->logits);

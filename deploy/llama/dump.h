@@ -28,7 +28,7 @@ int dump_close(dump_t *d);
 /* The events. `d` NULL (no --dump) makes each a no-op. */
 void dump_start(dump_t *d, const char *model, int n_vocab, uint32_t budget,
                 uint32_t sinks, uint32_t lookahead, uint32_t sequences,
-                uint32_t draft_n);
+                uint32_t draft_n, const char *positions);
 void dump_step(dump_t *d, int seq, const uint32_t *pos, size_t n,
                bool tentative, int64_t commit);
 void dump_remove(dump_t *d, const char *model, int seq, const char *why,
@@ -42,5 +42,9 @@ void dump_cache(dump_t *d, const char *model, int seq, int32_t pos_min,
                 int32_t pos_max);
 /* A pass of lm's last batch: every token must have had its output set. */
 void dump_pass(dump_t *d, lm_t *lm);
+/* The same, each token's absolute position abs[i] recorded with the
+ * position llama.cpp was given ([seq, abs, token, pos]; --positions
+ * cache); abs NULL is dump_pass. */
+void dump_pass_at(dump_t *d, lm_t *lm, const uint32_t *abs);
 
 #endif

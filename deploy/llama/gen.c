@@ -127,6 +127,9 @@ static int setup(gen_t *g) {
     s->rng = o->seed + i;
     snprintf(s->session, sizeof(s->session), g->n_seqs == 1 ? "%s" : "%s.%u",
              base, i);
+    if (posmap_init(&s->map, o->positions, 64) != 0 ||
+        posmap_init(&s->dmap, o->positions, 64) != 0)
+      return gen_fail("out of memory");
   }
   g->has_draft = o->draft != NULL;
   return 0;
@@ -182,8 +185,9 @@ static int open_session(gen_t *g) {
                     o->draft_n, o->draft_n + 1, g->seqs[0].session,
                     g->lookahead);
   /* llama.cpp continues a sequence only from its newest position, so the
-   * one before the rewound tokens must still be held. */
-  if (o->rewind_k > g->budget - g->sinks)
+   * one before the rewound tokens must still be held. (With cache
+   * positions the newest is always the count held, below the next.) */
+  if (o->positions == POS_ORIGINAL && o->rewind_k > g->budget - g->sinks)
     return gen_fail("--rewind %u:%u takes back more tokens than the window "
                     "keeps beside its sinks (budget %u - sinks %u): the "
                     "position before them would be gone, and llama.cpp "
@@ -223,6 +227,18 @@ static int make_contexts(gen_t *g) {
   lo.n_ctx = (uint32_t)draft_cells;
   if (g->has_draft && lm_context(&g->draft, &lo, err, sizeof(err)) != 0)
     return gen_fail("%s", err);
+  /* Cache positions move keys, which llama.cpp does by re-rotating them
+   * (K-shift); a cache that cannot would keep them at stale positions. */
+  lm_t *lms[2] = {&g->target, g->has_draft ? &g->draft : NULL};
+  for (int m = 0; m < 2 && lms[m] != NULL; m++)
+    if (o->positions == POS_CACHE && !llama_memory_can_shift(lms[m]->mem))
+      return gen_fail("--positions cache moves keys down the cache, and "
+                      "llama.cpp cannot shift the %s model's cache "
+                      "(llama_memory_can_shift): use --positions original",
+                      lms[m]->label);
+  for (int m = 0; m < 2; m++)
+    if ((g->abs[m] = calloc(batch, sizeof(*g->abs[m]))) == NULL)
+      return gen_fail("out of memory");
   g->pos = calloc(g->lookahead + g->n_seqs + 2, sizeof(*g->pos));
   return g->pos == NULL ? gen_fail("out of memory") : 0;
 }
@@ -236,10 +252,11 @@ static void print_stats(gen_t *g) {
           "evictd-llama: %zu decode iterations of %u sequence(s): per "
           "iteration median %.1f us in all, %.1f us evictd, %.1f us "
           "llama_decode, %.1f us removing; evictd %.2f%% of the "
-          "iterations' time\n",
+          "iterations' time; %s positions\n",
           t->n, g->n_seqs, median(t->total, t->n) * 1e6,
           median(t->evictd, t->n) * 1e6, median(t->decode, t->n) * 1e6,
-          median(t->remove, t->n) * 1e6, tot > 0 ? 100.0 * evd / tot : 0.0);
+          median(t->remove, t->n) * 1e6, tot > 0 ? 100.0 * evd / tot : 0.0,
+          posmap_name(g->o->positions));
   evd_client_stats_t cs;
   evd_client_stats(g->ev, &cs);
   fprintf(stderr, "evictd-llama: evictd: %llu requests, %llu resends, "
@@ -259,7 +276,8 @@ static int run(gen_t *g) {
     return 1;
   g->stream = g->n_seqs == 1 && o->rewind_at == 0;
   dump_start(g->dump, o->model, g->target.n_vocab, g->budget, g->sinks,
-             g->lookahead, g->n_seqs, g->has_draft ? o->draft_n : 0);
+             g->lookahead, g->n_seqs, g->has_draft ? o->draft_n : 0,
+             posmap_name(o->positions));
   if (o->n_predict > 0) {
     if (gen_prefill(g) != 0 || gen_fork_and_start(g) != 0)
       return 1;
@@ -322,12 +340,16 @@ static void release(gen_t *g) {
   for (uint32_t i = 0; g->seqs != NULL && i < g->n_seqs; i++) {
     free(g->seqs[i].hist);
     free(g->seqs[i].alt);
+    posmap_free(&g->seqs[i].map);
+    posmap_free(&g->seqs[i].dmap);
   }
   free(g->seqs);
   free(g->steps);
   free(g->results);
   free(g->idx);
   free(g->pos);
+  free(g->abs[0]);
+  free(g->abs[1]);
   free(g->times.total);
   free(g->times.evictd);
   free(g->times.decode);

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "posmap.h"
+
 typedef struct gen_opts_s {
   const char *model;        /* target GGUF */
   const char *draft;        /* draft GGUF for speculative decoding, or NULL */
@@ -25,6 +27,7 @@ typedef struct gen_opts_s {
   int threads;
   uint32_t n_ctx;           /* 0: what budget + lookahead need */
   uint32_t rewind_at, rewind_k; /* --rewind AT:K */
+  pos_mode_t positions;     /* the RoPE position of a token (posmap.h) */
   const char *dump;         /* --dump PREFIX, or NULL */
   bool stats;               /* timings on stderr at the end */
   bool keep_session;        /* do not delete the sessions at the end */

@@ -11,6 +11,7 @@
 #include "evictd/client.h"
 #include "gen.h"
 #include "lm.h"
+#include "posmap.h"
 
 typedef struct seq_s {
   int32_t id;           /* llama.cpp sequence id */
@@ -25,6 +26,8 @@ typedef struct seq_s {
   bool done;            /* reached an end-of-generation token */
   bool created;         /* this run created the session (deleted if the
                            run fails) */
+  posmap_t map, dmap;   /* what the target's / the draft's cache holds, and
+                           the position llama.cpp knows each by */
 } seq_t;
 
 /* Time per decode iteration, for --stats and the benchmark. */
@@ -50,6 +53,8 @@ typedef struct gen_s {
   evd_batch_result_t *results;
   uint32_t *pos;
   uint32_t *idx;
+  uint32_t *abs[2];     /* the absolute position of each token of the
+                           target's [0] and the draft's [1] batch */
   /* speculative state (one sequence) */
   uint32_t draft_next;  /* the draft cache has computed positions below */
   bool commit_due;

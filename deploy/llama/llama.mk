@@ -64,7 +64,11 @@ e2e-llamacpp:
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_llamacpp.py -v
+	  /usr/bin/python3 tests/llamacpp/test_llamacpp.py -v && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  /usr/bin/python3 tests/llamacpp/test_positions.py -v
 
 bench-llama:
 	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \
@@ -75,3 +79,12 @@ bench-llama:
 	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  $(LLAMA_OUT)/random-100M.gguf && \
 	tests/bench/llama.sh $(B)/evictd $(B)/evictd-llama $(LLAMA_OUT)
+
+# The position map's arithmetic (posmap.c has no llama.cpp in it), against
+# a model of the cache, in `make check`.
+TEST_PROGS += $(B)/test_posmap
+$(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/posmap.c \
+                  deploy/llama/posmap.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/posmap.c \
+	  $(LDFLAGS) $(CHECK_LIBS)

@@ -5,7 +5,9 @@
  * after the pass that computed it (the new token attends to the window the
  * step found, as the policy says), the drafts a commit dropped and its
  * victims before the next pass, the positions a truncation removed at
- * once. llama.cpp picks the cells; positions are all it is told. */
+ * once. llama.cpp picks the cells; positions are all it is told: with
+ * --positions original a token's absolute position, with cache its index
+ * among the positions the cache holds (posmap.h; see put and drop). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,13 +86,41 @@ static bool again(gen_t *g, int rc, double t0) {
          gen_now() - t0 < g->o->reconnect_ms / 1000.0;
 }
 
+static posmap_t *map_of(gen_t *g, lm_t *lm, seq_t *s) {
+  return lm == &g->target ? &s->map : &s->dmap;
+}
+
+/* Adds absolute position p of sequence s to lm's batch, at the position
+ * the mode gives it: p, or in cache mode the count the cache holds (every
+ * held position is below p, so the held ones and p sit at 0..count). */
+static int put(gen_t *g, lm_t *lm, seq_t *s, uint32_t p, bool output) {
+  int32_t at = posmap_add(map_of(g, lm, s), p);
+  if (at < 0)
+    return gen_fail("position %u of sequence %d is not above what the %s "
+                    "model's cache holds, or out of memory", p, s->id,
+                    lm->label);
+  g->abs[lm == &g->target ? 0 : 1][lm->batch.n_tokens] = p;
+  lm_add(lm, s->hist[p], at, s->id, output);
+  return 0;
+}
+
+/* Removes absolute positions v[0..n) from lm's cache of sequence s: in
+ * cache mode the cells above each gap move down with
+ * llama_memory_seq_add, and llama.cpp re-rotates their keys (K-shift) as
+ * its next llama_decode begins. */
+static int drop_list(gen_t *g, lm_t *lm, seq_t *s, const char *why,
+                     const uint32_t *v, size_t n) {
+  dump_remove(g->dump, lm->label, s->id, why, v, n);
+  if (posmap_remove(map_of(g, lm, s), lm, s->id, v, n) != 0)
+    return gen_fail("llama.cpp refused to remove positions of sequence %d "
+                    "from the %s model's cache (or it does not hold them)",
+                    s->id, lm->label);
+  return 0;
+}
+
 static int drop(gen_t *g, lm_t *lm, seq_t *s, const char *why,
                 const evd_list_t *l) {
-  dump_remove(g->dump, lm->label, s->id, why, l->v, l->n);
-  if (lm_remove(lm, s->id, l->v, l->n) != 0)
-    return gen_fail("llama.cpp refused to remove positions of sequence %d "
-                    "from the %s model's cache", s->id, lm->label);
-  return 0;
+  return drop_list(g, lm, s, why, l->v, l->n);
 }
 
 /* Removes what an answer says is gone from the target's cache (and the
@@ -151,7 +181,8 @@ static int pass(gen_t *g, lm_t *lm) {
   }
   if (lm_decode(lm, err, sizeof(err)) != 0)
     return gen_fail("%s", err);
-  dump_pass(g->dump, lm);
+  dump_pass_at(g->dump, lm, g->o->positions == POS_CACHE
+                                ? g->abs[lm == &g->target ? 0 : 1] : NULL);
   return 0;
 }
 
@@ -182,8 +213,8 @@ int gen_prefill(gen_t *g) {
     for (int m = 0; m < 2 && lms[m] != NULL; m++) {
       lm_clear(lms[m]);
       for (uint32_t q = p; q < end; q++)
-        lm_add(lms[m], s->hist[q], (int32_t)q, s->id,
-               all || q + 1 == g->n_prompt);
+        if (put(g, lms[m], s, q, all || q + 1 == g->n_prompt) != 0)
+          return 1;
       if (pass(g, lms[m]) != 0)
         return 1;
     }
@@ -213,6 +244,8 @@ int gen_fork_and_start(gen_t *g) {
                       "another --session", s->session);
     s->created = true;
     llama_memory_seq_cp(g->target.mem, s0->id, s->id, -1, -1);
+    if (posmap_copy(&s->map, &s0->map) != 0)
+      return gen_fail("out of memory");
     dump_fork(g->dump, s0->id, s->id);
     if (gen_seq_reserve(s, g->n_prompt + 2) != 0)
       return gen_fail("out of memory");
@@ -294,7 +327,8 @@ int gen_iterate(gen_t *g, bool *more) {
   lm_clear(&g->target);
   for (uint32_t j = 0; j < k; j++) {
     seq_t *s = &g->seqs[g->idx[j]];
-    lm_add(&g->target, s->hist[s->n], (int32_t)s->n, s->id, true);
+    if (put(g, &g->target, s, s->n, true) != 0)
+      return 1;
   }
   if (pass(g, &g->target) != 0)
     return 1;
@@ -368,7 +402,8 @@ int gen_speculate(gen_t *g, bool *more) {
     lm_clear(&g->draft);
     uint32_t from = i == 0 ? g->draft_next : n + i;
     for (uint32_t q = from; q <= n + i; q++)
-      lm_add(&g->draft, s->hist[q], (int32_t)q, s->id, all || q == n + i);
+      if (put(g, &g->draft, s, q, all || q == n + i) != 0)
+        return 1;
     if (pass(g, &g->draft) != 0)
       return 1;
     s->hist[n + i + 1] = argmax2(
@@ -404,7 +439,8 @@ int gen_speculate(gen_t *g, bool *more) {
 
   lm_clear(&g->target);
   for (uint32_t i = 0; i <= K; i++)
-    lm_add(&g->target, s->hist[n + i], (int32_t)(n + i), s->id, true);
+    if (put(g, &g->target, s, n + i, true) != 0)
+      return 1;
   if (pass(g, &g->target) != 0)
     return 1;
   double d1 = gen_now();
@@ -443,14 +479,12 @@ int gen_speculate(gen_t *g, bool *more) {
   /* The draft forgets its rejected drafts now (its cache is the engine's
    * own business); the target's go with the next commit. */
   if (g->draft_next > s->n) {
-    llama_memory_seq_rm(g->draft.mem, s->id, (llama_pos)s->n, -1);
-    if (g->dump != NULL) {
-      uint32_t rej[256];
-      size_t m = 0;
-      for (uint32_t q = s->n; q < g->draft_next && m < 256; q++)
-        rej[m++] = q;
-      dump_remove(g->dump, "draft", s->id, "rejected", rej, m);
-    }
+    /* g->pos (sent above) has room: at most K drafts are rejected. */
+    size_t m = 0;
+    for (uint32_t q = s->n; q < g->draft_next; q++)
+      g->pos[m++] = q;
+    if (drop_list(g, &g->draft, s, "rejected", g->pos, m) != 0)
+      return 1;
     g->draft_next = s->n;
   }
   if (g->stream)

@@ -40,8 +40,14 @@ static const char usage[] =
     "      --temp T           sampling temperature (default 0: greedy)\n"
     "      --seed S           sampling seed (sample i uses S + i)\n"
     "      --rewind AT:K      once AT tokens are generated, take the last K\n"
-    "                         back (evictd truncate; K <= budget - sinks)\n"
-    "                         and continue with the runner-up token\n"
+    "                         back (evictd truncate; K <= budget - sinks\n"
+    "                         with original positions) and continue with\n"
+    "                         the runner-up token\n"
+    "      --positions MODE   RoPE positions: original (each token its\n"
+    "                         absolute position, the default) or cache\n"
+    "                         (streaming-llm: its index in the kept cache;\n"
+    "                         keys above an evicted gap move down with\n"
+    "                         llama_memory_seq_add)\n"
     "      --threads N        llama.cpp threads (default 1)\n"
     "      --n-ctx N          KV cells per sequence (default: budget +\n"
     "                         lookahead, rounded up to 256)\n"
@@ -63,7 +69,7 @@ enum {
   O_EVICTD = 256, O_BUDGET, O_SINKS, O_LOOKAHEAD, O_SESSION, O_DRAFT,
   O_DRAFT_N, O_PARALLEL, O_TEMP, O_SEED, O_REWIND, O_THREADS, O_NCTX,
   O_TIMEOUT, O_RECONNECT, O_TOKEN_FILE, O_CAFILE, O_KEEP, O_DUMP, O_STATS,
-  O_DEBUG, O_VERSION
+  O_DEBUG, O_VERSION, O_POSITIONS
 };
 
 static const struct option longopts[] = {
@@ -82,6 +88,7 @@ static const struct option longopts[] = {
     {"temp", required_argument, NULL, O_TEMP},
     {"seed", required_argument, NULL, O_SEED},
     {"rewind", required_argument, NULL, O_REWIND},
+    {"positions", required_argument, NULL, O_POSITIONS},
     {"threads", required_argument, NULL, O_THREADS},
     {"n-ctx", required_argument, NULL, O_NCTX},
     {"timeout-ms", required_argument, NULL, O_TIMEOUT},
@@ -244,6 +251,10 @@ static int generate(int argc, char **argv) {
     case O_RECONNECT:
       if (number(name, optarg, 0, 3600000, &v)) return 2;
       o.reconnect_ms = (unsigned)v;
+      break;
+    case O_POSITIONS:
+      if (posmap_parse(optarg, &o.positions) != 0)
+        return bad("--positions is original or cache, not '%s'", optarg);
       break;
     case O_TOKEN_FILE: o.token_file = optarg; break;
     case O_CAFILE: o.cafile = optarg; break;

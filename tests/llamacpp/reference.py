@@ -17,9 +17,22 @@ and p); for a chunk of L positions the chunk's later tokens also see the
 oldest positions the chunk will evict (up to L - 1 more: the lookahead's
 slack, as in an engine that reserves the window plus one micro-batch);
 drafts see the committed window and the drafts before them.
+
+Which RoPE positions (the run's --positions, the start event's
+"positions"): "original", each token at its absolute position; "cache"
+(streaming-llm), each key at its index among the positions the cache holds
+when the query runs and the query at its own index, which is what
+llama.cpp's K-shift after llama_memory_seq_add computes. The row of a token
+p is every held position <= p and the cache holds no position between two
+of the row's, so key q's index is its rank in p's row and p's is the row's
+length - 1. A third, "stale", is the negative control of cache mode: every
+key kept at the index it was computed at, i.e. an engine that gave new
+tokens cache positions but never moved the old keys.
 """
 
 import json
+import math
+import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -123,6 +136,56 @@ class Window:
         return removed
 
 
+def forward_rows(model: torch.nn.Module, tokens: Sequence[int],
+                 rows: Sequence[Sequence[int]], qpos: Sequence[int],
+                 kpos: Sequence[Sequence[int]]) -> torch.Tensor:
+    """The logits [T, vocab] of tokens 0..T-1 (float64), token i attending
+    to the positions rows[i] (ascending, its own last) with its query
+    rotated at qpos[i] and key rows[i][j] at kpos[i][j]: a position's key
+    may sit at another RoPE position for each query (cache positions).
+    With qpos = range(T) and kpos = rows it is model(tokens, mask=rows)."""
+    rope = sys.modules[type(model).__module__].rope
+    cfg = model.cfg
+    t, h, d = len(tokens), cfg.n_heads, cfg.head_dim
+    w = max(len(r) for r in rows)
+    idx = torch.zeros(t, w, dtype=torch.long)
+    kp = torch.zeros(t, w, dtype=torch.long)
+    valid = torch.zeros(t, w, dtype=torch.bool)
+    for i, (r, k) in enumerate(zip(rows, kpos)):
+        idx[i, :len(r)] = torch.tensor(list(r))
+        kp[i, :len(r)] = torch.tensor(list(k))
+        valid[i, :len(r)] = True
+    qp = torch.tensor(list(qpos))
+    top = int(max(int(kp.max()), int(qp.max()))) + 1
+    cos, sin = model._tables(torch.arange(top), torch.float64)
+    bias = torch.zeros(t, 1, w, dtype=torch.float64).masked_fill_(
+        ~valid.unsqueeze(1), float("-inf"))
+    x = model.embed(torch.tensor(list(tokens))).unsqueeze(0)
+    for blk in model.blocks:
+        n = blk.attn_norm(x)[0]
+        q = rope(blk.wq(n).view(t, h, d), (cos[qp], sin[qp]))
+        k = rope(blk.wk(n).view(t, h, d)[idx], (cos[kp], sin[kp]))
+        v = blk.wv(n).view(t, h, d)[idx]
+        scores = torch.einsum("thd,twhd->thw", q, k) / math.sqrt(d) + bias
+        out = torch.einsum("thw,twhd->thd", torch.softmax(scores, -1), v)
+        x = blk.finish(x, out.unsqueeze(0))
+    return model._logits(x)[0]
+
+
+def rope_positions(rope: str, rows: Sequence[Tuple[int, ...]]
+                   ) -> Tuple[List[int], List[List[int]]]:
+    """(qpos, kpos) of forward_rows for the rows of positions 0..T-1 under
+    a --positions mode (see the module's doc)."""
+    if rope == "original":
+        return list(range(len(rows))), [list(r) for r in rows]
+    qpos = [len(r) - 1 for r in rows]
+    if rope == "cache":
+        return qpos, [list(range(len(r))) for r in rows]
+    if rope == "stale":
+        return qpos, [[qpos[q] for q in r] for r in rows]
+    raise ValueError("no positions mode %r" % rope)
+
+
 def load_dump(prefix: str) -> Tuple[List[dict], np.ndarray]:
     """The events of PREFIX.jsonl and the logit rows of PREFIX.f32."""
     with open(prefix + ".jsonl", encoding="utf-8") as f:
@@ -147,17 +210,19 @@ class Result:
     row_mismatches: List[str] = field(default_factory=list)
     removal_mismatches: List[str] = field(default_factory=list)
     cache_mismatches: List[str] = field(default_factory=list)
+    position_mismatches: List[str] = field(default_factory=list)
     cache_checks: int = 0        # passes whose llama.cpp span was checked
     passes: int = 0
     widest: int = 0              # most positions one token attended to
 
     def summary(self) -> str:
         return ("%d rows in %d passes, max diff %.2e (%s), widest row %d, "
-                "%d row, %d removal and %d cache mismatches"
+                "%d row, %d removal, %d cache and %d position mismatches"
                 % (self.compared, self.passes, self.max_diff,
                    self.max_diff_at, self.widest, len(self.row_mismatches),
                    len(self.removal_mismatches),
-                   len(self.cache_mismatches)))
+                   len(self.cache_mismatches),
+                   len(self.position_mismatches)))
 
 
 class _Track:
@@ -186,13 +251,16 @@ class _Track:
 
 def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
            draft: Optional[torch.nn.Module] = None,
-           budget: Optional[int] = None, sinks: Optional[int] = None
-           ) -> Result:
+           budget: Optional[int] = None, sinks: Optional[int] = None,
+           rope: Optional[str] = None) -> Result:
     """Replays a run record: the target's rows against the policy (with
     `budget`/`sinks` overriding the run's, for the negative control), the
     draft's rows against what its cache held; every logit row against the
-    reference model in float64 over exactly those positions."""
+    reference model in float64 over exactly those positions, rotated as
+    the run's positions mode says (or `rope`, for the negative control)."""
     start = events[0]
+    mode = start.get("positions", "original")
+    rope = mode if rope is None else rope
     budget = start["budget"] if budget is None else budget
     sinks = start["sinks"] if sinks is None else sinks
     lookahead = start["lookahead"]
@@ -216,11 +284,17 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
                 raise ValueError("%s seq %d: positions 0..%d are not all "
                                  "computed" % (track.label, seq, top))
             t = torch.tensor([toks[p] for p in range(top + 1)])
-            mask = torch.zeros(top + 1, top + 1, dtype=torch.bool)
-            for p in range(top + 1):
-                mask[p, list(rows[p])] = True
             with torch.no_grad():
-                want = track.model(t, mask=mask).double().numpy()
+                if rope == "original":
+                    mask = torch.zeros(top + 1, top + 1, dtype=torch.bool)
+                    for p in range(top + 1):
+                        mask[p, list(rows[p])] = True
+                    want = track.model(t, mask=mask).double().numpy()
+                else:
+                    rws = [rows[p] for p in range(top + 1)]
+                    qpos, kpos = rope_positions(rope, rws)
+                    want = forward_rows(track.model, t.tolist(), rws, qpos,
+                                        kpos).numpy()
             for pos, row in items:
                 a = logits[row].astype(np.float64)
                 b = want[pos]
@@ -282,7 +356,10 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
             if tr is None:
                 continue
             held = tr.cache.get(ev["seq"], set())
-            books = (min(held), max(held)) if held else (-1, -1)
+            if mode == "cache":  # the held ones at 0..n-1
+                books = (0, len(held) - 1) if held else (-1, -1)
+            else:
+                books = (min(held), max(held)) if held else (-1, -1)
             if (ev["min"], ev["max"]) != books:
                 res.cache_mismatches.append(
                     "%s seq %d: llama.cpp holds %d..%d, the removals leave "
@@ -294,7 +371,8 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
             if tr is None:
                 continue
             res.passes += 1
-            toks = ev["tokens"]
+            given = [tk[3] if len(tk) > 3 else None for tk in ev["tokens"]]
+            toks = [tuple(tk[:3]) for tk in ev["tokens"]]
             if any(tr.dirty(s, p, t) for s, p, t in toks):
                 flush(tr)
             # What the cache holds during the pass: what it held, and the
@@ -304,6 +382,13 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
                 now.setdefault(s, set(tr.cache.get(s, set()))).add(p)
             for i, (s, p, t) in enumerate(toks):
                 engine_row = tuple(sorted(q for q in now[s] if q <= p))
+                # The position llama.cpp was given: p, or its index in
+                # the cache (the rank of p among what it holds).
+                want_at = len(engine_row) - 1 if mode == "cache" else None
+                if given[i] != want_at:
+                    res.position_mismatches.append(
+                        "%s seq %d pos %d went to llama.cpp at %s, not %s"
+                        % (ev["model"], s, p, given[i], want_at))
                 if ev["model"] == "target":
                     if p == 0:
                         want_row = (0,)
@@ -349,9 +434,9 @@ def greedy_mismatches(events: List[dict], logits: np.ndarray,
     last: Dict[int, int] = {}
     for ev in events:
         if ev["op"] == "pass" and ev["model"] == "target":
-            for i, (s, p, _) in enumerate(ev["tokens"]):
-                if s == seq:
-                    last[p] = ev["row"] + i
+            for i, tk in enumerate(ev["tokens"]):
+                if tk[0] == seq:
+                    last[tk[1]] = ev["row"] + i
     checked, bad = 0, []
     for q in range(first, len(tokens) - 1):
         if q not in last:

@@ -121,7 +121,9 @@ def kill_midway(d: Daemon, cmd: List[str], after: int
     return p, got
 
 
-class Case(unittest.TestCase):
+class Engine(unittest.TestCase):
+    """Runs evictd-llama and checks its record: the helpers of the cases
+    here and of test_positions.py's."""
 
     def setUp(self) -> None:
         self.name = self._testMethodName[len("test_"):]
@@ -157,6 +159,8 @@ class Case(unittest.TestCase):
         self.assertFalse(res.removal_mismatches,
                          res.removal_mismatches[:5])
         self.assertFalse(res.cache_mismatches, res.cache_mismatches[:5])
+        self.assertFalse(res.position_mismatches,
+                         res.position_mismatches[:5])
         self.assertGreater(res.compared, 0)
         self.assertGreater(res.cache_checks, 0)
         self.assertLessEqual(res.max_diff, TOL, res.summary())
@@ -169,6 +173,9 @@ class Case(unittest.TestCase):
             "--budget", str(budget), "--sinks", str(sinks), "-n", str(n),
             "-p", text.decode("ascii"), *args)
         return ref.text_of(out), self.check(prefix)
+
+
+class Case(Engine):
 
     # -- the scenarios --
 
