@@ -48,7 +48,13 @@ $(LLAMA_OUT)/random-100M.gguf: deploy/llama/export_gguf.py $(LLAMA_CONFIG)
 	/usr/bin/python3 deploy/llama/export_gguf.py \
 	  $(if $(GGUF_PY),--gguf-py $(GGUF_PY)) --random 100M $@
 
-llama-models: $(LLAMA_OUT)/evictd-lm.gguf $(LLAMA_OUT)/draft.gguf
+# Small models whose logits are known, for evictd-llama perplexity's tests.
+$(LLAMA_OUT)/synthetic-%.gguf: deploy/llama/export_gguf.py $(LLAMA_CONFIG)
+	/usr/bin/python3 deploy/llama/export_gguf.py \
+	  $(if $(GGUF_PY),--gguf-py $(GGUF_PY)) --synthetic $* $@
+
+llama-models: $(LLAMA_OUT)/evictd-lm.gguf $(LLAMA_OUT)/draft.gguf \
+              $(LLAMA_OUT)/synthetic-zero.gguf $(LLAMA_OUT)/synthetic-bigram.gguf
 endif
 
 gguf: evictd-llama
@@ -68,7 +74,12 @@ e2e-llamacpp:
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_positions.py -v
+	  /usr/bin/python3 tests/llamacpp/test_positions.py -v && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  GGUF_PY=$(GGUF_PY) \
+	  /usr/bin/python3 tests/llamacpp/test_perplexity.py -v
 
 bench-llama:
 	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \
