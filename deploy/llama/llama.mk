@@ -14,7 +14,7 @@ LLAMA_HDR := $(wildcard deploy/llama/*.h) include/evictd/client.h
 # repository; elsewhere e2e-llamacpp says why it skips.)
 LLAMA_AVAILABLE = $(or $(LLAMA_CPP_SRC),$(wildcard ../shared/third_party/llama.cpp-*.tar.gz),$(shell pkg-config --exists llama 2>/dev/null && echo installed))
 
-.PHONY: evictd-llama gguf e2e-llamacpp bench-llama
+.PHONY: evictd-llama gguf e2e-llamacpp bench-llama perplexity
 
 evictd-llama: $(B)/libevictd-client.a
 	@deploy/deps.sh build llama
@@ -99,3 +99,10 @@ $(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/posmap.c \
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/posmap.c \
 	  $(LDFLAGS) $(CHECK_LIBS)
+
+# The README's perplexity tables and figures (deploy/llama/perplexity.md,
+# perplexity-*.svg): a few minutes on 2 cores, not part of CI.
+perplexity:
+	@$(MAKE) --no-print-directory $(B)/evictd gguf && \
+	deploy/llama/perplexity.sh $(B)/evictd $(B)/evictd-llama \
+	  $(LLAMA_OUT)/evictd-lm.gguf deploy/llama

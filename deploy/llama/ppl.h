@@ -21,6 +21,9 @@ typedef struct ppl_policy_s {
   uint32_t sinks;
   double *nll;          /* nll[i]: the token at position i + 1 (nats) */
   double mean;          /* mean of nll */
+  double ppl_in, ppl_beyond; /* perplexity of the tokens at positions up
+                           to the training context and past it (NAN when
+                           there are none, or the model does not say) */
   double *trail;        /* trail[i]: exp(mean nll over the trailing window
                            ending at token i), once the window is full */
   int64_t over;         /* first position whose trailing perplexity is

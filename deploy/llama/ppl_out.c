@@ -2,6 +2,7 @@
  * each policy first passes twice full attention's, the table, the JSON and
  * the SVG of trailing perplexity against position (hand-written SVG). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +31,18 @@ void ppl_summarize(ppl_run_t *r) {
         p->trail[i] = exp(sum / w);
     }
     p->mean = all / n;
+    /* Token i is at position i + 1: positions 1..n_ctx_train - 1 fit in
+     * the training context with BOS at 0. */
+    double in = 0, out = 0;
+    uint32_t n_in = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      bool within = r->n_ctx_train <= 0 || i + 1 < (uint32_t)r->n_ctx_train;
+      *(within ? &in : &out) += p->nll[i];
+      n_in += within;
+    }
+    p->ppl_in = n_in ? exp(in / n_in) : NAN;
+    p->ppl_beyond = r->n_ctx_train > 0 && n > n_in ? exp(out / (n - n_in))
+                                                   : NAN;
   }
   for (uint32_t k = 0; k < r->n_pol; k++) {
     ppl_policy_t *p = &r->pol[k];
@@ -63,6 +76,24 @@ void ppl_table(const ppl_run_t *r, FILE *f) {
     fprintf(f, "| %u | %.4f | %.4f | %s | %s |\n", w->budget, exp(w->mean),
             exp(s->mean), ow, os);
   }
+  if (isnan(r->pol[0].ppl_beyond))
+    return;
+  fprintf(f, "\nperplexity within / beyond the training context (positions "
+          "1..%d / %d..%u):\n\n| policy | within | beyond |\n|---|---|---|\n"
+          "| full attention | %.4f | %.4f |\n", r->n_ctx_train - 1,
+          r->n_ctx_train, r->n_tokens, r->pol[0].ppl_in,
+          r->pol[0].ppl_beyond);
+  for (uint32_t k = 1; k < r->n_pol; k++)
+    fprintf(f, "| %s %u | %.4f | %.4f |\n", r->pol[k].name,
+            r->pol[k].budget, r->pol[k].ppl_in, r->pol[k].ppl_beyond);
+}
+
+/* A number, or null for NAN. */
+static void json_num(FILE *f, const char *key, double v) {
+  if (isnan(v))
+    fprintf(f, "\"%s\":null,", key);
+  else
+    fprintf(f, "\"%s\":%.17g,", key, v);
 }
 
 /* A JSON string (the file and model names). */
@@ -98,6 +129,8 @@ int ppl_json(const ppl_run_t *r, FILE *f) {
       fputs("\"budget\":null,\"sinks\":null,", f);
     fprintf(f, "\"perplexity\":%.17g,\"mean_nll\":%.17g,", exp(p->mean),
             p->mean);
+    json_num(f, "perplexity_within_train", p->ppl_in);
+    json_num(f, "perplexity_beyond_train", p->ppl_beyond);
     if (p->over >= 0)
       fprintf(f, "\"over_2x_at\":%lld,", (long long)p->over);
     else

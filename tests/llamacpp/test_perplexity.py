@@ -122,6 +122,10 @@ class Perplexity(unittest.TestCase):
                 for x in p["nll"]:
                     self.assertAlmostEqual(x, math.log(VOCAB), places=9)
                 self.assertAlmostEqual(p["perplexity"], VOCAB, places=6)
+                # 200 tokens, all within the training context (1024).
+                self.assertAlmostEqual(p["perplexity_within_train"], VOCAB,
+                                       places=6)
+                self.assertIsNone(p["perplexity_beyond_train"])
                 self.assertIsNone(p["over_2x_at"])
 
     def test_bigram_model_closed_form(self) -> None:
