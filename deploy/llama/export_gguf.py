@@ -3,13 +3,20 @@
 
     export_gguf.py [--gguf-py DIR] --weights deploy/model/evictd-lm.pt OUT.gguf
     export_gguf.py [--gguf-py DIR] --random 100M [--seed 1] OUT.gguf
+    export_gguf.py [--gguf-py DIR] --synthetic zero|bigram [--seed 1] OUT.gguf
 
 DIR is the gguf-py directory of a llama.cpp source tree (its own writer;
 nothing is downloaded); without it, Python's gguf package if installed. The weights are model.py's save format (config and
 state dict, float32); --random writes a model of the same architecture with
 random weights (normal, std 0.02) sized to about the parameter count given
 (for benchmarks: llama.cpp's time per token depends on the shapes, not on
-the values).
+the values). --synthetic writes small models whose logits are known in
+closed form, for evictd-llama perplexity's tests: "zero", every weight 0
+(every logit 0: the uniform distribution over the 258 tokens, perplexity
+258 whatever is attended to); "bigram", random embeddings (std 1) and
+attention, with the attention and FFN output projections zero, so the
+residual stream is the current token's embedding and its logits are
+embed @ rmsnorm(embed[token]) whatever the cache holds.
 
 The file: architecture "llama", float32 tensors under llama.cpp's names
 (token_embd, blk.N.attn_norm/attn_q/attn_k/attn_v/attn_output/ffn_norm/
@@ -95,6 +102,35 @@ def random_model(params, seed):
     return cfg, state
 
 
+def synthetic_model(kind, seed):
+    """The --synthetic models: 2 layers, d_model 32, 2 heads, d_ff 64."""
+    d, heads, ff, layers = 32, 2, 64, 2
+    cfg = {"n_layers": layers, "n_heads": heads, "d_model": d, "d_ff": ff,
+           "rope_base": 10000.0, "vocab": VOCAB, "norm_eps": 1e-5}
+    rng = np.random.default_rng(seed)
+    scale = 0.0 if kind == "zero" else 1.0
+
+    def normal(*shape):
+        return rng.standard_normal(shape, dtype=np.float32) * scale
+
+    def zeros(*shape):
+        return np.zeros(shape, np.float32)
+
+    norm = np.full(d, scale, np.float32)
+    state = {"embed.weight": normal(VOCAB, d), "norm.weight": norm}
+    for i in range(layers):
+        p = "blocks.%d." % i
+        state[p + "attn_norm.weight"] = norm.copy()
+        state[p + "ffn_norm.weight"] = norm.copy()
+        for w in ("wq", "wk", "wv"):
+            state[p + w + ".weight"] = normal(d, d)
+        state[p + "wo.weight"] = zeros(d, d)
+        state[p + "w_gate.weight"] = normal(ff, d)
+        state[p + "w_up.weight"] = normal(ff, d)
+        state[p + "w_down.weight"] = zeros(d, ff)
+    return cfg, state
+
+
 def parse_count(text):
     mult = {"K": 1e3, "M": 1e6, "G": 1e9}
     if text[-1:].upper() in mult:
@@ -171,10 +207,12 @@ def main():
     ap.add_argument("--weights", help="a model.py weights file (.pt)")
     ap.add_argument("--random", metavar="PARAMS",
                     help="random weights, about PARAMS parameters (100M)")
+    ap.add_argument("--synthetic", choices=("zero", "bigram"),
+                    help="a small model whose logits are known (see above)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    if bool(args.weights) == bool(args.random):
-        ap.error("give exactly one of --weights and --random")
+    if sum(bool(x) for x in (args.weights, args.random, args.synthetic)) != 1:
+        ap.error("give exactly one of --weights, --random and --synthetic")
     if args.gguf_py:
         sys.path.insert(0, os.path.abspath(args.gguf_py))
     try:
@@ -182,7 +220,10 @@ def main():
     except ImportError:
         sys.exit("export_gguf.py: no gguf module: give --gguf-py DIR, the "
                  "gguf-py directory of a llama.cpp source tree")
-    if args.random:
+    if args.synthetic:
+        cfg, state = synthetic_model(args.synthetic, args.seed)
+        name = "evictd synthetic %s" % args.synthetic
+    elif args.random:
         cfg, state = random_model(parse_count(args.random), args.seed)
         name = "evictd random %s" % args.random
     else:

@@ -14,7 +14,7 @@ LLAMA_HDR := $(wildcard deploy/llama/*.h) include/evictd/client.h
 # repository; elsewhere e2e-llamacpp says why it skips.)
 LLAMA_AVAILABLE = $(or $(LLAMA_CPP_SRC),$(wildcard ../shared/third_party/llama.cpp-*.tar.gz),$(shell pkg-config --exists llama 2>/dev/null && echo installed))
 
-.PHONY: evictd-llama gguf e2e-llamacpp bench-llama
+.PHONY: evictd-llama gguf e2e-llamacpp bench-llama perplexity
 
 evictd-llama: $(B)/libevictd-client.a
 	@deploy/deps.sh build llama
@@ -48,7 +48,13 @@ $(LLAMA_OUT)/random-100M.gguf: deploy/llama/export_gguf.py $(LLAMA_CONFIG)
 	/usr/bin/python3 deploy/llama/export_gguf.py \
 	  $(if $(GGUF_PY),--gguf-py $(GGUF_PY)) --random 100M $@
 
-llama-models: $(LLAMA_OUT)/evictd-lm.gguf $(LLAMA_OUT)/draft.gguf
+# Small models whose logits are known, for evictd-llama perplexity's tests.
+$(LLAMA_OUT)/synthetic-%.gguf: deploy/llama/export_gguf.py $(LLAMA_CONFIG)
+	/usr/bin/python3 deploy/llama/export_gguf.py \
+	  $(if $(GGUF_PY),--gguf-py $(GGUF_PY)) --synthetic $* $@
+
+llama-models: $(LLAMA_OUT)/evictd-lm.gguf $(LLAMA_OUT)/draft.gguf \
+              $(LLAMA_OUT)/synthetic-zero.gguf $(LLAMA_OUT)/synthetic-bigram.gguf
 endif
 
 gguf: evictd-llama
@@ -68,7 +74,12 @@ e2e-llamacpp:
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_positions.py -v
+	  /usr/bin/python3 tests/llamacpp/test_positions.py -v && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  GGUF_PY=$(GGUF_PY) \
+	  /usr/bin/python3 tests/llamacpp/test_perplexity.py -v
 
 bench-llama:
 	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \
@@ -88,3 +99,10 @@ $(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/posmap.c \
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/posmap.c \
 	  $(LDFLAGS) $(CHECK_LIBS)
+
+# The README's perplexity tables and figures (deploy/llama/perplexity.md,
+# perplexity-*.svg): a few minutes on 2 cores, not part of CI.
+perplexity:
+	@$(MAKE) --no-print-directory $(B)/evictd gguf && \
+	deploy/llama/perplexity.sh $(B)/evictd $(B)/evictd-llama \
+	  $(LLAMA_OUT)/evictd-lm.gguf deploy/llama
