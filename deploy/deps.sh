@@ -16,7 +16,7 @@ for group in "$@"; do
     # The sidecar pair (deploy/pair-test.sh): kube play's pause image needs
     # catatonit; nsenter (util-linux) reaches a pod's own network.
     pair)  want+=(podman-compose catatonit util-linux python3-yaml) ;;
-    lint)  want+=(yamllint systemd groff-base man-db) ;;
+    lint)  want+=(yamllint shellcheck systemd groff-base man-db) ;;
     proxy) want+=(nginx curl) ;;
     tls)   want+=(openssl curl ca-certificates) ;;
     metrics) want+=(prometheus curl) ;;

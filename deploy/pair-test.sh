@@ -55,11 +55,16 @@ default_ulimits = ["nofile=1024:1024", "nproc=1000:1000"]
 runtime = "runc"
 EOF
 export CONTAINERS_CONF=$tmp/containers.conf
-compose() { podman-compose -f deploy/compose.yaml "$@"; }
+# -p: the project name the file gives (name:), which podman-compose 1.0.3
+# ignores (it would take the directory's, "deploy").
+project=$(/usr/bin/python3 -c 'import yaml; print(yaml.safe_load(open("deploy/compose.yaml"))["name"])')
+compose() { podman-compose -p "$project" -f deploy/compose.yaml "$@"; }
 volumes=()
 teardown() {
   podman kube down deploy/kubernetes.yaml >/dev/null 2>&1 || true
   compose down -v >/dev/null 2>&1 || true
+  # podman-compose 1.0.3 leaves its network behind.
+  podman network rm -f "${project}_default" >/dev/null 2>&1 || true
   for v in ${volumes[@]+"${volumes[@]}"}; do podman volume rm -f "$v" >/dev/null 2>&1 || true; done
 }
 cleanup() { teardown; rm -rf "$tmp"; }
@@ -87,7 +92,7 @@ mount_of() { # CONTAINER DIR: the host side of its mount on DIR
 # deploy/pair-client.py where that URL is reachable.
 exercise() {
   local label=$1 engine=$2 evictd=$3 url=$4
-  local sock pid t0 ref out
+  local sock pid t0
 
   # The shared socket volume, reached from the host.
   [ -n "$(mount_of "$evictd" /run/evictd)" ] || fail "$label: evictd has no volume on /run/evictd"
@@ -143,7 +148,7 @@ print(a["tokens_predicted"], a["stop_type"])' "$tmp/ref.json")
   rm -f "$tmp/killed"
   client stream "$url" "$prompt" "$n" --kill-after "$kill_after" \
     --kill "kill -KILL $pid && touch $tmp/killed" >"$tmp/stream.json" 2>"$tmp/stream.err" &
-  local cpid=$! newpid=0 by=policy
+  local cpid=$! newpid=0
   t0=$(date +%s)
   until [ -e "$tmp/killed" ]; do
     kill -0 "$cpid" 2>/dev/null || break
@@ -208,14 +213,15 @@ if [ "$pair" = both ] || [ "$pair" = kube ]; then
   pod=$(podman pod ps --filter label=app.kubernetes.io/name=evictd-llama --format '{{.Name}}' | head -n 1)
   [ -n "$pod" ] || fail "kube: no pod"
   for v in $(podman pod inspect --format '{{range .Containers}}{{.Name}} {{end}}' "$pod"); do
-    volumes+=($(podman inspect --format '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}' "$v"))
+    read -r -a more < <(podman inspect --format '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}' "$v")
+    volumes+=(${more[@]+"${more[@]}"})
   done
   # The engine's port is the pod's own (no hostPort, as in a cluster): the
   # client joins the pod's network namespace, where it is 127.0.0.1:8080.
   netpid=$(podman inspect --format '{{.State.Pid}}' "$(podman pod inspect --format '{{.InfraContainerID}}' "$pod")")
-  client() { nsenter --net=/proc/$netpid/ns/net /usr/bin/python3 deploy/pair-client.py "$@"; }
+  client() { nsenter --net="/proc/$netpid/ns/net" /usr/bin/python3 deploy/pair-client.py "$@"; }
   exercise kube "$pod-engine" "$pod-evictd" http://127.0.0.1:8080
-  podman kube down deploy/kubernetes.yaml >/dev/null
+  teardown
   say "kube: ok in $(( $(date +%s) - t )) s"
 fi
 if [ "$pair" = both ] || [ "$pair" = compose ]; then
@@ -226,8 +232,12 @@ if [ "$pair" = both ] || [ "$pair" = compose ]; then
     { cat "$tmp/up.log"; fail "podman-compose up"; }
   # The published port, on the host's loopback.
   client() { /usr/bin/python3 deploy/pair-client.py "$@"; }
-  exercise compose evictd-llama_engine_1 evictd-llama_evictd_1 "http://127.0.0.1:$port"
-  compose down -v >/dev/null 2>&1
+  service() {
+    podman ps -a --filter "label=com.docker.compose.project=$project" \
+      --filter "label=com.docker.compose.service=$1" --format '{{.Names}}' | head -n 1
+  }
+  exercise compose "$(service engine)" "$(service evictd)" "http://127.0.0.1:$port"
+  teardown
   say "compose: ok in $(( $(date +%s) - t )) s"
 fi
 say "ok in $(elapsed)"
