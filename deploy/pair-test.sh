@@ -122,8 +122,8 @@ exercise() {
     if podman exec "$c" sh -c ': >/probe-write' 2>/dev/null; then
       fail "$label: $c has a writable root"
     fi
-    podman exec "$c" grep -q '^CapEff:[[:space:]]*0*$' /proc/1/status ||
-      fail "$label: $c keeps capabilities: $(podman exec "$c" grep CapEff /proc/1/status)"
+    podman exec "$c" grep -q '^CapBnd:[[:space:]]*0*$' /proc/1/status ||
+      fail "$label: $c keeps capabilities: $(podman exec "$c" grep CapBnd /proc/1/status)"
   done
 
   # An uninterrupted completion, and what evictd counted meanwhile.
