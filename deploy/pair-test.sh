@@ -77,6 +77,9 @@ podman build --isolation=chroot --format docker -t "$evictd_image" . \
 B=$b deploy/llamacpp/build-image.sh "$engine_image" "$b/llama/evictd-lm.gguf" \
   >"$tmp/build-engine.log" 2>&1 || { tail -n 30 "$tmp/build-engine.log"; fail "engine image"; }
 grep '^engine-image: built' "$tmp/build-engine.log" | sed 's/^/pair-test: /'
+# The engine needs `evictd-llama serve` (issue 17, point 1).
+podman run --rm --entrypoint evictd-llama "$engine_image" --help 2>&1 | grep -q 'serve' ||
+  fail "$engine_image: evictd-llama has no serve command (build it from a tree with evictd-llama serve)"
 podman image inspect --format '{{.Size}}' "$engine_image" |
   awk '{ printf "pair-test: engine image %.1f MB\n", $1 / 1000000 }'
 
@@ -196,12 +199,11 @@ PY
     fail "$label: the restarted evictd created a session (the restored one was not used)"
   [ "$(metric evictd_sessions_deleted_total "$tmp/m2")" = 1 ] ||
     fail "$label: the restarted evictd deleted $(metric evictd_sessions_deleted_total "$tmp/m2") sessions, want 1"
-  [ "$(metric evictd_steps_total "$tmp/m2")" -gt 0 ] || fail "$label: no step after the restart"
   client get "$url/metrics" >"$tmp/em" || fail "$label: engine /metrics"
   [ "$(metric evictd_llama_requests_total "$tmp/em")" -ge 2 ] ||
     fail "$label: engine counted $(metric evictd_llama_requests_total "$tmp/em") requests"
-  say "$label: after the restart evictd made $(metric evictd_steps_total "$tmp/m2") steps" \
-      "on the restored session and deleted it; engine waited $(metric evictd_llama_evictd_seconds_total "$tmp/em") s on evictd in all"
+  say "$label: the restarted evictd created no session and deleted the restored one;" \
+      "the engine waited $(metric evictd_llama_evictd_seconds_total "$tmp/em") s on evictd in all"
 }
 
 teardown
