@@ -78,7 +78,7 @@ B=$b deploy/llamacpp/build-image.sh "$engine_image" "$b/llama/evictd-lm.gguf" \
   >"$tmp/build-engine.log" 2>&1 || { tail -n 30 "$tmp/build-engine.log"; fail "engine image"; }
 grep '^engine-image: built' "$tmp/build-engine.log" | sed 's/^/pair-test: /'
 # The engine needs `evictd-llama serve` (issue 17, point 1).
-podman run --rm --entrypoint evictd-llama "$engine_image" --help 2>&1 | grep -q 'serve' ||
+podman run --rm --entrypoint evictd-llama "$engine_image" --help 2>&1 | grep -qE '(^|[^a-z])serve([^a-z]|$)' ||
   fail "$engine_image: evictd-llama has no serve command (build it from a tree with evictd-llama serve)"
 podman image inspect --format '{{.Size}}' "$engine_image" |
   awk '{ printf "pair-test: engine image %.1f MB\n", $1 / 1000000 }'
