@@ -419,7 +419,11 @@ static void iterate(engine_t *e) {
     }
     emit(e, r, sample(e, r, lm_logits(&sv->lm, r->out_idx)));
   }
+  evd_client_stats_t cs;
+  evd_client_stats(e->ev, &cs);
   pthread_mutex_lock(&sv->mu);
+  sv->m_connections = cs.connections;
+  sv->m_resends = cs.resends;
   sv->m_iterations++;
   sv->m_steps_sent += k;
   sv->m_evictd_s += t1 - t0;

@@ -64,7 +64,11 @@ e2e-llamacpp:
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_llamacpp.py -v
+	  /usr/bin/python3 tests/llamacpp/test_llamacpp.py -v && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  /usr/bin/python3 tests/llamacpp/test_serve.py -v
 
 bench-llama:
 	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \

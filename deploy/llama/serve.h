@@ -79,6 +79,7 @@ typedef struct serve_s {
   bool engine_done;
   /* metrics, under mu */
   uint64_t m_requests, m_tokens, m_failed, m_iterations, m_steps_sent;
+  uint64_t m_connections, m_resends; /* the evictd client's */
   double m_evictd_s, m_decode_s, m_total_s;
 } serve_t;
 

@@ -283,6 +283,10 @@ static enum MHD_Result metrics(struct MHD_Connection *c, serve_t *sv) {
            "evictd_llama_iterations_total %llu\n"
            "# TYPE evictd_llama_steps_total counter\n"
            "evictd_llama_steps_total %llu\n"
+           "# TYPE evictd_llama_evictd_connections_total counter\n"
+           "evictd_llama_evictd_connections_total %llu\n"
+           "# TYPE evictd_llama_evictd_resends_total counter\n"
+           "evictd_llama_evictd_resends_total %llu\n"
            "# TYPE evictd_llama_evictd_seconds_total counter\n"
            "evictd_llama_evictd_seconds_total %.6f\n"
            "# TYPE evictd_llama_decode_seconds_total counter\n"
@@ -293,7 +297,9 @@ static enum MHD_Result metrics(struct MHD_Connection *c, serve_t *sv) {
            (unsigned long long)sv->m_failed,
            (unsigned long long)sv->m_tokens, sv->n_active, sv->n_queued,
            (unsigned long long)sv->m_iterations,
-           (unsigned long long)sv->m_steps_sent, sv->m_evictd_s,
+           (unsigned long long)sv->m_steps_sent,
+           (unsigned long long)sv->m_connections,
+           (unsigned long long)sv->m_resends, sv->m_evictd_s,
            sv->m_decode_s, sv->m_total_s);
   pthread_mutex_unlock(&sv->mu);
   return send_body(c, 200, "text/plain; version=0.0.4", s);
