@@ -18,73 +18,6 @@
 
 #include "serve.h"
 
-double serve_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---- request memory -------------------------------------------------- */
-
-void req_unref(req_t *r) {
-  if (--r->refs > 0)
-    return;
-  pthread_cond_destroy(&r->cv);
-  free(r->prompt);
-  free(r->hist);
-  free(r->out);
-  free(r);
-}
-
-int req_append(req_t *r, const char *s, size_t n) {
-  if (r->out_len + n + 1 > r->out_cap) {
-    size_t cap = r->out_cap ? r->out_cap : 256;
-    while (cap < r->out_len + n + 1)
-      cap *= 2;
-    char *p = realloc(r->out, cap);
-    if (p == NULL)
-      return -1;
-    r->out = p;
-    r->out_cap = cap;
-  }
-  memcpy(r->out + r->out_len, s, n);
-  r->out_len += n;
-  r->out[r->out_len] = '\0';
-  return 0;
-}
-
-int req_append_json(req_t *r, const char *s, size_t n) {
-  int rc = req_append(r, "\"", 1);
-  for (size_t i = 0; i < n && rc == 0; i++) {
-    unsigned char c = (unsigned char)s[i];
-    char esc[8];
-    if (c == '"' || c == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)c;
-      rc = req_append(r, esc, 2);
-    } else if (c < 0x20) {
-      snprintf(esc, sizeof(esc), "\\u%04x", c);
-      rc = req_append(r, esc, 6);
-    } else {
-      rc = req_append(r, (const char *)&s[i], 1);
-    }
-  }
-  return rc ? rc : req_append(r, "\"", 1);
-}
-
-/* The length of the longest prefix of s[0..n) that does not end inside a
- * UTF-8 character (a piece may hold part of one; JSON strings cannot). */
-static size_t utf8_whole(const char *s, size_t n) {
-  size_t i = n, back = 0;
-  while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
-    i--, back++;
-  if (i == 0)
-    return n;
-  unsigned char lead = (unsigned char)s[i - 1];
-  size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-  return need > back + 1 ? i - 1 : n;
-}
-
 /* ---- the engine's state ---------------------------------------------- */
 
 typedef struct engine_s {
@@ -97,6 +30,8 @@ typedef struct engine_s {
   req_t **step_req;
   uint32_t *pos;
   evd_session_cfg_t cfg;
+  bool ending;                 /* shutting down: a short-lived client */
+  bool unreachable;            /* ... that met a dead daemon: no more */
 } engine_t;
 
 static uint64_t splitmix(uint64_t *x) {
@@ -151,15 +86,19 @@ static void finish(engine_t *e, req_t *r, int status, const char *code,
                    const char *fmt, ...) {
   serve_t *sv = e->sv;
   llama_memory_seq_rm(sv->lm.mem, r->seq, -1, -1);
-  bool reach = status != 503 || strcmp(code, "shutting_down") == 0;
+  bool reach = (status != 503 || strcmp(code, "shutting_down") == 0) &&
+               !e->unreachable;
   if (reach) {
     /* missing_ok: a resent delete whose first answer was lost meets 404. */
     double t0 = serve_now();
     int rc;
     do
       rc = evd_client_delete(e->ev, r->session, true);
-    while (rc == EVD_CLIENT_ETIMEOUT &&
+    while (rc == EVD_CLIENT_ETIMEOUT && !e->ending &&
            serve_now() - t0 < sv->o->reconnect_ms / 1000.0);
+    if (e->ending &&
+        (rc == EVD_CLIENT_ECONNECT || rc == EVD_CLIENT_ETIMEOUT))
+      e->unreachable = true;
     if (rc != 0)
       fprintf(stderr, "evictd-llama serve: deleting session %s failed: "
               "%s: %s\n", r->session, evd_client_error(e->ev)->code,
@@ -168,8 +107,6 @@ static void finish(engine_t *e, req_t *r, int status, const char *code,
   pthread_mutex_lock(&sv->mu);
   if (status == 0) {
     r->state = REQ_DONE;
-    if (r->npend > 0 && !r->stream)
-      req_append(r, r->pend, r->npend);
   } else {
     r->state = REQ_FAILED;
     r->err_status = status;
@@ -476,6 +413,17 @@ static void *engine_main(void *arg) {
   }
   sv->queue_tail = NULL;
   pthread_mutex_unlock(&sv->mu);
+  /* The sessions are deleted with a client that waits a second at most
+   * and never resends: a shutdown does not wait on a dead daemon. */
+  evd_client_opts_t co = {.url = sv->o->url, .timeout_ms = 1000,
+                          .token_file = sv->o->token_file,
+                          .cafile = sv->o->cafile};
+  evd_client_t *quick = NULL;
+  if (e->active != NULL && evd_client_new(&quick, &co, NULL, 0) == 0) {
+    evd_client_free(e->ev);
+    e->ev = quick;
+  }
+  e->ending = true;
   fail_all(e, 503, "shutting_down", "the server is shutting down");
   pthread_mutex_lock(&sv->mu);
   sv->engine_done = true;

@@ -46,8 +46,7 @@ static const char usage[] =
     "                         daemon's); without all three, a probe session\n"
     "                         reads the daemon's defaults at start\n"
     "      --parallel N       requests decoding at once (default 8); more\n"
-    "                         wait in a queue of --queue (default 64), beyond\n"
-    "                         it 503\n"
+    "                         wait in a queue of --queue, beyond it 503\n"
     "      --queue N          requests waiting (default 64)\n"
     "      --n-predict-max N  the largest n_predict (default 4096; the\n"
     "                         default n_predict is 128)\n"
@@ -284,7 +283,8 @@ int serve_main(int argc, char **argv) {
   int sig = 0;
   sigwait(&sigs, &sig);
   fprintf(stderr, "evictd-llama serve: %s: ending the requests in flight "
-          "and deleting their sessions\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+          "and deleting their sessions\n",
+          sig == SIGINT ? "SIGINT" : "SIGTERM");
   /* Stop accepting, end the engine's requests (their connections are
    * answered), then stop the connections' threads. */
   MHD_socket ls = MHD_quiesce_daemon(d);

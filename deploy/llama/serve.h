@@ -94,6 +94,17 @@ int engine_submit(serve_t *sv, req_t *r);
 /* Drops a reference (under sv->mu); the last one frees the request. */
 void req_unref(req_t *r);
 
+/* Appends n bytes to the string *p (length *len, room *cap); 0 or -1. */
+int buf_add(char **p, size_t *len, size_t *cap, const char *s, size_t n);
+
+/* Appends s[0..n) as a JSON string literal, bytes that are not UTF-8
+ * replaced by U+FFFD. */
+int buf_json(char **p, size_t *len, size_t *cap, const char *s, size_t n);
+
+/* The length of s[0..n) without an unfinished UTF-8 character at its end
+ * (a token's piece may hold part of one). */
+size_t utf8_whole(const char *s, size_t n);
+
 /* Appends bytes to r->out (under sv->mu); 0 or -1. */
 int req_append(req_t *r, const char *s, size_t n);
 

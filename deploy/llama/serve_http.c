@@ -98,6 +98,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf,
         n = max;
       memcpy(buf, r->out + r->out_read, n);
       r->out_read += n;
+      if (r->out_read == r->out_len) /* all sent: the memory is reused */
+        r->out_read = r->out_len = 0;
       pthread_mutex_unlock(&sv->mu);
       return (ssize_t)n;
     }
@@ -226,24 +228,35 @@ static enum MHD_Result completion(struct MHD_Connection *c, conn_t *cn) {
       pthread_mutex_unlock(&sv->mu);
       return MHD_NO; /* nobody to answer */
     }
-  json_t *j;
   unsigned status = 200;
+  char *b = NULL;
+  size_t len = 0, cap = 0;
+  int rc;
   if (r->state == REQ_FAILED) {
     status = (unsigned)r->err_status;
-    j = json_pack("{s:{s:s,s:s}}", "error", "code", r->err_code, "message",
-                  r->err_msg);
+    rc = buf_add(&b, &len, &cap, "{\"error\":{\"code\":", 17) ||
+         buf_json(&b, &len, &cap, r->err_code, strlen(r->err_code)) ||
+         buf_add(&b, &len, &cap, ",\"message\":", 11) ||
+         buf_json(&b, &len, &cap, r->err_msg, strlen(r->err_msg)) ||
+         buf_add(&b, &len, &cap, "}}", 2);
   } else {
-    j = json_pack("{s:s%,s:i,s:i,s:s,s:s}", "content",
-                  r->out ? r->out : "", r->out_len, "tokens_predicted",
-                  (json_int_t)r->predicted, "tokens_evaluated",
-                  (json_int_t)r->n_prompt, "stop_type", r->stop_type,
-                  "session", r->session);
-    if (j == NULL) /* bytes that are not UTF-8 */
-      j = json_pack("{s:{s:s,s:s}}", "error", "code", "invalid_utf8",
-                    "message", "the generated text is not valid UTF-8");
+    /* An unfinished character at the end is left out, as a stream does. */
+    char tail[320];
+    int n = snprintf(tail, sizeof(tail), ",\"tokens_predicted\":%u,"
+                     "\"tokens_evaluated\":%u,\"stop_type\":\"%s\","
+                     "\"session\":\"%s\"}", r->predicted, r->n_prompt,
+                     r->stop_type, r->session);
+    rc = buf_add(&b, &len, &cap, "{\"content\":", 11) ||
+         buf_json(&b, &len, &cap, r->out ? r->out : "",
+                  utf8_whole(r->out ? r->out : "", r->out_len)) ||
+         buf_add(&b, &len, &cap, tail, (size_t)n);
   }
   pthread_mutex_unlock(&sv->mu);
-  return send_json(c, status, j);
+  if (rc != 0) {
+    free(b);
+    return send_error(c, 500, "out_of_memory", "out of memory");
+  }
+  return send_body(c, status, "application/json", b);
 }
 
 static enum MHD_Result health(struct MHD_Connection *c, serve_t *sv) {

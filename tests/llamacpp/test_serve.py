@@ -149,15 +149,17 @@ def tearDownModule() -> None:
 GENERATED: Dict[Tuple[str, int], str] = {}
 
 
-def generate(text: str, n: int) -> str:
+def generate(text: str, n: int, *args: str) -> str:
     """What `evictd-llama generate` writes (without its final newline)."""
-    if (text, n) not in GENERATED:
+    key = (text, n) + args
+    if key not in GENERATED:
         p = subprocess.run([BIN, "generate", "-m", GGUF, "--evictd",
-                            EVD.url, "-p", text, "-n", str(n)] + SETTINGS,
+                            EVD.url, "-p", text, "-n", str(n)] + SETTINGS +
+                           list(args),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            check=True)
-        GENERATED[(text, n)] = p.stdout.decode()[:-1]
-    return GENERATED[(text, n)]
+        GENERATED[key] = p.stdout.decode()[:-1]
+    return GENERATED[key]
 
 
 def complete(addr: str, text: str, n: int, **kw) -> dict:
@@ -198,6 +200,17 @@ class Serve(unittest.TestCase):
         self.assertGreater(out["tokens_evaluated"], len(PROMPTS[0]) // 2)
         self.assertTrue(out["session"].startswith("serve-"))
         self.assertEqual(wait_sessions(EVD, 0), 0)
+
+    def test_sampling_equals_generate(self) -> None:
+        # temperature and seed draw as generate's --temp and --seed do
+        out = complete(SERVER.addr, PROMPTS[2], 60, temperature=0.8,
+                       seed=7)["content"]
+        self.assertEqual(out, generate(PROMPTS[2], 60, "--temp", "0.8",
+                                       "--seed", "7"))
+        self.assertNotEqual(out, generate(PROMPTS[2], 60))
+        other = complete(SERVER.addr, PROMPTS[2], 60, temperature=0.8,
+                         seed=8)["content"]
+        self.assertNotEqual(out, other)
 
     def test_stream_equals_plain(self) -> None:
         plain = complete(SERVER.addr, PROMPTS[1], 60)
@@ -255,6 +268,50 @@ class Serve(unittest.TestCase):
         self.assertIn("went away", SERVER.log())
         out = complete(SERVER.addr, PROMPTS[0], 80)
         self.assertEqual(out["content"], generate(PROMPTS[0], 80))
+
+    def test_disconnect_not_streamed(self) -> None:
+        # a client waiting for a whole completion goes away: noticed from
+        # its socket, the session deleted
+        s = socket.create_connection(tuple_addr(SERVER.addr))
+        body = json.dumps(dict(prompt=PROMPTS[3], n_predict=4000)).encode()
+        s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.monotonic() + 5
+        while evictd_metric(EVD, "evictd_sessions") != 1:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.02)
+        s.close()
+        self.assertEqual(wait_sessions(EVD, 0, 5), 0)
+        self.assertEqual(complete(SERVER.addr, PROMPTS[3], 5)
+                         ["tokens_predicted"], 5)
+
+    def test_lost_session(self) -> None:
+        # evictd restarted WITHOUT its state mid-stream: the request fails
+        # with session_lost (the answers' size gives it away), the server
+        # goes on serving.
+        d = Daemon(TMP.name)
+        sv = Server(d.url, *SETTINGS)
+        try:
+            c = connect(sv.addr)
+            c.request("POST", "/completion", body=json.dumps(
+                dict(prompt=PROMPTS[1], n_predict=3000, stream=True)))
+            r = c.getresponse()
+            got = b""
+            while got.count(b"data: ") < 50:
+                got += r.read1(4096)
+            d.kill()
+            d.restart()
+            got += r.read()
+            c.close()
+            last = json.loads(got.decode().strip().split("\n\n")[-1][6:])
+            self.assertEqual(last["error"]["code"], "session_lost", last)
+            self.assertIn("lost the session", last["error"]["message"])
+            self.assertEqual(wait_sessions(d, 0), 0)
+            out = complete(sv.addr, PROMPTS[0], 80)
+            self.assertEqual(out["content"], generate(PROMPTS[0], 80))
+        finally:
+            sv.stop()
+            d.stop()
 
     def test_bad_inputs(self) -> None:
         cases = [
