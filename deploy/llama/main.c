@@ -10,9 +10,11 @@
 
 #include "evictd/client.h"
 #include "gen.h"
+#include "serve.h"
 
 static const char usage[] =
     "usage: evictd-llama generate -m MODEL.gguf [options]\n"
+    "       evictd-llama serve -m MODEL.gguf [options] (serve --help)\n"
     "\n"
     "Decodes with llama.cpp, each sequence's KV cache kept by evictd: one\n"
     "evictd request per decode iteration, and the cache loses exactly the\n"
@@ -294,7 +296,7 @@ static int generate(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc < 2)
-    return bad("no command (generate)");
+    return bad("no command (generate, serve)");
   if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     fputs(usage, stdout);
     return 0;
@@ -303,5 +305,7 @@ int main(int argc, char **argv) {
     return version();
   if (strcmp(argv[1], "generate") == 0)
     return generate(argc - 1, argv + 1);
-  return bad("unknown command '%s' (generate)", argv[1]);
+  if (strcmp(argv[1], "serve") == 0)
+    return serve_main(argc - 1, argv + 1);
+  return bad("unknown command '%s' (generate, serve)", argv[1]);
 }
