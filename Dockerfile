@@ -28,12 +28,15 @@ RUN apt-get update \
  && groupadd --system --gid 10001 evictd \
  && useradd --system --uid 10001 --gid evictd --no-create-home \
       --home-dir /nonexistent --shell /usr/sbin/nologin evictd \
- && install -d -o evictd -g evictd -m 0700 /var/lib/evictd
+ && install -d -o evictd -g evictd -m 0700 /var/lib/evictd \
+ && install -d -o evictd -g evictd -m 0755 /run/evictd
 COPY --from=build /out/evictd /usr/local/bin/evictd
 # Numeric, so that Kubernetes can verify runAsNonRoot without /etc/passwd.
 USER 10001:10001
 # For --state-dir /var/lib/evictd: mount a volume here (owned by 10001, so a
 # fresh named volume is writable; the root file system can stay read-only).
+# Likewise /run/evictd for --listen unix:/run/evictd/evictd.sock, the socket
+# volume shared with the engine (deploy/compose.yaml, kubernetes.yaml).
 WORKDIR /var/lib/evictd
 EXPOSE 8090
 HEALTHCHECK --interval=10s --timeout=6s --start-period=5s --retries=3 \

@@ -1,5 +1,6 @@
 # Deployment targets: `make install` (PREFIX, DESTDIR), `make uninstall`,
-# `make image-test` (container image built and run with podman; root) and
+# `make image-test` (container images built and run with podman, the
+# sidecar pair started from compose.yaml and kubernetes.yaml; root) and
 # `make lint-deploy` (manifests, unit, man page, install; part of `make check`).
 
 PREFIX  ?= /usr/local
@@ -33,8 +34,10 @@ uninstall::
 	  $(DESTDIR)$(MANDIR)/man8/evictd.8 \
 	  $(DESTDIR)$(UNITDIR)/evictd.service
 
+# The evictd image alone, then the pair (deploy/llamacpp/llamacpp.mk).
 image-test:
 	deploy/image-test.sh
+	@$(MAKE) --no-print-directory pair-test
 
 lint-deploy: $(B)/evictd
 	@deploy/deps.sh lint

@@ -13,7 +13,10 @@ for group in "$@"; do
     bench) want+=(valgrind nginx redis-server redis-tools wrk util-linux procps) ;;
     fuzz)  want+=(clang libclang-rt-14-dev) ;;
     image) want+=(podman runc debootstrap) ;;
-    lint)  want+=(yamllint systemd groff-base man-db) ;;
+    # The sidecar pair (deploy/pair-test.sh): kube play's pause image needs
+    # catatonit; nsenter (util-linux) reaches a pod's own network.
+    pair)  want+=(podman-compose catatonit util-linux python3-yaml) ;;
+    lint)  want+=(yamllint shellcheck systemd groff-base man-db) ;;
     proxy) want+=(nginx curl) ;;
     tls)   want+=(openssl curl ca-certificates) ;;
     metrics) want+=(prometheus curl) ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make lint-deploy`: syntax and consistency checks of deploy/ that need no
 # cluster, container engine or systemd instance: yamllint on the YAML files,
-# the manifests' invariants (check-manifests.py), the man page against
+# the manifests' invariants (check-manifests.py), shellcheck on the
+# deployment scripts, the man page against
 # `evictd --help`, and `make install` into a temporary DESTDIR whose unit
 # passes `systemd-analyze verify` and a minimum sandboxing score, and whose
 # C client (header, libraries, evictd-client.pc) builds and runs a program.
@@ -20,6 +21,9 @@ yamllint -s -d '{extends: default, rules: {comments-indentation: disable}}' \
   deploy/*.yaml
 # yamllint depends on python3-yaml, so the system python has the parser.
 /usr/bin/python3 deploy/check-manifests.py
+# The deployment and container scripts: shellcheck's warnings and errors
+# (its style notes are left alone).
+shellcheck -S warning deploy/*.sh deploy/llamacpp/*.sh
 
 # The man page documents exactly the flags and variables of --help.
 "$bin" --help >"$tmp/help"
@@ -116,5 +120,5 @@ done
 # (locked down) to 10; the unit is at 1.1 now, and 1.5 catches a regression.
 systemd-analyze security --offline=true --threshold=15 "$dest/verify/evictd.service" \
   >"$tmp/security" || { tail -n 3 "$tmp/security"; fail "systemd-analyze security above 1.5"; }
-echo "lint-deploy: ok (yamllint, manifests, man page, install, unit $(
+echo "lint-deploy: ok (yamllint, manifests, shellcheck, man page, install, unit $(
   sed -n 's/.*exposure level for evictd.service: \([0-9.]*\).*/\1/p' "$tmp/security"))"

@@ -35,7 +35,7 @@ $(LLAMA_OUT)/obj/%.o: deploy/llama/%.c $(LLAMA_HDR) $(LLAMA_CONFIG)
 
 $(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LLAMA_LIBS) \
-	  $(CLIENT_LIBS) -lm
+	  $(CLIENT_LIBS) $(shell pkg-config --libs libmicrohttpd jansson) -lm
 
 # deploy/model's weights (one set for make e2e, deploy/trace and here),
 # written by the tree's own gguf-py.
@@ -79,7 +79,11 @@ e2e-llamacpp:
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
 	  GGUF_PY=$(GGUF_PY) \
-	  /usr/bin/python3 tests/llamacpp/test_perplexity.py -v
+	  /usr/bin/python3 tests/llamacpp/test_perplexity.py -v && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  /usr/bin/python3 tests/llamacpp/test_serve.py -v
 
 bench-llama:
 	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \

@@ -11,9 +11,11 @@
 #include "evictd/client.h"
 #include "gen.h"
 #include "ppl.h"
+#include "serve.h"
 
 static const char usage[] =
     "usage: evictd-llama generate -m MODEL.gguf [options]\n"
+    "       evictd-llama serve -m MODEL.gguf [options] (serve --help)\n"
     "       evictd-llama perplexity -m MODEL.gguf [options] FILE\n"
     "         (the text's perplexity under full attention, the window and\n"
     "         sinks at each budget; evictd-llama perplexity --help)\n"
@@ -309,7 +311,7 @@ static int generate(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc < 2)
-    return bad("no command (generate, perplexity)");
+    return bad("no command (generate, serve, perplexity)");
   if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     fputs(usage, stdout);
     return 0;
@@ -318,7 +320,9 @@ int main(int argc, char **argv) {
     return version();
   if (strcmp(argv[1], "generate") == 0)
     return generate(argc - 1, argv + 1);
+  if (strcmp(argv[1], "serve") == 0)
+    return serve_main(argc - 1, argv + 1);
   if (strcmp(argv[1], "perplexity") == 0)
     return ppl_main(argc - 1, argv + 1);
-  return bad("unknown command '%s' (generate, perplexity)", argv[1]);
+  return bad("unknown command '%s' (generate, serve, perplexity)", argv[1]);
 }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `make engine-image`: builds deploy/llamacpp/Dockerfile with podman (see
+# ../shared/container/README.md) and tags it. Run from the repository top,
+# after `make gguf` (make does both).
+#   deploy/llamacpp/build-image.sh TAG MODEL.gguf [IIDFILE]
+# Where llama.cpp comes from, as for `make evictd-llama`: LLAMA_CPP_SRC (a
+# source tree, or a tarball), else ../shared/third_party. It goes in as the
+# build context `llamacpp`; the model as the context `models`, staged in
+# $B/image/models (B defaults to build).
+set -euo pipefail
+tag=${1:?usage: build-image.sh TAG MODEL.gguf [IIDFILE]}
+model=${2:?usage: build-image.sh TAG MODEL.gguf [IIDFILE]}
+iidfile=${3:-}
+b=${B:-build}
+say() { echo "engine-image: $*" >&2; }
+
+src=${LLAMA_CPP_SRC:-}
+args=()
+if [ -z "$src" ]; then
+  src=$(ls ../shared/third_party/llama.cpp-*.tar.gz 2>/dev/null | head -n 1 || true)
+  [ -n "$src" ] || { say "no llama.cpp: set LLAMA_CPP_SRC to a llama.cpp source tree or tarball"; exit 1; }
+fi
+if [ -d "$src" ]; then
+  [ -f "$src/include/llama.h" ] || { say "$src is not a llama.cpp source tree (no include/llama.h)"; exit 1; }
+  context=$src
+elif [ -f "$src" ]; then
+  context=$(dirname "$src")
+  args+=(--build-arg "LLAMA_CPP_TARBALL=$(basename "$src")")
+else
+  # pkg-config (an installed libllama) cannot go into an image.
+  say "LLAMA_CPP_SRC=$src: the image builds llama.cpp itself and needs a source tree or tarball"
+  exit 1
+fi
+
+# Only the model in the `models` context (a hard link when possible: the
+# build reads the file, whatever its name or time).
+stage=$b/image/models
+mkdir -p "$stage"
+if ! cmp -s "$model" "$stage/evictd-lm.gguf"; then
+  rm -f "$stage/evictd-lm.gguf"
+  ln "$model" "$stage/evictd-lm.gguf" 2>/dev/null || cp "$model" "$stage/evictd-lm.gguf"
+fi
+
+deploy/deps.sh image
+if ! podman image exists docker.io/library/debian:bookworm-slim ||
+   ! podman image exists docker.io/library/debian:bookworm; then
+  base=../shared/container/base-image.sh
+  [ -f "$base" ] || { say "no base images and no $base"; exit 1; }
+  bash "$base"
+fi
+[ -n "$iidfile" ] && args+=(--iidfile "$iidfile")
+say "building $tag (llama.cpp from $src)"
+start=$(date +%s)
+# Docker format keeps HEALTHCHECK (OCI drops it).
+podman build --isolation=chroot --format docker -f deploy/llamacpp/Dockerfile \
+  --build-context "llamacpp=$context" --build-context "models=$stage" \
+  "${args[@]}" -t "$tag" .
+say "built $tag in $(( $(date +%s) - start )) s"

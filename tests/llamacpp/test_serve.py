@@ -1,0 +1,443 @@
+"""evictd-llama serve end to end: the real daemon (build/evictd) and the
+real server on ephemeral loopback ports and unix sockets, spoken to over
+HTTP. A completion must be the very text `evictd-llama generate` writes for
+the same prompt and settings (greedy), streamed or not, alone or beside
+three others decoded in the same batches; sessions go away with their
+requests (also when the client does), bad requests are 4xx JSON, and a
+stream survives evictd killed with SIGKILL and restarted with its state."""
+
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from typing import Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+
+from daemon import Daemon  # noqa: E402
+
+BIN = os.environ.get("EVICTD_LLAMA") or os.path.join(REPO, "build",
+                                                     "evictd-llama")
+MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
+                                                        "llama")
+GGUF = os.path.join(MODELS, "evictd-lm.gguf")
+SETTINGS = ["--budget", "32", "--sinks", "4", "--lookahead", "8"]
+LISTENING = re.compile(r"listening on (\S+)")
+PROMPTS = ["The quick brown fox jumps", "Once upon a time there",
+           "In the beginning was", "A long way from home, the"]
+
+TMP: Optional[tempfile.TemporaryDirectory] = None
+EVD: Optional[Daemon] = None
+SERVER: Optional["Server"] = None
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float = 60) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def connect(addr: str, timeout: float = 60) -> http.client.HTTPConnection:
+    if addr.startswith("unix:"):
+        return UnixConnection(addr[5:], timeout)
+    host, port = addr.rsplit(":", 1)
+    return http.client.HTTPConnection(host, int(port), timeout=timeout)
+
+
+def request(addr: str, method: str, path: str, body=None,
+            raw: Optional[bytes] = None) -> Tuple[int, Dict[str, str], bytes]:
+    c = connect(addr)
+    data = raw if raw is not None else (
+        None if body is None else json.dumps(body).encode())
+    c.request(method, path, body=data)
+    r = c.getresponse()
+    out = (r.status, dict(r.getheaders()), r.read())
+    c.close()
+    return out
+
+
+def evictd_metric(d: Daemon, name: str, label: str = "") -> float:
+    _, _, text = request(d.addr, "GET", "/metrics")
+    total = 0.0
+    for line in text.decode().splitlines():
+        if line.startswith(name) and label in line and \
+                line[len(name)] in " {":
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def events(resp) -> List[dict]:
+    """Reads a whole event stream."""
+    out = []
+    for block in resp.read().decode().split("\n\n"):
+        if block.strip():
+            assert block.startswith("data: "), block
+            out.append(json.loads(block[6:]))
+    return out
+
+
+class Server:
+    def __init__(self, evictd: str, *args: str,
+                 listen: str = "127.0.0.1:0") -> None:
+        self.log_path = tempfile.mktemp(prefix="serve-", suffix=".log",
+                                        dir=TMP.name)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [BIN, "serve", "-m", GGUF, "--listen", listen, "--evictd",
+                 evictd] + list(args), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = LISTENING.search(self.log())
+            if m:
+                self.addr = m.group(1)
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("serve did not start:\n" + self.log())
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def setUpModule() -> None:
+    global TMP, EVD, SERVER
+    for path in (BIN, GGUF):
+        if not os.path.exists(path):
+            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    TMP = tempfile.TemporaryDirectory(prefix="evictd-serve-")
+    EVD = Daemon(TMP.name)
+    SERVER = Server(EVD.url, *SETTINGS, "--parallel", "4")
+
+
+def tearDownModule() -> None:
+    if SERVER is not None:
+        SERVER.stop()
+    if EVD is not None:
+        EVD.stop()
+    if TMP is not None:
+        TMP.cleanup()
+
+
+GENERATED: Dict[Tuple[str, int], str] = {}
+
+
+def generate(text: str, n: int, *args: str) -> str:
+    """What `evictd-llama generate` writes (without its final newline)."""
+    key = (text, n) + args
+    if key not in GENERATED:
+        p = subprocess.run([BIN, "generate", "-m", GGUF, "--evictd",
+                            EVD.url, "-p", text, "-n", str(n)] + SETTINGS +
+                           list(args),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           check=True)
+        GENERATED[key] = p.stdout.decode()[:-1]
+    return GENERATED[key]
+
+
+def complete(addr: str, text: str, n: int, **kw) -> dict:
+    status, _, body = request(addr, "POST", "/completion",
+                              dict(prompt=text, n_predict=n, **kw))
+    assert status == 200, body
+    return json.loads(body)
+
+
+def stream(addr: str, text: str, n: int) -> Tuple[str, List[dict]]:
+    c = connect(addr)
+    c.request("POST", "/completion",
+              body=json.dumps(dict(prompt=text, n_predict=n, stream=True)))
+    r = c.getresponse()
+    assert r.status == 200
+    assert r.getheader("Content-Type") == "text/event-stream"
+    ev = events(r)
+    c.close()
+    return "".join(e.get("content", "") for e in ev[:-1]), ev
+
+
+def wait_sessions(d: Daemon, want: int, secs: float = 10) -> float:
+    deadline = time.monotonic() + secs
+    while True:
+        n = evictd_metric(d, "evictd_sessions")
+        if n == want or time.monotonic() > deadline:
+            return n
+        time.sleep(0.05)
+
+
+class Serve(unittest.TestCase):
+
+    def test_plain_equals_generate(self) -> None:
+        out = complete(SERVER.addr, PROMPTS[0], 80)
+        self.assertEqual(out["content"], generate(PROMPTS[0], 80))
+        self.assertEqual(out["tokens_predicted"], 80)
+        self.assertEqual(out["stop_type"], "limit")
+        self.assertGreater(out["tokens_evaluated"], len(PROMPTS[0]) // 2)
+        self.assertTrue(out["session"].startswith("serve-"))
+        self.assertEqual(wait_sessions(EVD, 0), 0)
+
+    def test_sampling_equals_generate(self) -> None:
+        # temperature and seed draw as generate's --temp and --seed do
+        out = complete(SERVER.addr, PROMPTS[2], 60, temperature=0.8,
+                       seed=7)["content"]
+        self.assertEqual(out, generate(PROMPTS[2], 60, "--temp", "0.8",
+                                       "--seed", "7"))
+        self.assertNotEqual(out, generate(PROMPTS[2], 60))
+        other = complete(SERVER.addr, PROMPTS[2], 60, temperature=0.8,
+                         seed=8)["content"]
+        self.assertNotEqual(out, other)
+
+    def test_stream_equals_plain(self) -> None:
+        plain = complete(SERVER.addr, PROMPTS[1], 60)
+        text, ev = stream(SERVER.addr, PROMPTS[1], 60)
+        self.assertEqual(text, plain["content"])
+        self.assertGreater(len(ev), 10)  # token by token, not one blob
+        self.assertTrue(all(e["stop"] is False for e in ev[:-1]))
+        last = ev[-1]
+        self.assertEqual((last["stop"], last["stop_type"],
+                          last["tokens_predicted"],
+                          last["tokens_evaluated"]),
+                         (True, "limit", 60, plain["tokens_evaluated"]))
+
+    def test_concurrent_batched(self) -> None:
+        n = 100
+        solo = [complete(SERVER.addr, p, n)["content"] for p in PROMPTS]
+        batches0 = evictd_metric(EVD, "evictd_requests_total",
+                                 'route="batch"')
+        got: List[Optional[str]] = [None] * 4
+        go = threading.Barrier(4)
+
+        def run(i: int) -> None:
+            go.wait()
+            got[i] = complete(SERVER.addr, PROMPTS[i], n)["content"]
+
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(got, solo)
+        batches = evictd_metric(EVD, "evictd_requests_total",
+                                'route="batch"') - batches0
+        # One request decodes in about n iterations (plus its prompt's
+        # chunks); four in separate requests would need 4n.
+        self.assertGreaterEqual(batches, n - 1)
+        self.assertLess(batches, 2 * n)
+        self.assertEqual(wait_sessions(EVD, 0), 0)
+
+    def test_disconnect(self) -> None:
+        s = socket.create_connection(tuple_addr(SERVER.addr))
+        body = json.dumps(dict(prompt=PROMPTS[2], n_predict=4000,
+                               stream=True)).encode()
+        s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d"
+                  b"\r\n\r\n%s" % (len(body), body))
+        got = b""
+        while got.count(b"data: ") < 20:
+            chunk = s.recv(4096)
+            self.assertTrue(chunk)
+            got += chunk
+        self.assertEqual(evictd_metric(EVD, "evictd_sessions"), 1)
+        s.close()
+        self.assertEqual(wait_sessions(EVD, 0, 5), 0)
+        self.assertIn("went away", SERVER.log())
+        out = complete(SERVER.addr, PROMPTS[0], 80)
+        self.assertEqual(out["content"], generate(PROMPTS[0], 80))
+
+    def test_disconnect_not_streamed(self) -> None:
+        # a client waiting for a whole completion goes away: noticed from
+        # its socket, the session deleted
+        s = socket.create_connection(tuple_addr(SERVER.addr))
+        body = json.dumps(dict(prompt=PROMPTS[3], n_predict=4000)).encode()
+        s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.monotonic() + 5
+        while evictd_metric(EVD, "evictd_sessions") != 1:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.02)
+        s.close()
+        self.assertEqual(wait_sessions(EVD, 0, 5), 0)
+        self.assertEqual(complete(SERVER.addr, PROMPTS[3], 5)
+                         ["tokens_predicted"], 5)
+
+    def test_lost_session(self) -> None:
+        # evictd restarted WITHOUT its state mid-stream: the request fails
+        # with session_lost (the answers' size gives it away), the server
+        # goes on serving.
+        d = Daemon(TMP.name)
+        sv = Server(d.url, *SETTINGS)
+        try:
+            c = connect(sv.addr)
+            c.request("POST", "/completion", body=json.dumps(
+                dict(prompt=PROMPTS[1], n_predict=3000, stream=True)))
+            r = c.getresponse()
+            got = b""
+            while got.count(b"data: ") < 50:
+                got += r.read1(4096)
+            d.kill()
+            d.restart()
+            got += r.read()
+            c.close()
+            last = json.loads(got.decode().strip().split("\n\n")[-1][6:])
+            self.assertEqual(last["error"]["code"], "session_lost", last)
+            self.assertIn("lost the session", last["error"]["message"])
+            self.assertEqual(wait_sessions(d, 0), 0)
+            out = complete(sv.addr, PROMPTS[0], 80)
+            self.assertEqual(out["content"], generate(PROMPTS[0], 80))
+        finally:
+            sv.stop()
+            d.stop()
+
+    def test_bad_inputs(self) -> None:
+        cases = [
+            ("POST", "/completion", {}, 400),
+            ("POST", "/completion", {"prompt": 5}, 400),
+            ("POST", "/completion", {"prompt": "a", "n_predict": 0}, 400),
+            ("POST", "/completion", {"prompt": "a", "n_predict": 5000}, 400),
+            ("POST", "/completion", {"prompt": "a", "n_predict": "9"}, 400),
+            ("POST", "/completion", {"prompt": "a", "stream": "yes"}, 400),
+            ("POST", "/completion", {"prompt": "a", "temperature": -1}, 400),
+            ("POST", "/completion", [1, 2], 400),
+            ("POST", "/completion", b"{not json", 400),
+            ("POST", "/completion", b"x" * (2 << 20), 413),
+            ("GET", "/completion", None, 405),
+            ("POST", "/health", None, 405),
+            ("GET", "/nowhere", None, 404),
+        ]
+        for method, path, body, want in cases:
+            raw = body if isinstance(body, bytes) else None
+            status, hdr, out = request(SERVER.addr, method, path,
+                                       None if raw else body, raw)
+            self.assertEqual(status, want, (method, path, body, out))
+            err = json.loads(out)["error"]
+            self.assertTrue(err["code"] and err["message"], out)
+            self.assertEqual(hdr["Content-Type"], "application/json")
+        # the server still serves
+        self.assertEqual(complete(SERVER.addr, PROMPTS[3], 5)
+                         ["tokens_predicted"], 5)
+
+    def test_health_and_metrics(self) -> None:
+        status, _, body = request(SERVER.addr, "GET", "/health")
+        self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
+        down = Server("unix:" + os.path.join(TMP.name, "nobody.sock"),
+                      *SETTINGS, "--reconnect-ms", "0")
+        try:
+            status, _, body = request(down.addr, "GET", "/health")
+            self.assertEqual(status, 503)
+            self.assertEqual(json.loads(body)["status"], "unavailable")
+        finally:
+            self.assertEqual(down.stop(), 0)
+        complete(SERVER.addr, PROMPTS[3], 7)
+        m = serve_metrics(SERVER.addr)
+        for k in ("evictd_llama_requests_total",
+                  "evictd_llama_tokens_predicted_total",
+                  "evictd_llama_requests_active",
+                  "evictd_llama_evictd_seconds_total"):
+            self.assertIn(k, m)
+        self.assertGreaterEqual(m["evictd_llama_tokens_predicted_total"], 7)
+        self.assertEqual(m["evictd_llama_requests_active"], 0)
+
+    def test_sigterm(self) -> None:
+        # SIGTERM mid-stream: the stream ends with an error event, the
+        # session is deleted, the server exits 0.
+        sv = Server(EVD.url, *SETTINGS)
+        try:
+            c = connect(sv.addr)
+            c.request("POST", "/completion", body=json.dumps(
+                dict(prompt=PROMPTS[1], n_predict=4000, stream=True)))
+            r = c.getresponse()
+            got = b""
+            while got.count(b"data: ") < 10:
+                got += r.read1(4096)
+            self.assertEqual(evictd_metric(EVD, "evictd_sessions"), 1)
+            sv.proc.terminate()
+            got += r.read()
+            last = json.loads(got.decode().strip().split("\n\n")[-1][6:])
+            c.close()
+            self.assertEqual(last["error"]["code"], "shutting_down")
+            self.assertEqual(sv.proc.wait(20), 0)
+            self.assertEqual(evictd_metric(EVD, "evictd_sessions"), 0)
+        finally:
+            sv.stop()
+
+    def test_kill_restart_unix(self) -> None:
+        # evictd (--state-dir, --fsync always) on a unix socket, killed
+        # with SIGKILL mid-stream and restarted on the same socket: the
+        # stream goes on and equals an uninterrupted one. The server
+        # listens on a unix socket too.
+        state = os.path.join(TMP.name, "state")
+        os.mkdir(state)
+        d = Daemon(TMP.name, "--state-dir", state, "--fsync", "always")
+        d.stop()
+        d.addr = "unix:" + os.path.join(TMP.name, "evictd.sock")
+        d.restart()
+        sv = Server(d.addr, *SETTINGS,
+                    listen="unix:" + os.path.join(TMP.name, "serve.sock"))
+        try:
+            n = 1500
+            base, _ = stream(sv.addr, PROMPTS[0], n)
+            c = connect(sv.addr)
+            c.request("POST", "/completion", body=json.dumps(
+                dict(prompt=PROMPTS[0], n_predict=n, stream=True)))
+            r = c.getresponse()
+            got = b""
+            while got.count(b"data: ") < 100:
+                got += r.read1(4096)
+            d.kill()
+            time.sleep(0.3)
+            d.restart()
+            got += r.read()
+            c.close()
+            ev = [json.loads(b[6:]) for b in got.decode().split("\n\n")
+                  if b.strip()]
+            self.assertEqual(ev[-1].get("stop"), True, ev[-1])
+            self.assertEqual("".join(e["content"] for e in ev[:-1]), base)
+            self.assertEqual(wait_sessions(d, 0), 0)
+            m = serve_metrics(sv.addr)
+            self.assertGreater(m["evictd_llama_evictd_resends_total"], 0)
+            self.assertGreaterEqual(
+                m["evictd_llama_evictd_connections_total"], 2)
+            self.assertEqual(sv.stop(), 0)
+        finally:
+            sv.stop()
+            d.stop()
+
+
+def serve_metrics(addr: str) -> Dict[str, float]:
+    _, _, text = request(addr, "GET", "/metrics")
+    return {l.split()[0]: float(l.split()[1])
+            for l in text.decode().splitlines() if not l.startswith("#")}
+
+
+def tuple_addr(addr: str) -> Tuple[str, int]:
+    host, port = addr.rsplit(":", 1)
+    return host, int(port)
+
+
+if __name__ == "__main__":
+    unittest.main()
