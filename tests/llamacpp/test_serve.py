@@ -341,6 +341,29 @@ class Serve(unittest.TestCase):
         self.assertEqual(complete(SERVER.addr, PROMPTS[3], 5)
                          ["tokens_predicted"], 5)
 
+    def test_usage(self) -> None:
+        for args, rc, says in (
+                ((), 2, "-m MODEL.gguf is required"),
+                (("-m", GGUF, "--parallel", "0"), 2,
+                 "--parallel wants a whole number from 1"),
+                (("-m", GGUF, "--frob"), 2, "--help lists the options"),
+                (("-m", GGUF, "--listen", "nowhere"), 1,
+                 "wants HOST:PORT or unix:/path"),
+                (("-m", os.path.join(TMP.name, "none.gguf")), 1,
+                 "cannot load"),
+                (("-m", GGUF, "--evictd", "unix:" + os.path.join(
+                    TMP.name, "nobody.sock"), "--reconnect-ms", "0"), 1,
+                 "cannot read evictd's session defaults")):
+            p = subprocess.run([BIN, "serve"] + list(args),
+                               capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, rc, (args, p.stderr))
+            self.assertIn(says, p.stderr.decode(), args)
+        p = subprocess.run([BIN, "serve", "--help"], capture_output=True)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("POST /completion", p.stdout.decode())
+        p = subprocess.run([BIN, "--help"], capture_output=True)
+        self.assertIn("evictd-llama serve", p.stdout.decode())
+
     def test_health_and_metrics(self) -> None:
         status, _, body = request(SERVER.addr, "GET", "/health")
         self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
