@@ -293,6 +293,16 @@ int serve_main(int argc, char **argv) {
   pthread_cond_broadcast(&sv.cv);
   pthread_mutex_unlock(&sv.mu);
   pthread_join(engine, NULL);
+  /* Let the connections send what the engine wrote last (a stream's
+   * shutting_down event and its end) before they are closed: at most 2 s,
+   * since an idle keep-alive connection would wait for its timeout. */
+  for (int i = 0; i < 200; i++) {
+    const union MHD_DaemonInfo *di =
+        MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    if (di == NULL || di->num_connections == 0)
+      break;
+    usleep(10 * 1000);
+  }
   MHD_stop_daemon(d);
   if (ls != MHD_INVALID_SOCKET)
     close(ls);
