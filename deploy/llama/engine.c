@@ -371,6 +371,17 @@ static void iterate(engine_t *e) {
   (void)outs;
 }
 
+/* Frees what engine_start allocated (the client included). */
+static void engine_free(engine_t *e) {
+  evd_client_free(e->ev);
+  free(e->seq_used);
+  free(e->steps);
+  free(e->results);
+  free(e->step_req);
+  free(e->pos);
+  free(e);
+}
+
 static void *engine_main(void *arg) {
   engine_t *e = arg;
   serve_t *sv = e->sv;
@@ -428,13 +439,7 @@ static void *engine_main(void *arg) {
   pthread_mutex_lock(&sv->mu);
   sv->engine_done = true;
   pthread_mutex_unlock(&sv->mu);
-  evd_client_free(e->ev);
-  free(e->seq_used);
-  free(e->steps);
-  free(e->results);
-  free(e->step_req);
-  free(e->pos);
-  free(e);
+  engine_free(e);
   return NULL;
 }
 
@@ -530,12 +535,6 @@ int engine_start(serve_t *sv, pthread_t *th, char *err, size_t errlen) {
   }
   return 0;
 fail:
-  evd_client_free(e->ev);
-  free(e->seq_used);
-  free(e->steps);
-  free(e->results);
-  free(e->step_req);
-  free(e->pos);
-  free(e);
+  engine_free(e);
   return -1;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "evictd/client.h"
 #include "gen.h"
 #include "ppl.h"
@@ -125,22 +126,6 @@ static int version(void) {
   return 0;
 }
 
-/* An unsigned number in [lo, hi] from the argument of --name. */
-static int number(const char *name, const char *arg, unsigned long long lo,
-                  unsigned long long hi, unsigned long long *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(arg, &end, 10);
-  if (arg[0] == '-' || arg[0] == '\0' || *end != '\0' || errno != 0 ||
-      v < lo || v > hi) {
-    fprintf(stderr, "evictd-llama: --%s wants a whole number from %llu to "
-            "%llu, not '%s'\n", name, lo, hi, arg);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 static char *read_file(const char *path, size_t *len) {
   FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
   if (f == NULL)
@@ -186,30 +171,30 @@ static int generate(int argc, char **argv) {
     case 'p': o.prompt = optarg; break;
     case 'f': file = optarg; break;
     case 'n':
-      if (number(name, optarg, 0, 1u << 30, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 0, 1u << 30, &v)) return 2;
       o.n_predict = (uint32_t)v;
       break;
     case O_EVICTD: o.url = optarg; break;
     case O_BUDGET:
-      if (number(name, optarg, 1, UINT32_MAX, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 1, UINT32_MAX, &v)) return 2;
       o.budget = (int64_t)v;
       break;
     case O_SINKS:
-      if (number(name, optarg, 0, UINT32_MAX, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 0, UINT32_MAX, &v)) return 2;
       o.sinks = (int64_t)v;
       break;
     case O_LOOKAHEAD:
-      if (number(name, optarg, 1, 1u << 24, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 1, 1u << 24, &v)) return 2;
       o.lookahead = (int64_t)v;
       break;
     case O_SESSION: o.session = optarg; break;
     case O_DRAFT: o.draft = optarg; break;
     case O_DRAFT_N:
-      if (number(name, optarg, 1, 64, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 1, 64, &v)) return 2;
       o.draft_n = (uint32_t)v;
       break;
     case O_PARALLEL:
-      if (number(name, optarg, 1, 256, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 1, 256, &v)) return 2;
       o.parallel = (uint32_t)v;
       break;
     case O_TEMP: {
@@ -220,7 +205,7 @@ static int generate(int argc, char **argv) {
       break;
     }
     case O_SEED:
-      if (number(name, optarg, 0, UINT64_MAX, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 0, UINT64_MAX, &v)) return 2;
       o.seed = v;
       break;
     case O_REWIND: {
@@ -230,8 +215,8 @@ static int generate(int argc, char **argv) {
       if (colon == NULL)
         return bad("--rewind wants AT:K, not '%s'", optarg);
       *colon = '\0';
-      int ok = number("rewind (AT)", optarg, 1, 1u << 30, &at) == 0 &&
-               number("rewind (K)", colon + 1, 1, 1u << 30, &k) == 0;
+      int ok = cli_number("evictd-llama", "rewind (AT)", optarg, 1, 1u << 30, &at) == 0 &&
+               cli_number("evictd-llama", "rewind (K)", colon + 1, 1, 1u << 30, &k) == 0;
       *colon = ':';
       if (!ok)
         return 2;
@@ -243,19 +228,19 @@ static int generate(int argc, char **argv) {
       break;
     }
     case O_THREADS:
-      if (number(name, optarg, 1, 256, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 1, 256, &v)) return 2;
       o.threads = (int)v;
       break;
     case O_NCTX:
-      if (number(name, optarg, 1, INT32_MAX, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 1, INT32_MAX, &v)) return 2;
       o.n_ctx = (uint32_t)v;
       break;
     case O_TIMEOUT:
-      if (number(name, optarg, 1, 3600000, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 1, 3600000, &v)) return 2;
       o.timeout_ms = (unsigned)v;
       break;
     case O_RECONNECT:
-      if (number(name, optarg, 0, 3600000, &v)) return 2;
+      if (cli_number("evictd-llama", name, optarg, 0, 3600000, &v)) return 2;
       o.reconnect_ms = (unsigned)v;
       break;
     case O_POSITIONS:

@@ -2,6 +2,7 @@
  * llama.cpp sequences, one per policy (full attention, and the window and
  * sinks policies at each budget), one llama.cpp pass and one evictd batch
  * request per token; each token's negative log-likelihood is kept. */
+#include "cli.h"
 #include "ppl.h"
 
 #include <errno.h>
@@ -108,13 +109,9 @@ __attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...) {
 
 static int number(const char *name, const char *arg, unsigned long long lo,
                   unsigned long long hi, uint32_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(arg, &end, 10);
-  if (arg[0] == '-' || arg[0] == '\0' || *end != '\0' || errno != 0 ||
-      v < lo || v > hi)
-    return bad("--%s wants a whole number from %llu to %llu, not '%s'", name,
-               lo, hi, arg);
+  unsigned long long v;
+  if (cli_number("evictd-llama perplexity", name, arg, lo, hi, &v) != 0)
+    return 2;
   *out = (uint32_t)v;
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "cli.h"
 #include "serve.h"
 
 static const char usage[] =
@@ -93,21 +94,6 @@ static int fail(const char *fmt, ...) {
   fputc('\n', stderr);
   va_end(ap);
   return 1;
-}
-
-static int num(const char *name, const char *arg, unsigned long long lo,
-               unsigned long long hi, unsigned long long *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(arg, &end, 10);
-  if (arg[0] == '-' || arg[0] == '\0' || *end != '\0' || errno != 0 ||
-      v < lo || v > hi) {
-    fprintf(stderr, "evictd-llama serve: --%s wants a whole number from "
-            "%llu to %llu, not '%s'\n", name, lo, hi, arg);
-    return -1;
-  }
-  *out = v;
-  return 0;
 }
 
 /* A listening socket on addr; its address as bound in `bound`. */
@@ -194,39 +180,39 @@ int serve_main(int argc, char **argv) {
     case O_LISTEN: o.listen = optarg; break;
     case O_EVICTD: o.url = optarg; break;
     case O_BUDGET:
-      if (num(name, optarg, 1, UINT32_MAX, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 1, UINT32_MAX, &v)) return 2;
       o.budget = (int64_t)v;
       break;
     case O_SINKS:
-      if (num(name, optarg, 0, UINT32_MAX, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 0, UINT32_MAX, &v)) return 2;
       o.sinks = (int64_t)v;
       break;
     case O_LOOKAHEAD:
-      if (num(name, optarg, 1, 1u << 16, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 1, 1u << 16, &v)) return 2;
       o.lookahead = (int64_t)v;
       break;
     case O_PARALLEL:
-      if (num(name, optarg, 1, 256, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 1, 256, &v)) return 2;
       o.parallel = (uint32_t)v;
       break;
     case O_QUEUE:
-      if (num(name, optarg, 0, 1u << 20, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 0, 1u << 20, &v)) return 2;
       o.queue = (uint32_t)v;
       break;
     case O_NPMAX:
-      if (num(name, optarg, 1, 1u << 30, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 1, 1u << 30, &v)) return 2;
       o.n_predict_max = (uint32_t)v;
       break;
     case O_THREADS:
-      if (num(name, optarg, 1, 256, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 1, 256, &v)) return 2;
       o.threads = (int)v;
       break;
     case O_TIMEOUT:
-      if (num(name, optarg, 1, 3600000, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 1, 3600000, &v)) return 2;
       o.timeout_ms = (unsigned)v;
       break;
     case O_RECONNECT:
-      if (num(name, optarg, 0, 3600000, &v)) return 2;
+      if (cli_number("evictd-llama serve", name, optarg, 0, 3600000, &v)) return 2;
       o.reconnect_ms = (unsigned)v;
       break;
     case O_TOKEN_FILE: o.token_file = optarg; break;
