@@ -18,6 +18,7 @@ import asyncio
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -30,6 +31,7 @@ from evictd_client import EvictdClient, StepResult  # noqa: E402
 from evictd_pool import EvictdPool, InstanceFailed, Unroutable  # noqa: E402
 from evictd_pool_aio import AsyncEvictdPool  # noqa: E402
 
+PROBE = os.environ.get("POOL_PROBE")  # the C client's pool, tests/shard/pool_probe.c
 ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
 
 
@@ -42,6 +44,21 @@ def session_ids(rng):
     ids += [f"{p}~{k}" for p in ids[:100] for k in ("1", "beam2")]
     ids += [f"{p}~a~b" for p in ids[300:330]]
     return list(dict.fromkeys(ids))
+
+
+def probe(mode, urls, stdin):
+    r = subprocess.run([PROBE, mode] + urls, input=stdin, capture_output=True,
+                       text=True, timeout=60)
+    expect(r.returncode == 0, f"pool_probe {mode}: {r.returncode} {r.stderr}")
+    return r.stdout
+
+
+def c_batch(urls, items):
+    """The C pool's batch of {"session", "pos"} items: (rc, code, newest, msg)."""
+    out = probe("batch", urls, "".join(f"{it['session']} {it['pos']}\n" for it in items))
+    rows = [line.split(" ", 3) for line in out.splitlines()]
+    expect(len(rows) == len(items), f"C pool batch: {len(rows)} rows for {len(items)}")
+    return [(int(rc), code, int(newest), msg) for rc, code, newest, msg in rows]
 
 
 def check_routing(front, addrs, urls):
@@ -64,10 +81,14 @@ def check_routing(front, addrs, urls):
     apool = AsyncEvictdPool(urls)
     wrong = [s for s in ids if apool.instance_of(s) != routed[s]]
     expect(not wrong, f"asyncio pool disagrees with nginx on {wrong[:5]}")
+    got = probe("route", urls, "".join(s + "\n" for s in ids)).split()
+    wrong = [s for s, g in zip(ids, got) if int(g) != routed[s]]
+    expect(len(got) == len(ids) and not wrong, f"C pool disagrees with nginx on {wrong[:5]}")
+    expect(probe("route", urls, "~x\n").split() == ["-1"], "C pool routed an empty key")
     spread = [sum(1 for s in ids if routed[s] == i) for i in range(len(addrs))]
     expect(all(spread), f"nginx used only some instances: {spread}")
     print(f"pool: {len(ids)} ids ({sum('~' in s for s in ids)} with '~'), "
-          f"both Python pools route as nginx did: {spread}")
+          f"the Python pools and the C pool route as nginx did: {spread}")
     return ids, routed
 
 
@@ -102,8 +123,12 @@ def check_batches(urls, addrs, routed, ids):
     for item, res in zip(items2, out2):
         expect(isinstance(res, StepResult) and res.newest == item["pos"],
                f"aio pool batch item {item}: {res!r}")
+    items3 = [{"session": it["session"], "pos": it["pos"] + 1} for it in items2]
+    for item, (rc, code, newest, msg) in zip(items3, c_batch(urls, items3)):
+        expect(rc == 0 and newest == item["pos"], f"C pool batch item {item}: {rc} {code} {msg}")
+    items2 = items3
     print(f"pool: a {len(items)}-item batch split over {len(addrs)} instances "
-          "comes back in request order, each item on its own instance (both pools)")
+          "comes back in request order, each item on its own instance (both Python pools, C pool)")
     return items2
 
 
@@ -119,9 +144,13 @@ def check_instance_down(daemons, urls, addrs, routed, items):
             return await ap.batch([{"session": it["session"], "pos": it["pos"] + 1}
                                    for it in items3])
     out_aio = asyncio.run(aio())
+    out_c = c_batch(urls, [{"session": it["session"], "pos": it["pos"] + 2}
+                           for it in items3])
     failed = ok = 0
-    for item, res, res2 in zip(items3, out, out_aio):
+    for item, res, res2, c in zip(items3, out, out_aio, out_c):
         if routed[item["session"]] == down:
+            expect(c[0] == -2 and c[1] == "connection_failed" and
+                   f"instance {addrs[down]} (" in c[3], f"C item {item} of the stopped instance: {c}")
             for r in (res, res2):
                 expect(isinstance(r, InstanceFailed) and r.instance == addrs[down]
                        and addrs[down] in str(r) and r.code == "connection_failed",
@@ -132,10 +161,11 @@ def check_instance_down(daemons, urls, addrs, routed, items):
                    f"item {item} of a live instance: {res!r}")
             expect(isinstance(res2, StepResult) and res2.newest == item["pos"] + 1,
                    f"aio item {item} of a live instance: {res2!r}")
+            expect(c[0] == 0 and c[2] == item["pos"] + 2, f"C item {item}: {c}")
             ok += 1
     expect(failed and ok, f"instance down: {failed} failed, {ok} ok")
     print(f"pool: with {addrs[down]} down its {failed} items are InstanceFailed "
-          f"naming it, the other {ok} answered (both pools)")
+          f"naming it, the other {ok} answered (Python pools, C pool)")
 
 
 def check_pool_of_one(daemon):
@@ -153,7 +183,13 @@ def check_pool_of_one(daemon):
     for g, w in zip(got, want):
         expect(type(g) is type(w) and repr(g).replace("twin-", "") ==
                repr(w).replace("twin-", ""), f"pool of one {g!r} vs plain {w!r}")
-    print("pool: a pool of one answers as a plain client does")
+    c = c_batch([url], [{"session": "one-1", "pos": 4}, {"session": "~alone", "pos": 2},
+                        {"session": "nope", "pos": 1}])
+    # "~alone" is routed to the one instance (which answers it: not created).
+    expect(c[0][:3] == (0, "ok", 4) and c[1][:2] == (-1, "unknown_session") and
+           c[2][:2] == (-1, "unknown_session"), f"C pool of one: {c}")
+    print("pool: a pool of one answers as a plain client does (Python; C routes "
+          "every id, '~alone' too, to its one instance)")
 
 
 def run(binary, nginx, tmp):
