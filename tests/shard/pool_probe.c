@@ -21,7 +21,7 @@ static double now(void) {
 }
 
 static int bench(evd_client_pool_t *p, size_t sessions, double seconds) {
-  char (*ids)[32] = calloc(sessions, sizeof *ids);
+  char (*ids)[48] = calloc(sessions, sizeof *ids);
   evd_step_t *steps = calloc(sessions, sizeof *steps);
   evd_batch_result_t *out = calloc(sessions, sizeof *out);
   uint32_t pos = 1;
@@ -29,7 +29,7 @@ static int bench(evd_client_pool_t *p, size_t sessions, double seconds) {
     return 1;
   evd_session_cfg_t cfg = {64, -1, -1, -1};
   for (size_t i = 0; i < sessions; i++) {
-    snprintf(ids[i], sizeof ids[i], "bench-%zu", i);
+    snprintf(ids[i], sizeof ids[i], "b%zu-%zu", sessions, i);
     int rc = evd_client_create(
         evd_client_pool_client(p, evd_client_pool_instance(p, ids[i])), ids[i],
         &cfg, NULL);
