@@ -24,6 +24,11 @@ typedef struct {
   size_t n;
   evd_batch_result_t *out;
   int rc;
+  /* Its worker: started on the first batch with a part here besides the
+   * caller's, then woken per batch (pending), under the pool's mutex. */
+  pthread_t thread;
+  pthread_cond_t go;
+  bool has_thread, pending;
 } part_t;
 
 struct evd_client_pool_s {
@@ -43,6 +48,10 @@ struct evd_client_pool_s {
   part_t *parts;
   char (*fail_msg)[1200];
   char (*fail_code)[48];
+  pthread_mutex_t mu;
+  pthread_cond_t done; /* outstanding reached 0 */
+  size_t outstanding;
+  bool stopping, sync_ready;
 };
 
 static uint32_t crc_table[256];
@@ -162,6 +171,20 @@ static char *name_of(const char *url) {
 void evd_client_pool_free(evd_client_pool_t *p) {
   if (!p)
     return;
+  if (p->sync_ready) {
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    for (size_t k = 0; k < p->n; k++)
+      pthread_cond_signal(&p->parts[k].go);
+    pthread_mutex_unlock(&p->mu);
+    for (size_t k = 0; k < p->n; k++) {
+      if (p->parts[k].has_thread)
+        pthread_join(p->parts[k].thread, NULL);
+      pthread_cond_destroy(&p->parts[k].go);
+    }
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->mu);
+  }
   for (size_t i = 0; i < p->n; i++) {
     if (p->clients)
       evd_client_free(p->clients[i]);
@@ -231,6 +254,14 @@ int evd_client_pool_new(evd_client_pool_t **out, const char *const *urls,
   }
   if (build_ring(p) != 0)
     goto nomem;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->done, NULL);
+  for (size_t k = 0; k < n; k++) {
+    p->parts[k].pool = p;
+    p->parts[k].inst = k;
+    pthread_cond_init(&p->parts[k].go, NULL);
+  }
+  p->sync_ready = true;
   *out = p;
   return 0;
 nomem:
@@ -270,9 +301,27 @@ static int grow(evd_client_pool_t *p, size_t n) {
   return 0;
 }
 
-static void *send_part(void *arg) {
-  part_t *t = arg;
+static void send_part(part_t *t) {
   t->rc = evd_client_batch(t->pool->clients[t->inst], t->steps, t->n, t->out);
+}
+
+static void *worker(void *arg) {
+  part_t *t = arg;
+  evd_client_pool_t *p = t->pool;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!t->pending && !p->stopping)
+      pthread_cond_wait(&t->go, &p->mu);
+    if (p->stopping)
+      break;
+    pthread_mutex_unlock(&p->mu);
+    send_part(t);
+    pthread_mutex_lock(&p->mu);
+    t->pending = false;
+    if (--p->outstanding == 0)
+      pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->mu);
   return NULL;
 }
 
@@ -284,14 +333,8 @@ int evd_client_pool_batch(evd_client_pool_t *p, const evd_step_t *steps,
     return EVD_CLIENT_ENOMEM;
   /* Count each instance's items, then place them stably by instance. */
   size_t *count = calloc(p->n + 1, sizeof *count);
-  pthread_t *threads = calloc(p->n, sizeof *threads);
-  bool *started = calloc(p->n, sizeof *started);
-  if (!count || !threads || !started) {
-    free(count);
-    free(threads);
-    free(started);
+  if (!count)
     return EVD_CLIENT_ENOMEM;
-  }
   for (size_t i = 0; i < n; i++) {
     p->inst_of[i] = evd_client_pool_instance(p, steps[i].session);
     if (p->inst_of[i] >= 0)
@@ -299,9 +342,13 @@ int evd_client_pool_batch(evd_client_pool_t *p, const evd_step_t *steps,
   }
   for (size_t k = 1; k <= p->n; k++)
     count[k] += count[k - 1]; /* count[k]: where instance k's items start */
-  for (size_t k = 0; k < p->n; k++)
-    p->parts[k] = (part_t){p, k, p->sorted + count[k], 0,
-                           p->results + count[k], 0};
+  for (size_t k = 0; k < p->n; k++) {
+    part_t *t = &p->parts[k];
+    t->steps = p->sorted + count[k];
+    t->out = p->results + count[k];
+    t->n = 0;
+    t->rc = 0;
+  }
   for (size_t i = 0; i < n; i++) {
     int k = p->inst_of[i];
     if (k < 0)
@@ -311,27 +358,41 @@ int evd_client_pool_batch(evd_client_pool_t *p, const evd_step_t *steps,
     p->sorted[count[k] + t->n] = steps[i];
     t->n++;
   }
-  /* Every part but the first in a thread of its own; the first here. */
+  free(count);
+  /* Every part but the first to its instance's worker; the first here. A
+   * worker that cannot be started leaves its part to this thread. */
   size_t first = p->n;
+  bool *mine = calloc(p->n, sizeof *mine);
+  if (!mine)
+    return EVD_CLIENT_ENOMEM;
+  pthread_mutex_lock(&p->mu);
   for (size_t k = 0; k < p->n; k++) {
-    if (p->parts[k].n == 0)
+    part_t *t = &p->parts[k];
+    if (t->n == 0)
       continue;
     if (first == p->n) {
       first = k;
       continue;
     }
-    started[k] = pthread_create(&threads[k], NULL, send_part, &p->parts[k]) == 0;
-    if (!started[k])
-      send_part(&p->parts[k]);
+    if (!t->has_thread)
+      t->has_thread = pthread_create(&t->thread, NULL, worker, t) == 0;
+    if (!t->has_thread) {
+      mine[k] = true;
+      continue;
+    }
+    t->pending = true;
+    p->outstanding++;
+    pthread_cond_signal(&t->go);
   }
-  if (first < p->n)
-    send_part(&p->parts[first]);
+  pthread_mutex_unlock(&p->mu);
   for (size_t k = 0; k < p->n; k++)
-    if (started[k])
-      pthread_join(threads[k], NULL);
-  free(count);
-  free(threads);
-  free(started);
+    if (k == first || mine[k])
+      send_part(&p->parts[k]);
+  free(mine);
+  pthread_mutex_lock(&p->mu);
+  while (p->outstanding > 0)
+    pthread_cond_wait(&p->done, &p->mu);
+  pthread_mutex_unlock(&p->mu);
   /* Back in request order; a failed part fails each of its items. */
   for (size_t k = 0; k < p->n; k++) {
     part_t *t = &p->parts[k];
