@@ -25,40 +25,45 @@ static int bench(evd_client_pool_t *p, size_t sessions, double seconds) {
   evd_step_t *steps = calloc(sessions, sizeof *steps);
   evd_batch_result_t *out = calloc(sessions, sizeof *out);
   uint32_t pos = 1;
+  int rc = 1;
   if (!ids || !steps || !out)
-    return 1;
+    goto done;
   evd_session_cfg_t cfg = {64, -1, -1, -1};
   for (size_t i = 0; i < sessions; i++) {
     snprintf(ids[i], sizeof ids[i], "b%zu-%zu", sessions, i);
-    int rc = evd_client_create(
+    rc = evd_client_create(
         evd_client_pool_client(p, evd_client_pool_instance(p, ids[i])), ids[i],
         &cfg, NULL);
     if (rc != 0) {
       fprintf(stderr, "pool_probe: create %s: %s\n", ids[i],
               evd_client_strerror(rc));
-      return 1;
+      rc = 1;
+      goto done;
     }
     steps[i] = (evd_step_t){.session = ids[i], .positions = &pos,
                             .n_positions = 1};
   }
+  rc = 1;
   unsigned long iters = 0;
   double t0 = now(), t;
   do {
     if (evd_client_pool_batch(p, steps, sessions, out) != 0)
-      return 1;
+      goto done;
     for (size_t i = 0; i < sessions; i++)
       if (out[i].rc != 0) {
         fprintf(stderr, "pool_probe: %s: %s\n", ids[i], out[i].error.message);
-        return 1;
+        goto done;
       }
     pos++;
     iters++;
   } while ((t = now()) - t0 < seconds);
   printf("steps_per_s %.0f iters %lu\n", iters * sessions / (t - t0), iters);
+  rc = 0;
+done:
   free(ids);
   free(steps);
   free(out);
-  return 0;
+  return rc;
 }
 
 int main(int argc, char **argv) {
