@@ -251,7 +251,8 @@ void evd_client_stats(const evd_client_t *c, evd_client_stats_t *out);
  * (deploy/nginx-shard.conf) routes them: nginx's ring (160 points per
  * instance from the crc32 of its upstream name "host:port"), keyed by the
  * session id up to its first '~'. A batch is split per instance and the
- * parts are sent at once, one thread per part, one client per instance.
+ * parts are sent at once: the caller sends one, a long-lived worker thread
+ * per instance each other one, one client per instance.
  * No failover: an instance that fails fails its own items only. Like a
  * client, a pool is used by one thread at a time. */
 typedef struct evd_client_pool_s evd_client_pool_t;

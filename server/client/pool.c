@@ -1,6 +1,7 @@
 /* A pool of daemons routed as nginx's `hash ... consistent` routes them
  * (include/evictd/client.h): the ring, and batches split per instance and
- * sent at once from one thread per part. */
+ * sent at once (the caller sends one part, a worker thread per instance
+ * each other one). */
 #include "client_int.h"
 
 #include <pthread.h>
