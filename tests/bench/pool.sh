@@ -3,7 +3,8 @@
 # one instance, the same batches: every iteration steps every session once,
 # one evd_client_pool_batch per iteration (the C client's pool: with 3
 # instances the batch is split in 3 parts sent at once from 3 threads; with
-# one it is a plain batch). Session-steps/s, each point POOL_SECONDS long
+# one it is a plain batch), and the same with the Python client's
+# EvictdPool (tests/bench/bench_pool.py: a worker thread per instance). Session-steps/s, each point POOL_SECONDS long
 # (default 2). Nothing is pinned: the pool's instances share the machine's
 # cores with the client, so on a 2-core machine a pool cannot scale much.
 # Usage: pool.sh path/to/evictd path/to/pool_probe   (POOL_SECONDS,
@@ -34,12 +35,19 @@ start_one() {
 for i in 0 1 2 3; do start_one "evictd$i"; done
 one=("${urls[0]}") three=("${urls[@]:1:3}")
 
-echo "pool: session-steps/s, one pool batch per iteration (C client)," \
-  "budget 64, ${seconds}s per point, $(nproc) CPUs, not pinned"
-printf '  %-22s %14s %14s %10s\n' "sessions per batch" "1 instance" \
+echo "pool: session-steps/s, one pool batch per iteration, budget 64," \
+  "${seconds}s per point, $(nproc) CPUs, not pinned"
+printf '  %-30s %14s %14s %10s\n' "client, sessions per batch" "1 instance" \
   "3-instance pool" "pool/one"
+# row LABEL CMD...: CMD run against one instance, then the three.
+row() {
+  local label=$1 a b
+  shift
+  a=$("$@" "${one[@]}" | awk '{ print $2 }')
+  b=$("$@" "${three[@]}" | awk '{ print $2 }')
+  printf '  %-30s %14.0f %14.0f %10s\n' "$label" "$a" "$b" "$(ratio "$b" "$a")"
+}
 for n in $sizes; do
-  a=$("$probe" bench "$n" "$seconds" "${one[@]}" | awk '{ print $2 }')
-  b=$("$probe" bench "$n" "$seconds" "${three[@]}" | awk '{ print $2 }')
-  printf '  %-22s %14.0f %14.0f %10s\n' "$n" "$a" "$b" "$(ratio "$b" "$a")"
+  row "C (evd_client_pool), $n" "$probe" bench "$n" "$seconds"
+  row "Python (EvictdPool), $n" python3 "$bench_dir/bench_pool.py" "$n" "$seconds"
 done
