@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `make bench-pool` (and part of `make bench`): a pool of 3 instances beside
 # one instance, the same batches: every iteration steps every session once,
-# one evd_client_pool_batch per iteration (the C client's pool: with 3
-# instances the batch is split in 3 parts sent at once from 3 threads; with
-# one it is a plain batch), and the same with the Python client's
-# EvictdPool (tests/bench/bench_pool.py: a worker thread per instance). Session-steps/s, each point POOL_SECONDS long
-# (default 2). Nothing is pinned: the pool's instances share the machine's
-# cores with the client, so on a 2-core machine a pool cannot scale much.
+# one pool batch per iteration. The C client's evd_client_pool (3 parts sent
+# at once: the caller's and 2 worker threads'; with one instance a plain
+# batch), then the Python client's EvictdPool (tests/bench/bench_pool.py).
+# Session-steps/s, each point POOL_SECONDS long (default 2). Nothing is
+# pinned: the instances share the machine's cores with the client, so on a
+# 2-core machine a pool cannot scale much.
 # Usage: pool.sh path/to/evictd path/to/pool_probe   (POOL_SECONDS,
 # POOL_SIZES: batch sizes, default "64 256")
 set -euo pipefail
