@@ -247,6 +247,47 @@ typedef struct evd_client_stats_s {
 
 void evd_client_stats(const evd_client_t *c, evd_client_stats_t *out);
 
+/* A pool of daemons routed as nginx's `hash $evictd_session consistent`
+ * (deploy/nginx-shard.conf) routes them: nginx's ring (160 points per
+ * instance from the crc32 of its upstream name "host:port"), keyed by the
+ * session id up to its first '~'. A batch is split per instance and the
+ * parts are sent at once: the caller sends one, a long-lived worker thread
+ * per instance each other one, one client per instance.
+ * No failover: an instance that fails fails its own items only. Like a
+ * client, a pool is used by one thread at a time. */
+typedef struct evd_client_pool_s evd_client_pool_t;
+
+/* n instance URLs, in the order of nginx's upstream block; names[i] is
+ * instance i's name there ("10.0.0.11:8090"), or names NULL: each URL's
+ * host:port as written. opts (may be NULL) applies to every client; its
+ * url is ignored. Returns 0 and *out, or EVD_CLIENT_EINVAL / _ENOMEM with
+ * a sentence in errbuf. Free with evd_client_pool_free. */
+int evd_client_pool_new(evd_client_pool_t **out, const char *const *urls,
+                        const char *const *names, size_t n,
+                        const evd_client_opts_t *opts, char *errbuf,
+                        size_t errlen);
+void evd_client_pool_free(evd_client_pool_t *p);
+
+/* The index of the instance nginx sends session to, or -1 when it cannot
+ * be routed (an empty key: an id starting with '~', which nginx sends
+ * round-robin). */
+int evd_client_pool_instance(const evd_client_pool_t *p, const char *session);
+
+/* Instance i's client (for single-session calls) and ring name. */
+evd_client_t *evd_client_pool_client(evd_client_pool_t *p, size_t i);
+const char *evd_client_pool_name(const evd_client_pool_t *p, size_t i);
+
+/* One iteration: evd_client_batch's items split per instance, all parts
+ * in flight at once; out[i] is item i's outcome, in request order. An
+ * instance whose part failed as a whole gives each of its items that
+ * error's rc, code and status, with a message naming the instance; an
+ * unroutable item gets EVD_CLIENT_EINVAL, code "unroutable_session".
+ * Answers live in the instances' clients and the pool, valid until the
+ * pool's next batch. Returns 0, or EVD_CLIENT_ENOMEM / _EINVAL for the
+ * call as a whole (out then untouched). */
+int evd_client_pool_batch(evd_client_pool_t *p, const evd_step_t *steps,
+                          size_t n, evd_batch_result_t *out);
+
 #ifdef __cplusplus
 }
 #endif

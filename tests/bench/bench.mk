@@ -33,7 +33,7 @@ $(B)/bench_api: tests/bench/bench_api.c $(B)/evictd-daemon.a
 bench-http-build:
 	@deploy/deps.sh build bench
 	@$(MAKE) --no-print-directory $(B)/evictd $(B)/bench_memory $(B)/bench_api \
-	  $(B)/bench_memcopy $(B)/bench_client
+	  $(B)/bench_memcopy $(B)/bench_client $(B)/pool_probe
 
 bench-http: bench-http-build
 	tests/bench/api.sh $(B)/bench_api
@@ -43,6 +43,7 @@ bench-http: bench-http-build
 	tests/bench/durable.sh $(B)/evictd
 	tests/bench/restart.sh $(B)/evictd $(B)/bench_memory $(B)/bench_memcopy
 	tests/bench/client.sh $(B)/evictd $(B)/bench_client
+	tests/bench/pool.sh $(B)/evictd $(B)/pool_probe
 	@$(MAKE) --no-print-directory bench-eval
 	@$(MAKE) --no-print-directory bench-llama
 
@@ -62,6 +63,11 @@ bench-restart: bench-http-build
 # CLIENT_ROUNDS=N, CLIENT_SECONDS=S: rounds and their length.
 bench-client: bench-http-build
 	tests/bench/client.sh $(B)/evictd $(B)/bench_client
+
+# A 3-instance pool beside one instance (POOL_SECONDS, POOL_SIZES).
+.PHONY: bench-pool
+bench-pool: bench-http-build
+	tests/bench/pool.sh $(B)/evictd $(B)/pool_probe
 
 bench-profile: bench-http-build
 	PROFILE_OUT=$(B)/profile tests/bench/profile.sh $(B)/evictd
