@@ -195,7 +195,7 @@ sys.exit(1 if problems else 0)
 PY
   # The restarted evictd loaded the request's session from its state
   # volume, went on stepping it, and deleted it at the end: it created none.
-  podman logs "$evictd" 2>&1 | grep -Eq 'state: [1-9][0-9]* sessions from ' ||
+  podman logs "$evictd" 2>&1 | grep -Eq 'state: [1-9][0-9]* sessions? from ' ||
     { podman logs --tail 20 "$evictd" >&2; fail "$label: the restarted evictd loaded no session from its state volume"; }
   client metrics "unix:$sock" >"$tmp/m2" || fail "$label: evictd /metrics after the restart"
   [ "$(metric evictd_sessions_created_total "$tmp/m2")" = 0 ] ||
