@@ -81,7 +81,10 @@ B=$b deploy/llamacpp/build-image.sh "$engine_image" "$b/llama/evictd-lm.gguf" \
   >"$tmp/build-engine.log" 2>&1 || { tail -n 30 "$tmp/build-engine.log"; fail "engine image"; }
 grep '^engine-image: built' "$tmp/build-engine.log" | sed 's/^/pair-test: /'
 # The engine needs `evictd-llama serve` (issue 17, point 1).
-podman run --rm --entrypoint evictd-llama "$engine_image" --help 2>&1 | grep -qE '(^|[^a-z])serve([^a-z]|$)' ||
+# (output captured first: `cmd | grep -q` can fail cmd with SIGPIPE under
+# pipefail when grep stops reading early)
+help=$(podman run --rm --entrypoint evictd-llama "$engine_image" --help 2>&1 || true)
+grep -qE '(^|[^a-z])serve([^a-z]|$)' <<<"$help" ||
   fail "$engine_image: evictd-llama has no serve command (build it from a tree with evictd-llama serve)"
 podman image inspect --format '{{.Size}}' "$engine_image" |
   awk '{ printf "pair-test: engine image %.1f MB\n", $1 / 1000000 }'
@@ -195,7 +198,8 @@ sys.exit(1 if problems else 0)
 PY
   # The restarted evictd loaded the request's session from its state
   # volume, went on stepping it, and deleted it at the end: it created none.
-  podman logs "$evictd" 2>&1 | grep -Eq 'state: [1-9][0-9]* sessions? from ' ||
+  logs=$(podman logs "$evictd" 2>&1)
+  grep -Eq 'state: [1-9][0-9]* sessions? from ' <<<"$logs" ||
     { podman logs --tail 20 "$evictd" >&2; fail "$label: the restarted evictd loaded no session from its state volume"; }
   client metrics "unix:$sock" >"$tmp/m2" || fail "$label: evictd /metrics after the restart"
   [ "$(metric evictd_sessions_created_total "$tmp/m2")" = 0 ] ||
