@@ -177,6 +177,21 @@ def merge_parts(n: int, parts: Dict[int, List[int]],
     return out  # type: ignore[return-value]
 
 
+def instances(urls: Sequence[str], names: Optional[Sequence[str]] = None
+              ) -> Tuple[List[str], List[str], "HashRing"]:
+    """The pools' instance list: the URLs, their names (as the upstream
+    block writes them; by default taken from the URLs), checked one per
+    URL and all different, and the ring over the names."""
+    urls = list(urls)
+    if names is None:
+        names = [instance_name(u) for u in urls]
+    if len(names) != len(urls):
+        raise ValueError("one name per instance URL")
+    if len(set(names)) != len(names):
+        raise ValueError("instance names must differ: %r" % (names,))
+    return urls, list(names), HashRing(list(names))
+
+
 class EvictdPool:
     """Blocking client for a pool of evictd instances that nginx would
     route with ``hash $evictd_session consistent``.
@@ -197,16 +212,8 @@ class EvictdPool:
     def __init__(self, urls: Sequence[str], *,
                  names: Optional[Sequence[str]] = None,
                  **client_args: Any) -> None:
-        urls = list(urls)
-        if names is None:
-            names = [instance_name(u) for u in urls]
-        if len(names) != len(urls):
-            raise ValueError("one name per instance URL")
-        if len(set(names)) != len(names):
-            raise ValueError("instance names must differ: %r" % (names,))
-        self.urls, self.names = urls, list(names)
-        self.ring = HashRing(self.names)
-        self.clients = [EvictdClient(u, **client_args) for u in urls]
+        self.urls, self.names, self.ring = instances(urls, names)
+        self.clients = [EvictdClient(u, **client_args) for u in self.urls]
         self._workers: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     def __enter__(self) -> "EvictdPool":

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from evictd_aio import AsyncEvictdClient
 from evictd_client import BatchOutcome, EvictdError, StepBatch
-from evictd_pool import (HashRing, InstanceFailed, instance_name, merge_parts,
+from evictd_pool import (InstanceFailed, instances, merge_parts,
                          split_items)
 
 __all__ = ["AsyncEvictdPool"]
@@ -30,16 +30,9 @@ class AsyncEvictdPool:
     def __init__(self, urls: Sequence[str], *,
                  names: Optional[Sequence[str]] = None,
                  **client_args: Any) -> None:
-        urls = list(urls)
-        if names is None:
-            names = [instance_name(u) for u in urls]
-        if len(names) != len(urls):
-            raise ValueError("one name per instance URL")
-        if len(set(names)) != len(names):
-            raise ValueError("instance names must differ: %r" % (names,))
-        self.urls, self.names = urls, list(names)
-        self.ring = HashRing(self.names)
-        self.clients = [AsyncEvictdClient(u, **client_args) for u in urls]
+        self.urls, self.names, self.ring = instances(urls, names)
+        self.clients = [AsyncEvictdClient(u, **client_args)
+                        for u in self.urls]
 
     async def __aenter__(self) -> "AsyncEvictdPool":
         return self
