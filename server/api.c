@@ -440,13 +440,18 @@ static int h_evict(ctx_t *c) {
   evd_buf_u32(c->out, evd_window_size(w));
   if (evd_session_page_size(s) != 0) {
     evd_pages_change_t ch = {.victims = api->victims, .nvictims = n};
-    uint32_t half = (uint32_t)(api->pages_cap / 2), nnew, nfreed;
-    evd_pages_diff(w, evd_session_page_size(s), &ch, api->pages, &nnew,
-                   api->pages + half, &nfreed);
+    uint32_t third = (uint32_t)(api->pages_cap / 3);
+    evd_pages_out_t o = {.fresh = api->pages, .freed = api->pages + third,
+                         .transient = api->pages + 2 * third};
+    evd_pages_diff(w, evd_session_page_size(s), &ch, &o);
     evd_buf_str(c->out, ",\"pages_new\":");
-    evd_buf_u32_array(c->out, api->pages, nnew);
+    evd_buf_u32_array(c->out, o.fresh, o.nfresh);
     evd_buf_str(c->out, ",\"pages_freed\":");
-    evd_buf_u32_array(c->out, api->pages + half, nfreed);
+    evd_buf_u32_array(c->out, o.freed, o.nfreed);
+    /* Always empty: an eviction adds nothing. Written so that the three
+     * lists are in every paged answer. */
+    evd_buf_str(c->out, ",\"pages_transient\":");
+    evd_buf_u32_array(c->out, o.transient, o.ntransient);
   }
   evd_buf_chr(c->out, '}');
   return 200;

@@ -27,8 +27,7 @@ static int src_next(src_t *s, uint32_t page_size, uint32_t *page,
 }
 
 void evd_pages_diff(const evd_window_t *w, uint32_t page_size,
-                    const evd_pages_change_t *c, uint32_t *pnew,
-                    uint32_t *nnew, uint32_t *pfreed, uint32_t *nfreed) {
+                    const evd_pages_change_t *c, evd_pages_out_t *out) {
   /* Positions held after the request and older than `first` were held
    * before it; a new session held nothing. */
   uint64_t first = c->created ? 0
@@ -42,7 +41,7 @@ void evd_pages_diff(const evd_window_t *w, uint32_t page_size,
   uint32_t page = 0, q;
   int k, before, b;
 
-  *nnew = *nfreed = 0;
+  out->nfresh = out->nfreed = out->ntransient = 0;
   for (;;) {
     /* The smallest page any source is at, and whether a source saw one of
      * its positions held before the request. */
@@ -65,9 +64,11 @@ void evd_pages_diff(const evd_window_t *w, uint32_t page_size,
     if (!before)
       before = evd_window_holds(w, lo, hi < first ? hi : first);
     if (after && !before)
-      pnew[(*nnew)++] = page;
+      out->fresh[out->nfresh++] = page;
     else if (before && !after)
-      pfreed[(*nfreed)++] = page;
+      out->freed[out->nfreed++] = page;
+    else if (!before && !after) /* touched, so held within the request */
+      out->transient[out->ntransient++] = page;
   }
 }
 

@@ -1,7 +1,7 @@
 /* Replay records (see replay.h): runs in the session's area, anything else
  * in the table's bounded pool, and only a hash of what was let go.
  *
- * Area words: [0] form | op << 4 | flags << 8, then per form
+ * Area words: [0] form | op << 4 | flags << 8 | ends << 16, then per form
  *   RUNS  [1] arg [2] positions [3] size [4] first victim [5] victims
  *         [6] gone, with pages [7] first new page [8] new pages [9] first
  *         freed page [10] freed pages. What is not stored follows from the
@@ -23,7 +23,8 @@
 
 enum { F_NONE = 0, F_RUNS = 1, F_HEAP = 2, F_GONE = 3 };
 
-/* A record in the pool: the heap form, as uint32s: op | flags << 8, arg,
+/* A record in the pool: the heap form, as uint32s: op | flags << 8 |
+ * ends << 16, arg,
  * npos, nvictims, ngone, npages_new, npages_freed, size, newest, then
  * positions, victims, gone, slots, pages_new, pages_freed. */
 #define HEAP_HDR 9
@@ -157,7 +158,8 @@ static int set_runs(evd_session_t *s, const evd_replay_t *rp) {
       !is_run(rp, &rp->pages_freed, 0, &f[5]) ||
       (!(s->bits & EVD__PAGED) && (rp->pages_new.n || rp->pages_freed.n)))
     return 0;
-  w[0] = F_RUNS | (uint32_t)rp->op << 4 | (uint32_t)rp->flags << 8;
+  w[0] = F_RUNS | (uint32_t)rp->op << 4 | (uint32_t)rp->flags << 8 |
+         (uint32_t)rp->ends << 16;
   w[1] = rp->arg;
   w[2] = rp->positions.n;
   w[3] = rp->size;
@@ -237,7 +239,7 @@ void evd_replay_set(evd_table_t *t, evd_session_t *s,
     return;
   h->bytes = sizeof(heap_t) + 4 * n;
   h->owner = s;
-  h->w[0] = rp->op | (uint32_t)rp->flags << 8;
+  h->w[0] = rp->op | (uint32_t)rp->flags << 8 | (uint32_t)rp->ends << 16;
   h->w[1] = rp->arg;
   h->w[2] = rp->positions.n;
   h->w[3] = rp->victims.n;
@@ -298,6 +300,7 @@ int evd_replay_get(const evd_session_t *s, evd_replay_t *out) {
   out->last = win->last;
   out->op = (uint8_t)(w[0] >> 4 & 0xf);
   out->flags = (uint8_t)(w[0] >> 8);
+  out->ends = (uint8_t)(w[0] >> 16 & 3);
   switch (form_of(w)) {
   case F_RUNS:
     out->arg = w[1];
@@ -316,6 +319,7 @@ int evd_replay_get(const evd_session_t *s, evd_replay_t *out) {
     h = heap_of(w);
     out->op = (uint8_t)(h->w[0] & 0xff);
     out->flags = (uint8_t)(h->w[0] >> 8);
+    out->ends = (uint8_t)(h->w[0] >> 16 & 3);
     out->arg = h->w[1];
     out->size = h->w[7];
     out->newest = h->w[8];
@@ -359,8 +363,9 @@ int evd_replay_load_area(evd_session_t *s, const uint32_t *w,
   unsigned op = w[0] >> 4 & 0xf;
 
   if (words != area_words(s) || form_of(w) != F_RUNS || op < EVD_RP_STEP ||
-      op > EVD_RP_TRUNCATE || (w[0] >> 8) > (EVD_RP_TENTATIVE |
-                                              EVD_RP_COMMIT_ARG))
+      op > EVD_RP_TRUNCATE ||
+      (w[0] >> 8 & 0xff) > (EVD_RP_TENTATIVE | EVD_RP_COMMIT_ARG) ||
+      (w[0] >> 16) > (EVD_RP_FIRST_TRANSIENT | EVD_RP_LAST_TRANSIENT))
     return EVD_ECORRUPT;
   memcpy(evd__session_rp(s), w, 4 * (size_t)words);
   return 0;

@@ -7,7 +7,8 @@
  *              head, tail, newest, tentative, committed,
  *              u32 replay tag, low 4 bits: 0 none; 1 runs, followed by the
  *              session's replay area (7 words, 11 with pages, see
- *              replay.c); 2 arrays, with op << 4 | flags << 8, followed
+ *              replay.c); 2 arrays, with op << 4 | flags << 8 |
+ *              ends << 16 (which edge pages are transient), followed
  *              by u32 arg, npos, nvictims, ngone, npages_new,
  *              npages_freed, size, newest and the arrays positions,
  *              victims, gone, slots, pages_new, pages_freed (see
@@ -165,7 +166,7 @@ static void write_session(writer_t *w, const evd_session_t *s) {
   f[9] = evd_window_committed(win);
   f[10] = words > 0 ? RP_RUNS
           : has_rp  ? RP_ARRAYS | (uint32_t)rp.op << 4 |
-                         (uint32_t)rp.flags << 8
+                         (uint32_t)rp.flags << 8 | (uint32_t)rp.ends << 16
           : gone    ? RP_GONE
                     : RP_NONE;
   put32s(w, &crc, f, 11);
@@ -383,7 +384,8 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
   case RP_ARRAYS:
     rp.op = (uint8_t)(tag >> 4 & 0xf);
     rp.flags = (uint8_t)(tag >> 8);
-    if (rp.op < EVD_RP_STEP || rp.op > EVD_RP_TRUNCATE || tag > 0xffff ||
+    rp.ends = (uint8_t)(tag >> 16);
+    if (rp.op < EVD_RP_STEP || rp.op > EVD_RP_TRUNCATE || tag > 0x3ffff ||
         (rp.op == EVD_RP_STEP && r[1] == 0 && !(rp.flags & EVD_RP_COMMIT_ARG)))
       return corrupt(why, wlen, "a replay record of no known request");
     rp.arg = r[0];

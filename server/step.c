@@ -15,10 +15,10 @@
 
 int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
                  size_t nadded, uint32_t page_size) {
-  /* Pages: new and freed, each at most one per touched position plus page
-   * 0 of a new session. Arrays are sized by what the request can use, so
-   * that a plain step never grows what only truncation needs. */
-  size_t pages = page_size ? 2 * (nvictims + ngone + nadded + 1) : 0;
+  /* Pages: new, freed and transient, each at most one per touched position
+   * plus page 0 of a new session. Arrays are sized by what the request can
+   * use, so that a plain step never grows what only truncation needs. */
+  size_t pages = page_size ? 3 * (nvictims + ngone + nadded + 1) : 0;
 
   if (nadded <= api->slots_cap && nvictims <= api->victims_cap &&
       ngone <= api->gone_cap && pages <= api->pages_cap)
@@ -272,15 +272,26 @@ static int apply(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
       .size = evd_window_size(w), .newest = evd_window_newest(w),
       .sinks = w->sinks, .last = w->last};
   if (evd_session_page_size(s) != 0) {
+    uint32_t ps = evd_session_page_size(s);
     evd_pages_change_t c = {.victims = api->victims, .nvictims = nv,
                             .gone = api->gone, .ngone = ng,
                             .added = pos, .nadded = r->n,
                             .created = created};
-    uint32_t half = (uint32_t)(api->pages_cap / 2), nnew, nfreed;
-    evd_pages_diff(w, evd_session_page_size(s), &c, api->pages, &nnew,
-                   api->pages + half, &nfreed);
-    rp->pages_new = evd_u32s(api->pages, nnew);
-    rp->pages_freed = evd_u32s(api->pages + half, nfreed);
+    uint32_t third = (uint32_t)(api->pages_cap / 3);
+    evd_pages_out_t o = {.fresh = api->pages, .freed = api->pages + third,
+                         .transient = api->pages + 2 * third};
+    evd_pages_diff(w, ps, &c, &o);
+    rp->pages_new = evd_u32s(o.fresh, o.nfresh);
+    rp->pages_freed = evd_u32s(o.freed, o.nfreed);
+    /* The record keeps only whether the edge victim pages are transient
+     * (see EVD_RP_FIRST_TRANSIENT); write_transient derives the rest. */
+    if (o.ntransient > 0) {
+      rp->ends = (uint8_t)((o.transient[0] == api->victims[0] / ps
+                                ? EVD_RP_FIRST_TRANSIENT : 0u) |
+                           (o.transient[o.ntransient - 1] ==
+                                    api->victims[nv - 1] / ps
+                                ? EVD_RP_LAST_TRANSIENT : 0u));
+    }
   }
   evd_replay_set(api->table, s, rp);
   return 0;
@@ -343,11 +354,59 @@ static void write_list(evd_buf_t *out, const evd_replay_t *rp,
   evd_buf_chr(out, ']');
 }
 
+/* 1 when page p is in list l, whose values from *i on are ascending and
+ * at or above the pages asked before; advances *i past the smaller ones. */
+static int list_has(const evd_replay_t *rp, const evd_u32s_t *l, uint32_t *i,
+                    uint32_t p) {
+  while (*i < l->n && evd_replay_at(rp, l, *i) < p)
+    (*i)++;
+  return *i < l->n && evd_replay_at(rp, l, *i) == p;
+}
+
+/* Writes the transient pages of a record as a JSON array: the pages of
+ * its victims that are neither new nor freed, those of the first and the
+ * last victim only when the record's bits say so (EVD_RP_FIRST_TRANSIENT).
+ * O(victims + pages): a run of victims is walked page by page. */
+static void write_transient(evd_buf_t *out, const evd_replay_t *rp,
+                            uint32_t page_size) {
+  const evd_u32s_t *v = &rp->victims;
+  uint32_t i = 0, in = 0, ifr = 0, first, last, p;
+  int more = 0;
+
+  evd_buf_chr(out, '[');
+  if (v->n > 0) {
+    first = evd_replay_at(rp, v, 0) / page_size;
+    last = evd_replay_at(rp, v, v->n - 1) / page_size;
+    for (p = first;;) {
+      if (((p != first || (rp->ends & EVD_RP_FIRST_TRANSIENT)) &&
+           (p != last || (rp->ends & EVD_RP_LAST_TRANSIENT))) &&
+          !list_has(rp, &rp->pages_new, &in, p) &&
+          !list_has(rp, &rp->pages_freed, &ifr, p)) {
+        if (more)
+          evd_buf_chr(out, ',');
+        evd_buf_u32(out, p);
+        more = 1;
+      }
+      if (p == last)
+        break;
+      if (v->v == NULL) { /* a run: every page up to the last has victims */
+        p++;
+      } else {
+        while (evd_replay_at(rp, v, i) / page_size == p)
+          i++;
+        p = evd_replay_at(rp, v, i) / page_size;
+      }
+    }
+  }
+  evd_buf_chr(out, ']');
+}
+
 static void write_answer(evd_buf_t *out, const evd_replay_t *rp,
                          uint32_t page_size, int replayed) {
   evd_buf_reserve(out, 160 + 11 * ((size_t)rp->victims.n + rp->slots.n +
                                    rp->gone.n + rp->pages_new.n +
-                                   rp->pages_freed.n));
+                                   rp->pages_freed.n +
+                                   (page_size != 0 ? rp->victims.n : 0)));
   if (rp->op == EVD_RP_TRUNCATE) {
     evd_buf_add(out, "{\"removed\":", 11);
     write_list(out, rp, &rp->gone);
@@ -375,6 +434,8 @@ static void write_answer(evd_buf_t *out, const evd_replay_t *rp,
     write_list(out, rp, &rp->pages_new);
     evd_buf_add(out, ",\"pages_freed\":", 15);
     write_list(out, rp, &rp->pages_freed);
+    evd_buf_add(out, ",\"pages_transient\":", 19);
+    write_transient(out, rp, page_size);
   }
   if (replayed)
     evd_buf_add(out, ",\"replayed\":true", 16);
@@ -439,11 +500,13 @@ size_t evd__result_bound(evd_api_t *api, const evd_session_t *s,
   /* Drafts pending are at most the lookahead; victims at most those and
    * the new positions; a truncate removes at most what is held. */
   gone = r->op == EVD_RP_TRUNCATE ? size : la;
-  entries = victims + gone + n + (b != 0 ? 2 * (victims + gone + n + 1) : 0);
+  entries = victims + gone + n + (b != 0 ? 3 * (victims + gone + n + 1) : 0);
   answer = 160 + 11 * entries;
   if (w != NULL && (r->op != EVD_RP_STEP || n == 0 || pos[0] <= w->newest) &&
       evd_replay_get(s, &rp) && same_request(&rp, r, pos)) {
-    size_t stored = 160 + 11 * ((size_t)rp.positions.n * 2 + rp.victims.n +
+    /* Transient pages are at most one per victim. */
+    size_t stored = 160 + 11 * ((size_t)rp.positions.n * 2 +
+                                (b != 0 ? 2u : 1u) * rp.victims.n +
                                 rp.gone.n + rp.pages_new.n +
                                 rp.pages_freed.n);
     answer = stored > answer ? stored : answer;

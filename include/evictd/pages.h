@@ -1,6 +1,7 @@
 /* Page-granular answers: which logical pages (position / page_size) one
- * request made hold a position for the first time, and which it left
- * holding none, so that a paged engine allocates and frees whole blocks. */
+ * request made hold a position for the first time, which it left holding
+ * none, and which held positions only within it, so that a paged engine
+ * allocates and frees whole blocks. */
 #ifndef EVICTD_PAGES_H
 #define EVICTD_PAGES_H
 
@@ -19,16 +20,21 @@ typedef struct evd_pages_change_s {
   int created;
 } evd_pages_change_t;
 
-/* Computes the net page changes of a request from the window after it,
- * `w`, and the change `c`: pages that held no position before and hold one
- * now go to pnew[0..*nnew), pages that held one before and hold none now to
- * pfreed[0..*nfreed), both ascending. A page entered and left within the
- * request is in neither. Each array needs room for nvictims + ngone +
- * nadded + 1 pages. O(pages touched x log size): the window is searched,
- * never scanned. page_size must be > 0. */
+/* The pages of a request, each list ascending: `fresh` held no position
+ * before it and hold one after it, `freed` held one before and none after,
+ * `transient` held none before and none after but held a position within
+ * it (a step past the budget writes and evicts them in one pass). */
+typedef struct evd_pages_out_s {
+  uint32_t *fresh, *freed, *transient;
+  uint32_t nfresh, nfreed, ntransient;
+} evd_pages_out_t;
+
+/* Computes the page changes of a request from the window after it, `w`,
+ * and the change `c` into *out, whose arrays the caller provides, each
+ * with room for nvictims + ngone + nadded + 1 pages. O(pages touched x log
+ * size): the window is searched, never scanned. page_size must be > 0. */
 void evd_pages_diff(const evd_window_t *w, uint32_t page_size,
-                    const evd_pages_change_t *c, uint32_t *pnew,
-                    uint32_t *nnew, uint32_t *pfreed, uint32_t *nfreed);
+                    const evd_pages_change_t *c, evd_pages_out_t *out);
 
 /* Writes the pages holding a position, ascending, to out[0..) and returns
  * their number; `out` needs room for evd_window_size(w) pages. O(size). */

@@ -33,10 +33,21 @@ typedef struct evd_u32s_s {
  * (step with commit, commit) or removed (truncate) positions. */
 typedef struct evd_replay_s {
   uint8_t op, flags; /* EVD_RP_*, EVD_RP_TENTATIVE | EVD_RP_COMMIT_ARG */
+  uint8_t ends;      /* EVD_RP_FIRST_TRANSIENT | EVD_RP_LAST_TRANSIENT */
   uint32_t arg, size, newest;
   evd_u32s_t positions, victims, gone, slots, pages_new, pages_freed;
   uint32_t sinks, last; /* the window's, for runs of slots */
 } evd_replay_t;
+
+/* Which pages of a record are transient (held within the request only),
+ * without storing them: they are the pages of its victims that are neither
+ * new nor freed, except that the page of the first victim and that of the
+ * last may still hold a position (a sink, a newer position) and are
+ * transient only when their bit says so; every page between them held only
+ * positions the request evicted. One bit each keeps a resend's answer
+ * exact even after an eviction changed the window. */
+#define EVD_RP_FIRST_TRANSIENT 1u
+#define EVD_RP_LAST_TRANSIENT 2u
 
 /* The pool of records kept on the heap: owned by the session table. */
 typedef struct evd_rpool_s {

@@ -139,11 +139,16 @@ class Model:
             return set()
         return {h.pos // self.page_size for h in self.held}
 
-    def _with_pages(self, answer, before):
+    def _with_pages(self, answer, before, added=()):
+        """Adds the pages of a request: new and freed are the difference
+        of the page sets after and before it; transient are the pages of the
+        positions it added held at neither end."""
         if self.page_size:
             after = self.page_set()
+            within = {p // self.page_size for p in added}
             answer["pages_new"] = sorted(after - before)
             answer["pages_freed"] = sorted(before - after)
+            answer["pages_transient"] = sorted(within - before - after)
         return answer
 
     def irregular(self):
@@ -206,7 +211,7 @@ class Model:
                   "newest": self.newest}
         if commit is not None:
             answer["dropped"] = dropped
-        return None, self._with_pages(answer, before)
+        return None, self._with_pages(answer, before, positions)
 
     def commit(self, p):
         if not is_pos(p) or p < self.committed:
@@ -459,7 +464,7 @@ def replay(vec):
     for i, op in enumerate(vec["ops"]):
         unknown = [k for k in op if k not in REQUEST_KEYS and k not in (
             "victims", "slots", "size", "newest", "dropped", "removed",
-            "pages_new", "pages_freed")]
+            "pages_new", "pages_freed", "pages_transient")]
         if unknown:
             bad.append(f"op {i}: unknown keys {unknown}")
             continue
@@ -798,7 +803,7 @@ def generated_engine():
         "Pages of 4 at budget 4, lookahead 8, sinks 0 (pages_new / "
         "pages_freed are the net difference over each request): steps "
         "entering pages, a chunk 7..18 that enters and leaves page 2 in one "
-        "request (in neither list) while it enters 3, 4 and frees 0, 1, an "
+        "request (pages_transient) while it enters 3, 4 and frees 0, 1, an "
         "evict freeing a page, drafts opening a page and the commit dropping "
         "them freeing it again (with the page its eviction empties), a "
         "commit+step request, truncates freeing every page (size 0, newest "
@@ -821,7 +826,7 @@ def generated_engine():
         "Pages of 16 with 4 sinks (budget 20, lookahead 16): page 0 stays "
         "held through the pinned positions 0..3 while the ring moves on; "
         "chunks of 16 enter one page and free another; a chunk 49..99 "
-        "entering and leaving page 4 in one request; an evict freeing a "
+        "entering and leaving page 4 in one request (transient); an evict freeing a "
         "page; 16 drafts opening page 7 and a commit dropping 14 of them "
         "freeing it; a truncate freeing a page; a truncate into the sinks "
         "(from 2) freeing every page but 0; refilling from 2.",
@@ -838,6 +843,50 @@ def generated_engine():
             {"truncate": 2}, CHECK,
             S(range(2, 40)), CHECK,
         ], lookahead=16, page_size=16, drafts=True))
+
+    out.append(record_ext(
+        "pages-transient",
+        "Pages of 2 at budget 3, lookahead 4, sinks 0: requests stepping "
+        "more positions than the budget write pages they also empty "
+        "(pages_transient: allocate for the pass, free after it). The "
+        "issue's example 1..7 (page 0 freed, page 1 transient, 2 and 3 "
+        "new); a chunk 8..16 (pages 4..6 transient); positions with gaps "
+        "(victims not a run, so the record is kept as arrays: pages 10..12 "
+        "transient); drafts (nothing evicted, nothing transient) then a "
+        "commit+step past the budget (page 18 transient).",
+        3, 0, [
+            S(range(1, 8)), CHECK,
+            S(range(8, 17)), CHECK,
+            S([20, 23, 24, 29, 31, 33]), CHECK,
+            S([34, 35], tentative=True), CHECK,
+            S([36, 37, 38, 39, 40], commit=35), CHECK,
+        ], lookahead=4, page_size=2, drafts=True))
+    out.append(record_ext(
+        "pages-transient-sinks",
+        "Pages of 4 with 2 sinks at budget 5 (lookahead 2): page 0 keeps "
+        "the sinks, so the first victim's page is not transient though "
+        "positions 2 and 3 are written and evicted in one request (page 1 "
+        "is); 11, 12 evict 8, 9 while 10 keeps their page (the last "
+        "victim's page, not transient); a long chunk; an evict (never "
+        "transient pages); a step.",
+        5, 2, [
+            S(range(1, 11)), CHECK,
+            S(range(11, 13)), CHECK,
+            S(range(13, 40)), CHECK,
+            {"evict": 3}, CHECK,
+            S(range(40, 44)), CHECK,
+        ], lookahead=2, page_size=4, drafts=True))
+
+    out.append(record_ext(
+        "pages-transient-1",
+        "Pages of 1 at budget 2 (lookahead 4): every position its own page, "
+        "so a step of n positions past the budget makes n - 2 of them "
+        "transient; and a step of exactly the budget makes none.",
+        2, 0, [
+            S(range(1, 7)), CHECK,
+            S([7, 8]), CHECK,
+            S([10, 12, 14, 16, 18]), CHECK,
+        ], lookahead=4, page_size=1))
 
     # -- everything, randomized ---------------------------------------------
     out.append(random_vector(
@@ -996,6 +1045,8 @@ def fuzz(n, seed=1):
                     po, pn = set(vbefore["pages"]), set(after["pages"])
                     assert ans["pages_new"] == sorted(pn - po)
                     assert ans["pages_freed"] == sorted(po - pn)
+                    assert ans["pages_transient"] == sorted(
+                        {p // B for p in added} - po - pn)
                     assert pn == {p // B for p in new}
                 else:
                     assert "pages_new" not in ans and not after["pages"]

@@ -359,11 +359,16 @@ def as_item(status, body):
     return {"error": dict(body["error"], status=status)}
 
 
-def _with_pages(ans, w, before):
+def _with_pages(ans, w, before, added=(), created=False):
+    """New, freed and transient pages: transient are the pages of the
+    positions added (and page 0 of a session the request created) held
+    neither before nor after."""
     if w.page_size:
         after = set(w.pages())
+        within = {p // w.page_size for p in added} | ({0} if created else set())
         ans["pages_new"] = sorted(after - before)
         ans["pages_freed"] = sorted(before - after)
+        ans["pages_transient"] = sorted(within - before - after)
     return ans
 
 
@@ -416,7 +421,7 @@ def do_step(sess, positions, tentative=False, commit=None, create=None,
            "newest": w.newest}
     if commit is not None:
         ans["dropped"] = dropped
-    _with_pages(ans, w, before)
+    _with_pages(ans, w, before, positions or (), sess.win is None)
     sess.win, sess.last = w, (key, ans)
     return 200, ans
 

@@ -50,9 +50,10 @@
  *   positions, evicted per sub-step of `lookahead` positions (drafts are
  *   appended and never evicted); slots are round-robin over sinks..budget +
  *   lookahead - 1 with pinned position k in slot k; "dropped" only with a
- *   commit, "pages_new"/"pages_freed" only with page_size > 0, equal to
- *   after \ before and before \ after of the model's pages (those the GET
- *   view shows); truncate's removed are the positions >= from; fork's 201 is
+ *   commit, "pages_new"/"pages_freed"/"pages_transient" only with
+ *   page_size > 0, equal to after \ before, before \ after and the pages
+ *   of the added positions (and page 0 of a new session) in neither, of the
+ *   model's pages (those the GET view shows); truncate's removed are the positions >= from; fork's 201 is
  *   the parent's view under the child's id; views show "lookahead" only when
  *   it is not 1, "page_size"/"pages" only when page_size > 0, "tentative"
  *   only when drafts are pending. Independent shape checks back this up
@@ -849,13 +850,16 @@ static uint32_t sh_pages(const shadow_t *s, uint32_t *pg) {
   return k;
 }
 
-/* Adds "pages_new" (after \ before) and "pages_freed" (before \ after) of
- * a request that took `before` to `after`, when pages are on. */
+/* Adds "pages_new" (after \ before), "pages_freed" (before \ after) and
+ * "pages_transient" (the pages of the `nadded` positions added, and page 0
+ * of a new session, in neither) of a request that took `before` (NULL:
+ * none) to `after`, when pages are on. */
 static void add_pages(json_t *ans, const shadow_t *before,
-                      const shadow_t *after) {
+                      const shadow_t *after, const uint32_t *added,
+                      uint32_t nadded) {
   static uint32_t a[4096 + 64 + 1], b[4096 + 64 + 1];
-  uint32_t na, nb, i = 0, j = 0;
-  json_t *pn, *pf;
+  uint32_t na, nb, i = 0, j = 0, k, page, last = UINT32_MAX;
+  json_t *pn, *pf, *pt;
 
   if (after->page == 0)
     return;
@@ -863,6 +867,7 @@ static void add_pages(json_t *ans, const shadow_t *before,
   na = sh_pages(after, a);
   pn = json_array();
   pf = json_array();
+  pt = json_array();
   while (i < na || j < nb) {
     if (j == nb || (i < na && a[i] < b[j]))
       jpush(pn, a[i++]);
@@ -871,8 +876,21 @@ static void add_pages(json_t *ans, const shadow_t *before,
     else
       i++, j++;
   }
+  for (k = before == NULL ? 0 : 1; k <= nadded; k++) {
+    page = k == 0 ? 0 : added[k - 1] / after->page;
+    if (page == last)
+      continue;
+    last = page;
+    for (i = 0; i < na && a[i] != page; i++)
+      ;
+    for (j = 0; j < nb && b[j] != page; j++)
+      ;
+    if (i == na && j == nb)
+      jpush(pt, page);
+  }
   json_object_set_new(ans, "pages_new", pn);
   json_object_set_new(ans, "pages_freed", pf);
+  json_object_set_new(ans, "pages_transient", pt);
 }
 
 /* The GET view. */
@@ -1248,7 +1266,7 @@ static void model_step(shadow_t *s, const char *id, size_t idlen,
   json_object_set_new(o->expect, "newest", json_integer(t->newest));
   if (dropped != NULL)
     json_object_set_new(o->expect, "dropped", dropped);
-  add_pages(o->expect, s, t);
+  add_pages(o->expect, s, t, req_pos, r->n);
   o->next = t;
 }
 
@@ -1306,7 +1324,7 @@ static void model_one_position(shadow_t *s, const char *id, size_t idlen,
   }
   json_object_set_new(o->expect, "size", json_integer(t->n));
   json_object_set_new(o->expect, "newest", json_integer(t->newest));
-  add_pages(o->expect, s, t);
+  add_pages(o->expect, s, t, NULL, 0);
   o->next = t;
 }
 
@@ -1323,14 +1341,18 @@ static void check_step_shape(json_t *res, const shadow_t *after,
               strcmp(key, "size") == 0 || strcmp(key, "newest") == 0 ||
               (strcmp(key, "dropped") == 0 && r->has_commit) ||
               ((strcmp(key, "pages_new") == 0 ||
-                strcmp(key, "pages_freed") == 0) && after->page > 0),
+                strcmp(key, "pages_freed") == 0 ||
+                strcmp(key, "pages_transient") == 0) && after->page > 0),
           "step answer has field %s", key);
   }
   CHECK((json_object_get(res, "dropped") != NULL) == r->has_commit,
         "step answer with commit %d, dropped %d", r->has_commit,
         json_object_get(res, "dropped") != NULL);
   CHECK((json_object_get(res, "pages_new") != NULL) == (after->page > 0) &&
-            (json_object_get(res, "pages_freed") != NULL) == (after->page > 0),
+            (json_object_get(res, "pages_freed") != NULL) ==
+                (after->page > 0) &&
+            (json_object_get(res, "pages_transient") != NULL) ==
+                (after->page > 0),
         "pages fields with page_size %u", after->page);
   check_u32_array(json_object_get(res, "victims"), 1, "victims");
   check_u32_array(json_object_get(res, "slots"), 0, "slots");
@@ -1339,6 +1361,8 @@ static void check_step_shape(json_t *res, const shadow_t *after,
   if (after->page > 0) {
     check_u32_array(json_object_get(res, "pages_new"), 1, "pages_new");
     check_u32_array(json_object_get(res, "pages_freed"), 1, "pages_freed");
+    check_u32_array(json_object_get(res, "pages_transient"), 1,
+                    "pages_transient");
   }
   CHECK(is_u32(json_object_get(res, "size")) &&
             is_u32(json_object_get(res, "newest")),
@@ -1572,7 +1596,8 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep,
                   (op == R_COMMIT && strcmp(key, "dropped") == 0) ||
                   strcmp(key, "size") == 0 || strcmp(key, "newest") == 0 ||
                   ((strcmp(key, "pages_new") == 0 ||
-                    strcmp(key, "pages_freed") == 0) && s->page > 0),
+                    strcmp(key, "pages_freed") == 0 ||
+                    strcmp(key, "pages_transient") == 0) && s->page > 0),
               "%s answer has field %s", route_names[route], key);
       if (op == R_COMMIT) {
         check_u32_array(json_object_get(res, "victims"), 1, "victims");
@@ -1630,7 +1655,7 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep,
       o.expect = json_object();
       json_object_set_new(o.expect, "victims", victims);
       json_object_set_new(o.expect, "size", json_integer(o.next->n));
-      add_pages(o.expect, s, o.next);
+      add_pages(o.expect, s, o.next, NULL, 0);
       CHECK(st != 200 ||
                 u32_of(json_object_get(res, "size")) <= limit,
             "evict to %u leaves %u", limit,

@@ -1156,7 +1156,8 @@ START_TEST(engine_config_fields) {
             "\"page_size\":2}",
             200,
             "{\"victims\":[0,1,2,3],\"slots\":[1,2,3,4,5],\"size\":2,"
-            "\"newest\":5,\"pages_new\":[2],\"pages_freed\":[]}");
+            "\"newest\":5,\"pages_new\":[2],\"pages_freed\":[],"
+            "\"pages_transient\":[0,1]}");
   expect_ok(GET, "/session/b", NULL, 200,
             "{\"id\":\"b\",\"budget\":2,\"sinks\":0,\"lookahead\":5,"
             "\"page_size\":2,\"size\":2,\"newest\":5,\"kept\":[4,5],"
@@ -1167,10 +1168,10 @@ START_TEST(engine_config_fields) {
                "session_exists");
   expect_ok(POST, "/session/b/step", "{\"pos\":6,\"lookahead\":5}", 200,
             "{\"victims\":[4],\"slots\":[6],\"size\":2,\"newest\":6,"
-            "\"pages_new\":[3],\"pages_freed\":[]}");
+            "\"pages_new\":[3],\"pages_freed\":[],\"pages_transient\":[]}");
   expect_ok(POST, "/session/c/step", "{\"pos\":1,\"page_size\":4}", 200,
             "{\"victims\":[],\"slots\":[1],\"size\":2,\"newest\":1,"
-            "\"pages_new\":[0],\"pages_freed\":[]}");
+            "\"pages_new\":[0],\"pages_freed\":[],\"pages_transient\":[]}");
   stop();
 }
 END_TEST
@@ -1267,17 +1268,72 @@ START_TEST(truncate_forms_and_refusals) {
                "unknown_session");
   expect_ok(POST, "/session/a/truncate", "{\"from\":50}", 200,
             "{\"removed\":[],\"size\":4,\"newest\":7,\"pages_new\":[],"
-            "\"pages_freed\":[]}");
+            "\"pages_freed\":[],\"pages_transient\":[]}");
   expect_ok(POST, "/session/a/truncate", "{\"from\":1}", 200,
             "{\"removed\":[1,6,7],\"size\":1,\"newest\":0,\"pages_new\":[],"
-            "\"pages_freed\":[3]}");
+            "\"pages_freed\":[3],\"pages_transient\":[]}");
   expect_ok(POST, "/session/a/truncate", "{\"from\":1}", 200,
             "{\"removed\":[1,6,7],\"size\":1,\"newest\":0,\"pages_new\":[],"
-            "\"pages_freed\":[3],\"replayed\":true}");
+            "\"pages_freed\":[3],\"pages_transient\":[],\"replayed\":true}");
   /* 1 is pinned again in slot 1; 2 starts the ring at slot 2. */
   expect_ok(POST, "/session/a/step", "{\"positions\":[1,2]}", 200,
             "{\"victims\":[],\"slots\":[1,2],\"size\":3,\"newest\":2,"
-            "\"pages_new\":[1],\"pages_freed\":[]}");
+            "\"pages_new\":[1],\"pages_freed\":[],\"pages_transient\":[]}");
+  stop();
+}
+END_TEST
+
+/* A step past the budget writes pages it also evicts: they are named, and
+ * a resend gets the same lists even after an evict changed the window
+ * (the record keeps two bits, not the pages). Positions with gaps keep
+ * the record as arrays rather than runs: the same must hold. */
+START_TEST(transient_pages_and_their_replay) {
+  start();
+  expect_ok(PUT, "/session/a", "{\"budget\":3,\"page_size\":2,"
+            "\"lookahead\":8}", 201, NULL);
+  expect_ok(POST, "/session/a/step", "{\"positions\":[1,2,3,4,5,6,7]}", 200,
+            "{\"victims\":[0,1,2,3,4],\"slots\":[1,2,3,4,5,6,7],"
+            "\"size\":3,\"newest\":7,\"pages_new\":[2,3],"
+            "\"pages_freed\":[0],\"pages_transient\":[1]}");
+  expect_ok(POST, "/session/a/evict", "{\"budget\":1}", 200,
+            "{\"victims\":[5,6],\"size\":1,\"pages_new\":[],"
+            "\"pages_freed\":[2],\"pages_transient\":[]}");
+  expect_ok(POST, "/session/a/step", "{\"positions\":[1,2,3,4,5,6,7]}", 200,
+            "{\"victims\":[0,1,2,3,4],\"slots\":[1,2,3,4,5,6,7],"
+            "\"size\":3,\"newest\":7,\"pages_new\":[2,3],"
+            "\"pages_freed\":[0],\"pages_transient\":[1],"
+            "\"replayed\":true}");
+  /* Gaps: victims 7 20 23 24 are not a run; 20, 23 and 24 each had a
+   * page of its own, held within the request only. */
+  expect_ok(POST, "/session/a/step", "{\"positions\":[20,23,24,29,31,33]}",
+            200,
+            "{\"victims\":[7,20,23,24],\"slots\":[8,9,10,0,1,2],"
+            "\"size\":3,\"newest\":33,\"pages_new\":[14,15,16],"
+            "\"pages_freed\":[3],\"pages_transient\":[10,11,12]}");
+  expect_ok(POST, "/session/a/evict", "{\"budget\":1}", 200, NULL);
+  expect_ok(POST, "/session/a/step", "{\"positions\":[20,23,24,29,31,33]}",
+            200,
+            "{\"victims\":[7,20,23,24],\"slots\":[8,9,10,0,1,2],"
+            "\"size\":3,\"newest\":33,\"pages_new\":[14,15,16],"
+            "\"pages_freed\":[3],\"pages_transient\":[10,11,12],"
+            "\"replayed\":true}");
+  /* The victims' page still held after the step (3 survives in page 0)
+   * is not transient, and stays so in the replay after an evict emptied
+   * it: the window then no longer says what it held. */
+  expect_ok(PUT, "/session/b", "{\"budget\":3,\"page_size\":4,"
+            "\"lookahead\":8}", 201, NULL);
+  expect_ok(POST, "/session/b/step", "{\"positions\":[1,2,3]}", 200, NULL);
+  expect_ok(POST, "/session/b/step", "{\"positions\":[4,5]}", 200,
+            "{\"victims\":[1,2],\"slots\":[4,5],\"size\":3,"
+            "\"newest\":5,\"pages_new\":[1],\"pages_freed\":[],"
+            "\"pages_transient\":[]}");
+  expect_ok(POST, "/session/b/evict", "{\"budget\":1}", 200,
+            "{\"victims\":[3,4],\"size\":1,\"pages_new\":[],"
+            "\"pages_freed\":[0],\"pages_transient\":[]}");
+  expect_ok(POST, "/session/b/step", "{\"positions\":[4,5]}", 200,
+            "{\"victims\":[1,2],\"slots\":[4,5],\"size\":3,"
+            "\"newest\":5,\"pages_new\":[1],\"pages_freed\":[],"
+            "\"pages_transient\":[],\"replayed\":true}");
   stop();
 }
 END_TEST
@@ -1571,6 +1627,7 @@ static Suite *api_suite(void) {
   tcase_add_test(ops, engine_config_fields);
   tcase_add_test(ops, drafts_commit_and_their_refusals);
   tcase_add_test(ops, truncate_forms_and_refusals);
+  tcase_add_test(ops, transient_pages_and_their_replay);
   tcase_add_test(ops, fork_forms_and_refusals);
   tcase_add_test(ops, batch_items_with_drafts_and_commits);
   suite_add_tcase(s, ops);

@@ -1,6 +1,7 @@
 /* Page-granular answers: evd_pages_diff against the plain definition (the
- * set of pages held before a request, the set after, their differences),
- * over random requests of every kind, and evd_pages_held. */
+ * set of pages held before a request, the set after, their differences,
+ * and the pages of positions it added held at neither end), over random
+ * requests of every kind, and evd_pages_held. */
 #include <check.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -26,38 +27,46 @@ static void page_set(const evd_window_t *w, uint32_t b, unsigned char *set) {
     set[evd_window_at(w, i, NULL) / b] = 1;
 }
 
-/* Checks a diff against the sets before and after. */
+/* Checks a diff against the sets before and after, and `within`: the
+ * pages of positions the request added (and page 0 of a new session). */
 static void check_diff(const unsigned char *before, const unsigned char *after,
-                       const uint32_t *pnew, uint32_t nnew,
-                       const uint32_t *pfreed, uint32_t nfreed, uint64_t seed,
-                       long op) {
-  uint32_t q, a = 0, f = 0;
+                       const unsigned char *within, const evd_pages_out_t *o,
+                       uint64_t seed, long op) {
+  uint32_t q, a = 0, f = 0, t = 0;
 
   for (q = 0; q < MAXPAGE; q++) {
     if (after[q] && !before[q]) {
-      ck_assert_msg(a < nnew && pnew[a] == q,
+      ck_assert_msg(a < o->nfresh && o->fresh[a] == q,
                     "seed %" PRIu64 " op %ld: page %u should be new", seed, op,
                     q);
       a++;
     }
     if (before[q] && !after[q]) {
-      ck_assert_msg(f < nfreed && pfreed[f] == q,
+      ck_assert_msg(f < o->nfreed && o->freed[f] == q,
                     "seed %" PRIu64 " op %ld: page %u should be freed", seed,
                     op, q);
       f++;
     }
+    if (within[q] && !before[q] && !after[q]) {
+      ck_assert_msg(t < o->ntransient && o->transient[t] == q,
+                    "seed %" PRIu64 " op %ld: page %u should be transient",
+                    seed, op, q);
+      t++;
+    }
   }
-  ck_assert_msg(a == nnew && f == nfreed,
+  ck_assert_msg(a == o->nfresh && f == o->nfreed && t == o->ntransient,
                 "seed %" PRIu64 " op %ld: %u new (want %u), %u freed (want "
-                "%u)", seed, op, nnew, a, nfreed, f);
+                "%u), %u transient (want %u)", seed, op, o->nfresh, a,
+                o->nfreed, f, o->ntransient, t);
 }
 
 START_TEST(diff_is_the_set_difference) {
   const char *env = getenv("EVD_SEED");
   uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : 20261203u, s = seed;
-  static unsigned char before[MAXPAGE], after[MAXPAGE];
-  uint32_t pos[64], slots[64], v[256], g[256], pn[600], pf[600];
-  uint32_t nv, ng, nn, nf, b = 1, i, k;
+  static unsigned char before[MAXPAGE], after[MAXPAGE], within[MAXPAGE];
+  uint32_t pos[64], slots[64], v[256], g[256], pn[600], pf[600], pt[600];
+  evd_pages_out_t o = {.fresh = pn, .freed = pf, .transient = pt};
+  uint32_t nv, ng, b = 1, i, k;
   evd_window_t *w = NULL;
   long op;
 
@@ -77,10 +86,11 @@ START_TEST(diff_is_the_set_difference) {
       b = sizes[(r >> 16) % 6];
       /* A new session: nothing before, page 0 after. */
       memset(before, 0, MAXPAGE);
+      memset(within, 0, MAXPAGE);
       page_set(w, b, after);
       c.created = 1;
-      evd_pages_diff(w, b, &c, pn, &nn, pf, &nf);
-      check_diff(before, after, pn, nn, pf, nf, seed, op);
+      evd_pages_diff(w, b, &c, &o);
+      check_diff(before, after, within, &o, seed, op);
       continue;
     }
     page_set(w, b, before);
@@ -135,10 +145,50 @@ START_TEST(diff_is_the_set_difference) {
     c.gone = g;
     c.ngone = ng;
     page_set(w, b, after);
-    evd_pages_diff(w, b, &c, pn, &nn, pf, &nf);
-    check_diff(before, after, pn, nn, pf, nf, seed, op);
+    memset(within, 0, MAXPAGE);
+    for (i = 0; i < c.nadded; i++)
+      within[c.added[i] / b] = 1;
+    evd_pages_diff(w, b, &c, &o);
+    check_diff(before, after, within, &o, seed, op);
   }
   evd_window_free(w);
+}
+END_TEST
+
+/* The issue's example and its relatives: a new session stepped past its
+ * budget in one request writes pages it also empties. */
+START_TEST(transient_pages_of_a_new_session) {
+  static const struct {
+    uint32_t budget, sinks, page, n, fresh[4], nfresh, trans[4], ntrans;
+  } cases[] = {
+      {3, 0, 2, 7, {2, 3}, 2, {0, 1}, 2},    /* keeps 5 6 7 */
+      {1, 0, 1, 3, {3}, 1, {0, 1, 2}, 3},    /* keeps 3 */
+      {3, 1, 2, 7, {0, 3}, 2, {1, 2}, 2},    /* keeps the sink 0, 6 7 */
+      {8, 0, 4, 7, {0, 1}, 2, {0}, 0},       /* nothing evicted */
+  };
+  uint32_t i, j, pos[8], slots[8], v[8], nv, pn[9], pf[9], pt[9];
+  evd_pages_out_t o = {.fresh = pn, .freed = pf, .transient = pt};
+
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    evd_window_t *w;
+    ck_assert_int_eq(
+        evd_window_new(&w, cases[i].budget, cases[i].sinks, 8, NULL), 0);
+    for (j = 0; j < cases[i].n; j++)
+      pos[j] = j + 1;
+    ck_assert_int_eq(evd_window_steps(w, pos, cases[i].n, 0, slots, v, &nv),
+                     0);
+    evd_pages_change_t c = {.victims = v, .nvictims = nv, .added = pos,
+                            .nadded = cases[i].n, .created = 1};
+    evd_pages_diff(w, cases[i].page, &c, &o);
+    ck_assert_uint_eq(o.nfreed, 0);
+    ck_assert_uint_eq(o.nfresh, cases[i].nfresh);
+    ck_assert_uint_eq(o.ntransient, cases[i].ntrans);
+    for (j = 0; j < o.nfresh; j++)
+      ck_assert_uint_eq(pn[j], cases[i].fresh[j]);
+    for (j = 0; j < o.ntransient; j++)
+      ck_assert_uint_eq(pt[j], cases[i].trans[j]);
+    evd_window_free(w);
+  }
 }
 END_TEST
 
@@ -165,7 +215,8 @@ START_TEST(vllm_frees_the_same_blocks) {
    * wholly below n - W + 1 = t + 1 - budget. The freed pages reported so
    * far must be exactly those blocks. */
   static const uint32_t budgets[] = {1, 5, 8, 32}, sizes[] = {1, 4, 16};
-  uint32_t bi, si, t, slot, victim, pn[4], pf[4], nn, nf, freed;
+  uint32_t bi, si, t, slot, victim, pn[4], pf[4], pt[4], freed;
+  evd_pages_out_t o = {.fresh = pn, .freed = pf, .transient = pt};
 
   for (bi = 0; bi < 4; bi++)
     for (si = 0; si < 3; si++) {
@@ -178,9 +229,10 @@ START_TEST(vllm_frees_the_same_blocks) {
         evd_pages_change_t c = {.victims = &victim, .nvictims = r == 1,
                                 .added = &t, .nadded = 1};
         uint32_t skipped = t + 1 > budget ? t + 1 - budget : 0;
-        evd_pages_diff(w, b, &c, pn, &nn, pf, &nf);
-        ck_assert_uint_le(nf, 1);
-        if (nf == 1)
+        evd_pages_diff(w, b, &c, &o);
+        ck_assert_uint_le(o.nfreed, 1);
+        ck_assert_uint_eq(o.ntransient, 0); /* one position, one page */
+        if (o.nfreed == 1)
           ck_assert_uint_eq(pf[0], freed++);
         ck_assert_msg(freed == skipped / b, "budget %u page %u, t %u: %u "
                       "blocks freed, vLLM %u", budget, b, t, freed,
@@ -197,6 +249,7 @@ static Suite *pages_suite(void) {
 
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, diff_is_the_set_difference);
+  tcase_add_test(tc, transient_pages_of_a_new_session);
   tcase_add_test(tc, held_pages_ascending_and_unique);
   tcase_add_test(tc, vllm_frees_the_same_blocks);
   suite_add_tcase(s, tc);
