@@ -1086,6 +1086,27 @@ def check_vllm():
                     bad.append(f"vllm budget {budget} B {B} n {n}: model freed "
                                f"{sorted(freed)}, vLLM {sorted(want)}")
                     break
+    # Chunks of several positions (a prefill, a verify pass): vLLM allocates
+    # every block a chunk writes and frees those out of the window at its
+    # next schedule, so the pages reported freed or transient so far are
+    # the blocks it has freed.
+    rng = random.Random(5)
+    for budget in (3, 8, 13):
+        for B in (1, 2, 4, 16):
+            m = Model(budget, 0, 64, B)
+            gone, n = set(), 1
+            while n < 300 and not bad:
+                k = rng.choice([1, 1, 2, 5, 17, 40])
+                err, ans = m.step(list(range(n, n + k)))
+                assert err is None
+                n += k
+                assert not set(ans["pages_new"]) & gone
+                gone |= set(ans["pages_freed"]) | set(ans["pages_transient"])
+                want = vllm_freed_blocks(n, budget + 1, B)
+                if gone != want:
+                    bad.append(f"vllm chunks budget {budget} B {B} n {n}: "
+                               f"model freed or transient {sorted(gone)}, "
+                               f"vLLM {sorted(want)}")
     return bad
 
 
