@@ -131,7 +131,23 @@ typedef struct evd_view_s {
 } evd_view_t;
 
 /* The answer of step, commit, truncate and evict: the lists an answer does
- * not carry are empty. */
+ * not carry are empty (so are the pages lists of a daemon older than a
+ * field: it sends none).
+ *
+ * Pages (page_size > 0; page = position / page_size), ascending, the three
+ * lists disjoint: an engine with a block per page allocates pages_new and
+ * pages_transient before the request's pass and frees pages_freed and
+ * pages_transient after it. pages_transient are pages that held positions
+ * only within the request, neither before nor after it: a step of more
+ * positions than the budget writes pages it also evicts (budget 3, page
+ * size 2, positions 1..7 stepped on a new session: pages_new [2,3],
+ * pages_transient [0,1]). Evict answers carry none.
+ *
+ * ABI: adding pages_transient changed the size and layout of evd_answer_t
+ * and so of evd_batch_result_t, which callers allocate and the library
+ * fills (arrays of them for batches): a program built against an earlier
+ * copy of this header must be rebuilt, not just relinked. (The client has
+ * not been released yet; EVD_CLIENT_VERSION and the soname stay.) */
 typedef struct evd_answer_s {
   evd_list_t victims;     /* evicted, oldest first (step, commit, evict) */
   evd_list_t slots;       /* step: the ring slot of each stepped position */
@@ -139,6 +155,8 @@ typedef struct evd_answer_s {
   evd_list_t removed;     /* truncate: positions removed */
   evd_list_t pages_new;   /* page_size > 0: pages that became used */
   evd_list_t pages_freed; /* page_size > 0: pages left holding nothing */
+  evd_list_t pages_transient; /* page_size > 0: pages held only during the
+                                 request (written, then emptied by it) */
   uint32_t size;          /* positions held afterwards */
   uint32_t newest;        /* step, commit, truncate: the newest afterwards */
   bool replayed;          /* this is the answer of an earlier, identical

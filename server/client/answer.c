@@ -422,7 +422,8 @@ static int error_obj(jp_t *j, evd_client_err_t *e, bool item) {
 }
 
 /* The bit of a list field of step, commit, truncate and evict answers, and
- * where it goes. */
+ * where it goes. The pages lists have no bit: a daemon without pages (or
+ * older than pages_transient) leaves them out, and they stay empty. */
 static evd_list_t *answer_list(evd_answer_t *a, const char *key,
                                unsigned *bit) {
   *bit = 0;
@@ -448,6 +449,8 @@ static evd_list_t *answer_list(evd_answer_t *a, const char *key,
       return &a->pages_new;
     if (strcmp(key, "pages_freed") == 0)
       return &a->pages_freed;
+    if (strcmp(key, "pages_transient") == 0)
+      return &a->pages_transient;
     break;
   }
   return NULL;
@@ -458,7 +461,7 @@ static evd_list_t *answer_list(evd_answer_t *a, const char *key,
  * NULL). *seen gets the EVD__F_* bits of the fields present. */
 static int answer_obj(jp_t *j, evd_answer_t *a, unsigned *seen,
                       evd_client_err_t *err, bool *is_err) {
-  char key[16];
+  char key[24]; /* the longest key read, "pages_transient", is 15 bytes */
   int r, nk = 0;
   unsigned bit;
   evd_list_t *l;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "fake.h"
 
 #define LIST(...) ((const uint32_t[]){__VA_ARGS__})
 #define N(...) (sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
@@ -257,15 +258,20 @@ START_TEST(pages_lists_with_page_size) {
   ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
   EXPECT(a.pages_new, 0);
   EMPTY(a.pages_freed);
+  EMPTY(a.pages_transient);
   s = step1("pg", p + 4, 3);
   ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
   EXPECT(a.victims, 0, 1, 2);
   EXPECT(a.pages_new, 1);
   EMPTY(a.pages_freed);
+  EMPTY(a.pages_transient);
+  /* 7..18 over a budget of 4: page 2 (8..11) is written and emptied by
+   * the same request. */
   s = step1("pg", p + 7, 12);
   ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
   EXPECT(a.pages_new, 3, 4);
   EXPECT(a.pages_freed, 0, 1);
+  EXPECT(a.pages_transient, 2);
   ck_assert_int_eq(evd_client_get(c, "pg", &v), 0);
   EXPECT(v.pages, 3, 4);
   ck_assert_int_eq(v.page_size, 4);
@@ -273,12 +279,126 @@ START_TEST(pages_lists_with_page_size) {
   ck_assert_int_eq(evd_client_evict(c, "pg", 1, &a), 0);
   EXPECT(a.pages_freed, 3);
   EMPTY(a.pages_new);
+  EMPTY(a.pages_transient);
   ck_assert_int_eq(evd_client_truncate(c, "pg", 1, &a), 0);
   EXPECT(a.removed, 18);
   EXPECT(a.pages_freed, 4);
+  EMPTY(a.pages_transient);
   ck_assert_int_eq(a.size, 0);
   evd_client_free(c);
   tc_stop();
+}
+END_TEST
+
+/* The issue's example: budget 3, page size 2, positions 1..7 stepped on a
+ * new session (the step creates it, position 0 with it). Pages 0 and 1 are
+ * written and emptied within the request: pages_transient, for the
+ * engine to allocate for the pass and free after it. The same through a
+ * batch item, a resend (replayed with the same lists), a session created
+ * first (page 0 held before: freed, not transient) and an evict (never
+ * transient). */
+START_TEST(pages_transient_issue_example) {
+  uint32_t p[] = {1, 2, 3, 4, 5, 6, 7};
+  evd_session_cfg_t cfg = {3, 0, -1, 2};
+  evd_step_t s = step1("tr", p, 7), items[1];
+  evd_batch_result_t out[1];
+  evd_client_t *c;
+  evd_answer_t a;
+  evd_view_t v;
+
+  tc_start(NULL);
+  c = tc_client(NULL, 0);
+  s.create = &cfg;
+  ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
+  EXPECT(a.victims, 0, 1, 2, 3, 4);
+  EXPECT(a.pages_new, 2, 3);
+  EMPTY(a.pages_freed);
+  EXPECT(a.pages_transient, 0, 1);
+  ck_assert_int_eq(a.size, 3);
+  ck_assert_int_eq(a.newest, 7);
+  ck_assert(!a.replayed);
+  ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
+  ck_assert(a.replayed);
+  EXPECT(a.pages_new, 2, 3);
+  EMPTY(a.pages_freed);
+  EXPECT(a.pages_transient, 0, 1);
+  ck_assert_int_eq(evd_client_get(c, "tr", &v), 0);
+  EXPECT(v.kept, 5, 6, 7);
+  EXPECT(v.pages, 2, 3);
+
+  items[0] = step1("tr-b", p, 7);
+  items[0].create = &cfg;
+  ck_assert_int_eq(evd_client_batch(c, items, 1, out), 0);
+  ck_assert_int_eq(out[0].rc, 0);
+  EXPECT(out[0].answer.victims, 0, 1, 2, 3, 4);
+  EXPECT(out[0].answer.pages_new, 2, 3);
+  EMPTY(out[0].answer.pages_freed);
+  EXPECT(out[0].answer.pages_transient, 0, 1);
+
+  ck_assert_int_eq(evd_client_create(c, "tr-c", &cfg, NULL), 0);
+  s = step1("tr-c", p, 7);
+  ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
+  EXPECT(a.pages_new, 2, 3);
+  EXPECT(a.pages_freed, 0);
+  EXPECT(a.pages_transient, 1);
+  ck_assert_int_eq(evd_client_evict(c, "tr-c", 1, &a), 0);
+  EXPECT(a.victims, 5, 6);
+  EXPECT(a.pages_freed, 2);
+  EMPTY(a.pages_new);
+  EMPTY(a.pages_transient);
+  evd_client_free(c);
+  tc_stop();
+}
+END_TEST
+
+/* A daemon older than pages_transient (or one without pages) leaves lists
+ * out: they come back empty, also after an answer that had them. */
+START_TEST(pages_lists_absent_are_empty) {
+  static const fk_rule_t rules[] = {
+      {FK_ANSWER, 200,
+       "{\"victims\":[0,1,2,3,4],\"slots\":[1,2,3,4,5,6,0],\"size\":3,"
+       "\"newest\":7,\"pages_new\":[2,3],\"pages_freed\":[],"
+       "\"pages_transient\":[0,1]}"},
+      {FK_ANSWER, 200,
+       "{\"victims\":[5],\"slots\":[1],\"size\":3,\"newest\":8,"
+       "\"pages_new\":[4],\"pages_freed\":[2]}"},
+      {FK_ANSWER, 200,
+       "{\"results\":[{\"victims\":[6],\"slots\":[2],\"size\":3,"
+       "\"newest\":9,\"pages_new\":[],\"pages_freed\":[]},"
+       "{\"victims\":[],\"slots\":[1],\"size\":2,\"newest\":1}]}"},
+      {FK_ANSWER, 200, "{\"victims\":[7],\"size\":2}"}};
+  uint32_t p[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  fake_t *f = fake_start(rules, 4);
+  evd_client_t *c;
+  evd_step_t s, items[2];
+  evd_batch_result_t out[2];
+  evd_answer_t a;
+
+  ck_assert_msg(f != NULL, "the fake daemon did not start");
+  c = tc_client(fake_url(f), 0);
+  s = step1("a", p, 7);
+  ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
+  EXPECT(a.pages_transient, 0, 1);
+  s = step1("a", p + 7, 1);
+  ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
+  EXPECT(a.victims, 5);
+  EXPECT(a.pages_new, 4);
+  EXPECT(a.pages_freed, 2);
+  EMPTY(a.pages_transient);
+  items[0] = step1("a", p + 8, 1);
+  items[1] = step1("b", p, 1);
+  ck_assert_int_eq(evd_client_batch(c, items, 2, out), 0);
+  ck_assert_int_eq(out[0].rc, 0);
+  EMPTY(out[0].answer.pages_transient);
+  ck_assert_int_eq(out[1].rc, 0);
+  EMPTY(out[1].answer.pages_new);
+  EMPTY(out[1].answer.pages_freed);
+  EMPTY(out[1].answer.pages_transient);
+  ck_assert_int_eq(evd_client_evict(c, "a", 2, &a), 0);
+  EXPECT(a.victims, 7);
+  EMPTY(a.pages_transient);
+  evd_client_free(c);
+  fake_stop(f);
 }
 END_TEST
 
@@ -775,6 +895,8 @@ static Suite *client_suite(void) {
   tcase_add_test(tc, step_single_multi_tentative_commit_truncate);
   tcase_add_test(tc, fork_and_evict);
   tcase_add_test(tc, pages_lists_with_page_size);
+  tcase_add_test(tc, pages_transient_issue_example);
+  tcase_add_test(tc, pages_lists_absent_are_empty);
   tcase_add_test(tc, batch_with_per_item_errors);
   tcase_add_test(tc, create_config_errors);
   tcase_add_test(tc, bad_arguments_are_refused_before_sending);

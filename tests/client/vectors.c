@@ -2,8 +2,9 @@
  * real daemon: once op by op (create, step with pos/positions, tentative
  * and commit, commit, truncate, fork, evict, GET), and once with every
  * vector's steps interleaved through batches. Every field of every answer
- * must equal the vector's, and a list the vector leaves out must come back
- * empty; refused ops must carry the vector's error code. */
+ * (pages_new, pages_freed and pages_transient included) must equal the
+ * vector's, and a list the vector leaves out must come back empty; refused
+ * ops must carry the vector's error code. */
 #include <dirent.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -112,6 +113,7 @@ static void expect_answer(json_t *op, const evd_answer_t *a,
   expect_json_list(op, "removed", a->removed, where);
   expect_json_list(op, "pages_new", a->pages_new, where);
   expect_json_list(op, "pages_freed", a->pages_freed, where);
+  expect_json_list(op, "pages_transient", a->pages_transient, where);
   ck_assert_msg(a->size == num(op, "size", -1), "%s size %u", where,
                 a->size);
   if (json_object_get(op, "newest") != NULL)

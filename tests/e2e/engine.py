@@ -11,9 +11,15 @@ there and attends over the entries the window holds for it. Two stores:
   sub-step reuses the slots of the earlier one's victims.
 * ``PagedStore``: a block pool shared by all sequences (vLLM-like), blocks
   of ``page_size`` entries, a block table per sequence indexed by page
-  ``p // page_size``; blocks are taken on ``pages_new`` (and for pages a
-  request enters and leaves, which evictd lists in neither) before the pass
-  and returned on ``pages_freed`` after it. A whole request is one pass.
+  ``p // page_size``. The engine follows the answer's three lists blindly:
+  blocks are taken for ``pages_new`` and ``pages_transient`` (pages the
+  request writes and also empties) before the pass and returned for
+  ``pages_freed`` and ``pages_transient`` after it; it computes no page set
+  of its own. It checks that this never leaks a block (after each request
+  a sequence has a block for exactly the pages its held positions are on,
+  and the pool's free list and block tables partition the pool) and never
+  frees one still in use (a freed page holds no held position; every entry
+  a pass writes or reads has a block). A whole request is one pass.
 
 The engine follows each answer as evictd applies it (the commit: dropped
 drafts, then victims down to the budget; then each sub-step: its
@@ -289,6 +295,9 @@ class PagedStore:
         self.free: List[int] = list(range(blocks - 1, -1, -1))
         self.peak = 0
         self.allocations = 0
+        self.transient = 0  # blocks taken for pages_transient
+        # Every sequence that has held a block, for audit().
+        self.tables: Dict[str, Seq] = {}
 
     @property
     def in_use(self) -> int:
@@ -301,6 +310,7 @@ class PagedStore:
             raise PoolExhausted("%s: no free block for page %d (pool of %d)"
                                 % (seq.sid, page, self.blocks))
         seq.blocks[page] = self.free.pop()
+        self.tables[seq.sid] = seq
         self.allocations += 1
         self.peak = max(self.peak, self.in_use)
 
@@ -311,8 +321,8 @@ class PagedStore:
         self.free.append(block)
 
     def add(self, seq: Seq) -> None:
-        # The session is created by its first step, whose pages_new
-        # includes page 0 (position 0's).
+        # The session is created by its first step, whose pages_new or
+        # pages_transient include page 0 (position 0's).
         pass
 
     def fork(self, parent: Seq, child: Seq) -> None:
@@ -338,6 +348,26 @@ class PagedStore:
     def release(self, seq: Seq) -> None:
         for page in list(seq.blocks):
             self.release_page(seq, page)
+        self.tables.pop(seq.sid, None)
+        self.audit()
+
+    def audit(self) -> None:
+        """The free list and the sequences' block tables partition the
+        pool: no block leaked (in neither), none in two places."""
+        owner: Dict[int, str] = {}
+        for b in self.free:
+            if b in owner:
+                raise Violation("block %d is free twice" % b)
+            owner[b] = "the free list"
+        for seq in self.tables.values():
+            for page, b in seq.blocks.items():
+                if b in owner:
+                    raise Violation("block %d (%s page %d) is also in %s"
+                                    % (b, seq.sid, page, owner[b]))
+                owner[b] = "%s page %d" % (seq.sid, page)
+        if len(owner) != self.blocks:
+            raise Violation("%d blocks leaked: neither free nor in a block "
+                            "table" % (self.blocks - len(owner)))
 
 
 # ---- the engine ----------------------------------------------------------------
@@ -516,32 +546,46 @@ class Engine:
                 raise Violation("%s: gap before %d" % (seq.sid, p))
         return subs
 
-    def _pages_before(self, w: Work, r: StepResult
-                      ) -> Tuple[Set[int], Set[int]]:
-        """Paged store: takes blocks for the pages this request writes that
-        the sequence has none for (pages_new, and transient pages evictd
-        lists in neither list); returns (pages_new, transient)."""
-        seq, b = w.seq, self.store.page_size
-        new = set(r.pages_new)
-        touched = {p // b for p in w.positions}
-        need = touched - set(seq.blocks)
-        if not new <= need:
-            raise Violation("%s: pages_new %s but the engine holds %s"
-                            % (seq.sid, sorted(new), sorted(seq.blocks)))
-        for page in sorted(need):
+    def _pages_before(self, seq: Seq, r, positions: Sequence[int] = ()
+                      ) -> None:
+        """Paged store, before the request's pass: a block for each page of
+        pages_new and pages_transient, as the answer says (alloc refuses a
+        page the sequence has a block for already). Then every page the
+        pass writes must have one: evictd named them all."""
+        for page in list(r.pages_new) + list(r.pages_transient):
             self.store.alloc(seq, page)
-        return new, need - new
+            if page in r.pages_transient:
+                self.store.transient += 1
+        b = self.store.page_size
+        missing = sorted({p // b for p in positions} - set(seq.blocks))
+        if missing:
+            raise Violation("%s: the pass writes pages %s, which are in "
+                            "neither pages_new nor pages_transient and have "
+                            "no block" % (seq.sid, missing))
 
-    def _pages_after(self, w: Work, r: StepResult, transient: Set[int]
-                     ) -> None:
-        seq, b = w.seq, self.store.page_size
-        for page in sorted(set(r.pages_freed) | transient):
-            self.store.release_page(seq, page)
+    def _pages_after(self, seq: Seq, r) -> None:
+        """Paged store, after the pass (seq.held is the answer applied):
+        returns the blocks of pages_freed and pages_transient, as the answer
+        says, refusing to free a page a held position is still on; then the
+        sequence must have a block for exactly the pages its held positions
+        are on (none leaked, none missing) and the pool must add up."""
+        b = self.store.page_size
         want = {p // b for p in seq.held}
+        for page in list(r.pages_freed) + list(r.pages_transient):
+            if page in want:
+                raise Violation("%s: page %d freed while it holds %s"
+                                % (seq.sid, page,
+                                   sorted(q for q in seq.held
+                                          if q // b == page)))
+            self.store.release_page(seq, page)
         if set(seq.blocks) != want:
-            raise Violation("%s: blocks for pages %s, held positions on "
-                            "pages %s" % (seq.sid, sorted(seq.blocks),
-                                          sorted(want)))
+            raise Violation("%s: after the request, blocks for pages %s "
+                            "(leaked: %s), held positions on pages %s "
+                            "(without a block: %s)"
+                            % (seq.sid, sorted(seq.blocks),
+                               sorted(set(seq.blocks) - want), sorted(want),
+                               sorted(want - set(seq.blocks))))
+        self.store.audit()
 
     # -- one iteration --
 
@@ -570,10 +614,9 @@ class Engine:
         results, rtt = self.send(batch)
         t_back = time.perf_counter()
         passes: List[List[_Sub]] = []
-        paged_state = []
         for w, r in zip(works, results):
             if self.store.paged:
-                paged_state.append(self._pages_before(w, r))
+                self._pages_before(w.seq, r, w.positions)
             subs = self._plan(w, r)
             if self.store.paged and subs:
                 merged = _Sub(w.seq, [], [], [])
@@ -594,8 +637,8 @@ class Engine:
             for sub, lg in zip(group, logits):
                 out[sub.seq.sid].append(lg)
         if self.store.paged:
-            for w, r, (new, transient) in zip(works, results, paged_state):
-                self._pages_after(w, r, transient)
+            for w, r in zip(works, results):
+                self._pages_after(w.seq, r)
         t_end = time.perf_counter()
         tokens = sum(len(w.positions) for w in works)
         if phase is None:
@@ -685,12 +728,13 @@ class Engine:
         if r.removed != removed:
             raise Violation("%s: truncate removed %s, the engine held %s"
                             % (seq.sid, r.removed, removed))
+        if self.store.paged:
+            self._pages_before(seq, r)
         for q in removed:
             del seq.held[q]
             seq.drafts.discard(q)
         if self.store.paged:
-            for page in r.pages_freed:
-                self.store.release_page(seq, page)
+            self._pages_after(seq, r)
         del seq.tokens[frm:]
         for q in [q for q in seq.logits if q >= frm]:
             del seq.logits[q]

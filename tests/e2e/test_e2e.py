@@ -485,8 +485,13 @@ class WorkflowTest(Case):
         about 10 = 240 without eviction). A sequence is admitted when the
         pool can hold its worst case beside the others' (continuous
         batching: prefills join the running decodes' iteration); blocks are
-        taken on pages_new before a pass and returned on pages_freed after
-        it. The pool never overflows and every logit agrees."""
+        taken on pages_new and pages_transient before a pass and returned
+        on pages_freed and pages_transient after it, as the answers say
+        (the engine checks, after every request, that no block leaked and
+        none still in use was freed). The pool never overflows, ends
+        empty, and every logit agrees. (These prompts are too short to
+        empty a page within their request: test_paged_transient makes
+        transient pages.)"""
         pool, page = 16, 16
         store = PagedStore(MODEL, torch.float32, pool, page)
         e = self.engine(store=store)
@@ -534,12 +539,83 @@ class WorkflowTest(Case):
                     running.remove((s, p, n))
                     finished.append(s)
         self.assertEqual(store.in_use, 0)
+        store.audit()
         self.assertLessEqual(store.peak, pool)
         for s in finished:
             self.check(s, self.ref_of(s))
-        self.report("pool of %d blocks, peak %d in use, %d allocations for "
-                    "%d sequences" % (pool, store.peak, store.allocations,
-                                      len(finished)))
+        self.report("pool of %d blocks, peak %d in use, %d allocations "
+                    "(%d transient) for %d sequences"
+                    % (pool, store.peak, store.allocations, store.transient,
+                       len(finished)))
+
+    def test_paged_transient(self) -> None:
+        """Requests far longer than the budget on a paged cache: page size
+        4, budgets of 6 (with 0 or 2 sinks, lookahead 1 or 3), prompts of
+        30 to 45 positions sent in chunks of 16, then decoding. Each chunk
+        writes pages it also evicts; evictd lists them in pages_transient
+        and the engine, following the three lists blindly, allocates them
+        for the pass and frees them after it. After every iteration each
+        sequence has blocks for exactly the pages the daemon's view lists,
+        the pool adds up (engine.PagedStore.audit), and at the end it is
+        empty; the logits agree with the reference. Includes the issue's
+        example: budget 3, page size 2, positions 0..7 in one request
+        (pages 0 and 1 transient, 2 and 3 new)."""
+        page = 4
+        store = PagedStore(MODEL, torch.float32, 64, page)
+        e = self.engine(store=store)
+        seqs = [e.add(Seq(self.sid("t%d" % i), 6, sinks=sinks,
+                          lookahead=look, page_size=page))
+                for i, (sinks, look) in enumerate(((0, 1), (2, 1), (0, 3),
+                                                   (2, 3)))]
+        prompts = [prompt(70 + i, 30 + 5 * i) for i in range(len(seqs))]
+        done = [0] * len(seqs)
+        last: Dict[str, torch.Tensor] = {}
+        counts = []
+        while any(d < len(p) for d, p in zip(done, prompts)):
+            works = []
+            for i, (s, p) in enumerate(zip(seqs, prompts)):
+                if done[i] < len(p):
+                    n = min(16, len(p) - done[i])
+                    works.append(Work(s, list(range(done[i], done[i] + n)),
+                                      p[done[i]:done[i] + n]))
+                    done[i] += n
+            before = store.transient
+            out = e.iterate(works, "prefill")
+            counts.append(store.transient - before)
+            last.update({sid: lg[-1] for sid, lg in out.items()})
+            for s in seqs:
+                self.assertEqual(self.client.get(s.sid).pages,
+                                 sorted(s.blocks))
+        for _ in range(20):
+            works = [Work(s, [len(s.tokens)], [greedy(last[s.sid])])
+                     for s in seqs]
+            out = e.iterate(works, "decode")
+            last.update({sid: lg[-1] for sid, lg in out.items()})
+        for s in seqs:
+            self.assertEqual(self.client.get(s.sid).pages, sorted(s.blocks))
+        # Every prefill iteration has a chunk of 13 positions or more, over
+        # twice the budget: it evicts whole pages of its own.
+        self.assertTrue(all(c > 0 for c in counts), counts)
+        # The issue's example, through the engine: BOS at 0, then 1..7.
+        store2 = PagedStore(MODEL, torch.float32, 8, 2)
+        e2 = self.engine(store=store2)
+        ex = e2.add(Seq(self.sid("example"), 3, page_size=2))
+        e2.iterate([Work(ex, list(range(8)), prompt(90, 8))], "prefill")
+        self.assertEqual(store2.transient, 2)
+        self.assertEqual(sorted(ex.blocks), [2, 3])
+        self.assertEqual(store2.in_use, 2)
+        for s in seqs + [ex]:
+            self.check(s, self.ref_of(s))
+        for s in seqs:
+            e.finish(s, self.client)
+        e2.finish(ex, self.client)
+        self.assertEqual((store.in_use, store2.in_use), (0, 0))
+        store.audit()
+        store2.audit()
+        self.report("%d transient blocks over %d prefill iterations %s, "
+                    "peak %d of %d blocks"
+                    % (store.transient, len(counts), counts, store.peak,
+                       store.blocks))
 
 
 class KillTest(Case):

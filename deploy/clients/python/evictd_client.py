@@ -9,13 +9,18 @@ connections shared by concurrent coroutines.
 Engine workflows. A session may have a ``lookahead`` L (its ring holds
 ``budget + L`` slots: a frontend's KV buffer needs that many) and a
 ``page_size`` B (answers then say which logical pages ``p // B`` became used,
-``pages_new``, or unused, ``pages_freed``). A step may be ``tentative``
-(speculative drafts: appended, nothing evicted, at most L pending) and may
-carry ``commit=P`` (accept the pending drafts up to P, drop the others, evict
-to the budget: before the step's own positions). :meth:`EvictdClient.commit`,
-:meth:`EvictdClient.truncate` and :meth:`EvictdClient.fork` are the other new
-operations; missing fields of an answer read as the API's defaults
-(lookahead 1, page size 0, empty lists).
+``pages_new``, or unused, ``pages_freed``, and which the request both wrote
+and emptied, ``pages_transient``: held neither before nor after it, as when a
+step of more positions than the budget evicts some of its own; an engine
+allocates ``pages_new`` and ``pages_transient`` before the request's pass and
+frees ``pages_freed`` and ``pages_transient`` after it). A step may be
+``tentative`` (speculative drafts: appended, nothing evicted, at most L
+pending) and may carry ``commit=P`` (accept the pending drafts up to P, drop
+the others, evict to the budget: before the step's own positions).
+:meth:`EvictdClient.commit`, :meth:`EvictdClient.truncate` and
+:meth:`EvictdClient.fork` are the other new operations; missing fields of an
+answer read as the API's defaults (lookahead 1, page size 0, empty lists:
+``pages_transient`` is empty from a daemon older than it).
 
 Retries. A keep-alive connection may be closed by the daemon while it sits
 idle (``--conn-timeout``) or by anything in between. The client therefore:
@@ -334,11 +339,13 @@ def _field(obj: Any, key: str, kind: type, what: str,
     return value
 
 
-def _pages(obj: Any, what: str) -> Tuple[List[int], List[int]]:
-    """``pages_new`` and ``pages_freed`` (absent, i.e. empty, when the
-    session's page size is 0)."""
+def _pages(obj: Any, what: str) -> Tuple[List[int], List[int], List[int]]:
+    """``pages_new``, ``pages_freed`` and ``pages_transient`` (absent, i.e.
+    empty, when the session's page size is 0, and ``pages_transient`` from a
+    daemon older than it)."""
     return (_field(obj, "pages_new", list, what, []),
-            _field(obj, "pages_freed", list, what, []))
+            _field(obj, "pages_freed", list, what, []),
+            _field(obj, "pages_transient", list, what, []))
 
 
 @dataclass
@@ -353,7 +360,12 @@ class StepResult:
     ``commit`` what the request asked. ``dropped`` lists the drafts the
     request's commit rejected, ascending (empty without a commit);
     ``pages_new`` / ``pages_freed`` the logical pages the request started /
-    stopped using (empty when the session's page size is 0).
+    stopped using, ``pages_transient`` those it used only within itself
+    (written and emptied: held neither before nor after it; allocate them
+    for the request's pass with ``pages_new``, free them after it with
+    ``pages_freed``); all three ascending, disjoint, and empty when the
+    session's page size is 0. (``pages_transient`` comes last, after
+    ``commit``, so that positional construction keeps its meaning.)
     """
     victims: List[int]
     slots: List[int]
@@ -366,6 +378,7 @@ class StepResult:
     pages_freed: List[int] = field(default_factory=list)
     tentative: bool = False
     commit: Optional[int] = None
+    pages_transient: List[int] = field(default_factory=list)
 
     @property
     def placements(self) -> List[Tuple[int, int]]:
@@ -385,7 +398,7 @@ class StepResult:
         """Builds a result from the daemon's JSON object (ProtocolError when
         a field is missing or of the wrong type)."""
         what = "a step result"
-        pages_new, pages_freed = _pages(obj, what)
+        pages_new, pages_freed, pages_transient = _pages(obj, what)
         return cls(_field(obj, "victims", list, what),
                    _field(obj, "slots", list, what),
                    _field(obj, "size", int, what),
@@ -393,14 +406,16 @@ class StepResult:
                    _field(obj, "replayed", bool, what, False),
                    list(positions),
                    _field(obj, "dropped", list, what, []),
-                   pages_new, pages_freed, tentative, commit)
+                   pages_new, pages_freed, tentative, commit,
+                   pages_transient)
 
 
 @dataclass
 class CommitResult:
     """The answer to :meth:`EvictdClient.commit`: ``dropped`` are the
     rejected drafts (ascending; their slots are free again), ``victims`` the
-    positions then evicted to the budget (oldest first)."""
+    positions then evicted to the budget (oldest first); the pages lists as
+    :class:`StepResult`'s."""
     victims: List[int]
     dropped: List[int]
     size: int
@@ -408,57 +423,60 @@ class CommitResult:
     replayed: bool = False
     pages_new: List[int] = field(default_factory=list)
     pages_freed: List[int] = field(default_factory=list)
+    pages_transient: List[int] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, obj: Any) -> "CommitResult":
         what = "a commit result"
-        pages_new, pages_freed = _pages(obj, what)
         return cls(_field(obj, "victims", list, what),
                    _field(obj, "dropped", list, what),
                    _field(obj, "size", int, what),
                    _field(obj, "newest", int, what),
                    _field(obj, "replayed", bool, what, False),
-                   pages_new, pages_freed)
+                   *_pages(obj, what))
 
 
 @dataclass
 class TruncateResult:
     """The answer to :meth:`EvictdClient.truncate`: the positions
     ``removed`` (ascending; their slots are free again), the size and newest
-    left."""
+    left; the pages lists as :class:`StepResult`'s (a truncate adds no
+    positions: ``pages_new`` and ``pages_transient`` stay empty)."""
     removed: List[int]
     size: int
     newest: int
     replayed: bool = False
     pages_new: List[int] = field(default_factory=list)
     pages_freed: List[int] = field(default_factory=list)
+    pages_transient: List[int] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, obj: Any) -> "TruncateResult":
         what = "a truncate result"
-        pages_new, pages_freed = _pages(obj, what)
         return cls(_field(obj, "removed", list, what),
                    _field(obj, "size", int, what),
                    _field(obj, "newest", int, what),
                    _field(obj, "replayed", bool, what, False),
-                   pages_new, pages_freed)
+                   *_pages(obj, what))
 
 
 @dataclass
 class EvictResult:
     """The answer to an evict request: the victims (oldest first) and the
-    size left (and the pages, when the session has a page size)."""
+    size left (and the pages, when the session has a page size:
+    ``pages_freed``; ``pages_new`` and ``pages_transient`` are always
+    empty)."""
     victims: List[int]
     size: int
     pages_new: List[int] = field(default_factory=list)
     pages_freed: List[int] = field(default_factory=list)
+    pages_transient: List[int] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, obj: Any) -> "EvictResult":
         what = "an evict result"
-        pages_new, pages_freed = _pages(obj, what)
         return cls(_field(obj, "victims", list, what),
-                   _field(obj, "size", int, what), pages_new, pages_freed)
+                   _field(obj, "size", int, what), *_pages(obj, what))
 
 
 @dataclass

@@ -164,10 +164,11 @@ class Engine:
         r = await self.c.step(s, [1, 2, 3, 4, 5], budget=4, lookahead=3,
                               page_size=2)
         # Sub-steps [1,2,3] and [4,5]. The session held nothing before, so
-        # page 0, entered and left by this request, is in neither list.
+        # page 0, entered and left by this request, is transient: neither
+        # new nor freed.
         self.assertEqual(r, StepResult([0, 1], [1, 2, 3, 4, 5], 4, 5, False,
                                        [1, 2, 3, 4, 5], [], [1, 2], [],
-                                       False, None))
+                                       False, None, [0]))
         v = await self.c.get(s)
         self.assertEqual((v.lookahead, v.page_size, v.pages),
                          (3, 2, [1, 2]))
@@ -175,8 +176,8 @@ class Engine:
             ec.step_item(self.sid("b"), [1, 2], lookahead=2, page_size=1),
             ec.step_item(self.sid("c"), 1, lookahead=0),
             ec.step_item(self.sid("d"), 1, page_size=65537)])
-        self.assertEqual((out[0].pages_new, out[0].pages_freed),
-                         ([0, 1, 2], []))
+        self.assertEqual((out[0].pages_new, out[0].pages_freed,
+                          out[0].pages_transient), ([0, 1, 2], [], []))
         self.assertIs(type(out[1]), ec.InvalidLookahead)
         self.assertIs(type(out[2]), ec.InvalidPageSize)
         self.assertEqual((out[1].status, out[2].status), (400, 400))
@@ -399,7 +400,7 @@ class Engine:
         await self.c.create(s, budget=5, sinks=1, lookahead=3, page_size=B)
         before = await self.c.get(s)
         kinds: Set[str] = set()
-        replays = 0
+        replays = transients = 0
         for i in range(300):
             pending = before.tentative
             committed = before.newest - len(pending)
@@ -440,6 +441,13 @@ class Engine:
                              sorted(set(after.pages) - set(before.pages)))
             self.assertEqual(r.pages_freed,
                              sorted(set(before.pages) - set(after.pages)))
+            # Transient: pages of the positions the request added that
+            # were held neither before nor after it (only a step adds).
+            added = set(r.positions) if isinstance(r, StepResult) else set()
+            self.assertEqual(r.pages_transient, sorted(
+                {p // B for p in added} - set(before.pages) -
+                set(after.pages)))
+            transients += bool(r.pages_transient)
             gone = sorted(set(before.kept) - set(after.kept))
             if isinstance(r, StepResult):
                 self.assertEqual(sorted(set(r.freed) - set(r.positions)),
@@ -455,6 +463,38 @@ class Engine:
         self.assertEqual(kinds, {"StepResult", "CommitResult",
                                  "TruncateResult", "EvictResult"})
         self.assertGreater(replays, 0)
+        self.assertGreater(transients, 0)
+
+    async def test_pages_transient_issue_example(self) -> None:
+        """Budget 3, page size 2, positions 1..7 stepped on a new session
+        (the step creates it): pages 0 and 1 are written and emptied by the
+        request, so they are transient, neither new nor freed. The same as
+        a batch item, resent (replayed, same lists), on a session created
+        first (page 0 was held: freed), and an evict (never transient)."""
+        s = self.sid()
+        r = await self.c.step(s, list(range(1, 8)), budget=3, page_size=2)
+        self.assertEqual((r.victims, r.size, r.newest),
+                         ([0, 1, 2, 3, 4], 3, 7))
+        self.assertEqual((r.pages_new, r.pages_freed, r.pages_transient),
+                         ([2, 3], [], [0, 1]))
+        again = await self.c.step(s, list(range(1, 8)), budget=3,
+                                  page_size=2)
+        self.assertTrue(again.replayed)
+        self.assertEqual(dataclasses.replace(again, replayed=False), r)
+        self.assertEqual((await self.c.get(s)).pages, [2, 3])
+        b = (await self.c.batch(StepBatch().add(
+            self.sid("b"), list(range(1, 8)), budget=3, page_size=2)))[0]
+        self.assertIsInstance(b, StepResult)
+        self.assertEqual((b.pages_new, b.pages_freed, b.pages_transient),
+                         ([2, 3], [], [0, 1]))
+        c = self.sid("c")
+        await self.c.create(c, budget=3, page_size=2)
+        r = await self.c.step(c, list(range(1, 8)))
+        self.assertEqual((r.pages_new, r.pages_freed, r.pages_transient),
+                         ([2, 3], [0], [1]))
+        e = await self.c.evict(c, 1)
+        self.assertEqual((e.victims, e.pages_new, e.pages_freed,
+                          e.pages_transient), ([5, 6], [], [2], []))
 
     async def test_no_pages_fields_without_a_page_size(self) -> None:
         s = self.sid()
@@ -463,8 +503,8 @@ class Engine:
                                       {"positions": [1, 2, 3]})
         self.assertEqual(list(raw), ["victims", "slots", "size", "newest"])
         r = await self.c.step(s, 4)
-        self.assertEqual((r.pages_new, r.pages_freed, r.dropped),
-                         ([], [], []))
+        self.assertEqual((r.pages_new, r.pages_freed, r.pages_transient,
+                          r.dropped), ([], [], [], []))
         self.assertEqual((await self.c.get(s)).pages, [])
 
     # -- the new errors --

@@ -950,6 +950,38 @@ class TransportFailureTest(unittest.TestCase):
             self.assertEqual(cm.exception.status, 502)
             self.assertIn("bad gateway", cm.exception.message)
 
+    def test_pages_lists_absent_read_as_empty(self) -> None:
+        """A daemon older than pages_transient (or a session without pages)
+        leaves lists out: they read as empty; present ones are copied; one
+        that is not a list is a ProtocolError."""
+        step = {"victims": [5], "slots": [1], "size": 3, "newest": 8}
+        old = dict(step, pages_new=[4], pages_freed=[2])
+        new = dict(old, pages_transient=[3])
+        for obj, want in ((step, ([], [], [])), (old, ([4], [2], [])),
+                          (new, ([4], [2], [3]))):
+            r = StepResult.from_json(obj, [8])
+            self.assertEqual((r.pages_new, r.pages_freed, r.pages_transient),
+                             want)
+            c = ec.CommitResult.from_json(dict(obj, dropped=[]))
+            self.assertEqual((c.pages_new, c.pages_freed, c.pages_transient),
+                             want)
+            t = ec.TruncateResult.from_json(dict(obj, removed=[9]))
+            self.assertEqual((t.pages_new, t.pages_freed, t.pages_transient),
+                             want)
+            e = ec.EvictResult.from_json(obj)
+            self.assertEqual((e.pages_new, e.pages_freed, e.pages_transient),
+                             want)
+        r = StepResult.from_json(new, [8])
+        new["pages_transient"].append(99)  # copied, not shared
+        self.assertEqual(r.pages_transient, [3])
+        with self.assertRaises(ec.ProtocolError):
+            StepResult.from_json(dict(step, pages_transient=3), [8])
+        # Positional construction keeps its meaning: pages_transient comes
+        # after commit.
+        r = StepResult([0], [], 4, 4, False, [], [5], [1], [2], True, 4, [3])
+        self.assertEqual((r.pages_new, r.pages_freed, r.tentative, r.commit,
+                          r.pages_transient), ([1], [2], True, 4, [3]))
+
 
 # ---- the vectors ------------------------------------------------------------
 
@@ -992,8 +1024,9 @@ async def replay_vector(test: unittest.TestCase, client: Any,
     client's coroutines (AsyncEvictdClient, or AsAsync(EvictdClient)) on
     session ``main`` (forks become ``main.<name>``): each step as a step
     request (``pos`` for one position) or as a batch item, every answer
-    compared with the vector's expected fields exactly, errors by class,
-    code and status."""
+    compared with the vector's expected fields exactly (with a page size:
+    pages_new, pages_freed and pages_transient too; without one all three
+    must be empty), errors by class, code and status."""
     names: Dict[Optional[str], str] = {None: main}
     await client.delete(main, missing_ok=True)
     view = await client.create(main, budget=vec["budget"], sinks=vec["sinks"],
@@ -1070,8 +1103,10 @@ async def replay_vector(test: unittest.TestCase, client: Any,
                 if paged:
                     got["pages_new"] = r.pages_new
                     got["pages_freed"] = r.pages_freed
+                    got["pages_transient"] = r.pages_transient
                 else:
-                    test.assertEqual((r.pages_new, r.pages_freed), ([], []),
+                    test.assertEqual((r.pages_new, r.pages_freed,
+                                      r.pages_transient), ([], [], []),
                                      where)
         except EvictdError as err:
             test.assertEqual(err.status, VECTOR_STATUS.get(err.code), where)
