@@ -10,7 +10,8 @@ TEST_PROGS += $(B)/test_eval $(B)/test_eval_input
 # The tests link the evaluator's objects (the CLI runs in process) and a
 # shared harness; test_eval runs the binary too, to measure its memory.
 EVAL_TEST_DEPS := tests/eval/harness.c tests/eval/harness.h \
-                  tests/eval/npy_write.h $(EVAL_OBJ) $(B)/evictd-core.a \
+                  tests/eval/npy_write.h tests/unit/check_main.h \
+                  $(EVAL_OBJ) $(B)/evictd-core.a \
                   $(EVAL_HDR)
 
 $(B)/test_eval $(B)/test_eval_input: $(B)/test_%: tests/eval/test_%.c \
