@@ -159,7 +159,7 @@ static inline int sf_put(const char *dir, const char *name, const void *data,
   f = fopen(path, "wb");
   if (f == NULL)
     return -1;
-  w = fwrite(data, 1, n, f);
+  w = n > 0 ? fwrite(data, 1, n, f) : 0;
   return fclose(f) == 0 && w == n ? 0 : -1;
 }
 
@@ -205,15 +205,20 @@ static inline int sf_open(const char *dir, evd_api_t *api, evd_journal_t **j,
                           evd_api_apply, api, why, len);
 }
 
+/* Decodes one payload of a `version` segment, handing each op to fn. */
+static inline int sf_decode(const void *p, size_t len, int version,
+                            evd_apply_fn fn, void *ctx) {
+  uint32_t *scratch = NULL;
+  size_t cap = 0;
+  int err = evd_record_replay(p, len, version, fn, ctx, &scratch, &cap);
+  free(scratch);
+  return err;
+}
+
 /* Applies one payload of a `version` segment to api, as recovery does. */
 static inline int sf_apply_payload(evd_api_t *api, const void *p, size_t len,
                                    int version) {
-  uint32_t *scratch = NULL;
-  size_t cap = 0;
-  int err = evd_record_replay(p, len, version, evd_api_apply, api, &scratch,
-                              &cap);
-  free(scratch);
-  return err;
+  return sf_decode(p, len, version, evd_api_apply, api);
 }
 
 /* Snapshot of table at lsn into dirfd, and back into a fresh table. */

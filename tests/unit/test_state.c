@@ -56,15 +56,8 @@ static int capture(void *ctx, const evd_op_t *op) {
 }
 
 static int decode(const evd_buf_t *b, int version, seen_t *s) {
-  uint32_t *scratch = NULL;
-  size_t cap = 0;
-  int err;
-
   memset(s, 0, sizeof *s);
-  err = evd_record_replay((const unsigned char *)b->data, b->len, version,
-                          capture, s, &scratch, &cap);
-  free(scratch);
-  return err;
+  return sf_decode(b->data, b->len, version, capture, s);
 }
 
 static void assert_same_op(const evd_op_t *a, const evd_op_t *b) {
