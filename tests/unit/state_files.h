@@ -44,7 +44,8 @@ static inline void sf_frame(evd_buf_t *b, uint64_t lsn, const void *payload,
   evd_le32_set(h + 8, (uint32_t)(lsn >> 32));
   evd_le32_set(c, evd_crc32c(evd_crc32c(0, h + 4, 8), payload, len));
   evd_buf_add(b, h, sizeof h);
-  evd_buf_add(b, payload, len);
+  if (len > 0)
+    evd_buf_add(b, payload, len);
   evd_buf_add(b, c, sizeof c);
 }
 
