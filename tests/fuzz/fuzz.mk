@@ -194,6 +194,9 @@ fuzz-snapshot: fuzz-deps
 	@$(MAKE) --no-print-directory $(FUZZ_B)/fuzz_snapshot
 	$(call fuzz_state_run,snapshot,$(FUZZ_STATE_SECONDS))
 
-fuzz-state: fuzz-journal fuzz-snapshot
+# One after the other, even under -j: each wants a core, and its figures.
+fuzz-state:
+	@$(MAKE) --no-print-directory fuzz-journal
+	@$(MAKE) --no-print-directory fuzz-snapshot
 
 test-more:: fuzz-smoke
