@@ -33,12 +33,13 @@ CORE_OBJ   := $(CORE_SRC:server/%.c=$(B)/obj/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:server/%.c=$(B)/obj/%.o)
 HEADERS    := $(wildcard include/evictd/*.h server/*.h)
 
-# Test programs run by `make check` (fragments append to these).
-TEST_PROGS := $(B)/test_window
+# The Check programs run by `make check` (test-check-programs); the
+# fragments append to it (the unit tests' rules are in tests/unit/unit.mk).
+TEST_PROGS :=
 BUILD_ALL  := $(B)/evictd $(B)/evictd-core.a $(B)/bench_window
 
-.PHONY: all deps deps-test check test-unit test-vectors test-more asan bench \
-        run clean
+.PHONY: all deps deps-test check test-check-programs test-vectors test-more \
+        asan bench run clean
 .DEFAULT_GOAL := all
 
 # Fragments: each may append to TEST_PROGS / BUILD_ALL and add targets, and
@@ -74,9 +75,6 @@ $(B)/evictd-daemon.a: $(DAEMON_OBJ) $(CORE_OBJ)
 $(B)/evictd: $(B)/obj/main.o $(B)/evictd-daemon.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(PKG_LIBS)
 
-$(B)/test_window: tests/unit/test_window.c $(B)/evictd-core.a
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(LDFLAGS) $(PKG_LIBS) $(CHECK_LIBS)
-
 $(B)/bench_window: tests/bench/bench_window.c $(B)/evictd-core.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 
@@ -85,18 +83,19 @@ export EVICTD_BIN = $(abspath $(B)/evictd)
 
 check: deps-test
 	@$(MAKE) --no-print-directory build-all
-	@$(MAKE) --no-print-directory test-vectors test-unit test-more
+	@$(MAKE) --no-print-directory test-vectors test-check-programs test-more
 
 test-vectors:
 	python3 proto/vectors/gen.py --check
 
-test-unit: $(TEST_PROGS) $(B)/evictd
+# Every Check program of TEST_PROGS, one after the other.
+test-check-programs: $(TEST_PROGS) $(B)/evictd
 	@set -e; for t in $(TEST_PROGS); do echo "== $$t"; $$t; done
 
 asan: deps-test
 	@$(MAKE) --no-print-directory B=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  build-all test-unit test-durability
+	  build-all test-check-programs test-durability
 
 bench: deps
 	@deploy/deps.sh bench

@@ -95,14 +95,8 @@ bench-llama:
 	  $(LLAMA_OUT)/random-100M.gguf && \
 	tests/bench/llama.sh $(B)/evictd $(B)/evictd-llama $(LLAMA_OUT)
 
-# The position map's arithmetic (posmap.c has no llama.cpp in it), against
-# a model of the cache, in `make check`.
-TEST_PROGS += $(B)/test_posmap
-$(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/posmap.c \
-                  deploy/llama/posmap.h
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/posmap.c \
-	  $(LDFLAGS) $(CHECK_LIBS)
+# The position map's arithmetic is tested by tests/unit/test_posmap.c
+# (its rule is in tests/unit/unit.mk), in `make check`.
 
 # The README's perplexity tables and figures (deploy/llama/perplexity.md,
 # perplexity-*.svg): a few minutes on 2 cores, not part of CI.

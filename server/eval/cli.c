@@ -246,7 +246,7 @@ static int status_of(int err) {
 int evd_eval_cli(int argc, char **argv, FILE *out, FILE *err) {
   opts_t o;
   evd_npy_t f;
-  evd_replay_t *r = NULL;
+  evd_sweep_t *r = NULL;
   evd_eval_t e;
   double *mass = NULL;
   FILE *svg = NULL;
@@ -271,7 +271,7 @@ int evd_eval_cli(int argc, char **argv, FILE *out, FILE *err) {
   }
   mass = malloc((size_t)o.nb * o.np * sizeof *mass);
   code = mass == NULL ? EVD_ENOMEM
-                      : evd_replay_new(&r, o.budgets, o.nb, o.sinks, o.np, T);
+                      : evd_sweep_new(&r, o.budgets, o.nb, o.sinks, o.np, T);
   if (code < 0) {
     /* The arguments and T were checked: only memory can be short here. */
     fprintf(err, "evictd-eval: %s: %s\n", o.trace, evd_strerror(code));
@@ -281,18 +281,18 @@ int evd_eval_cli(int argc, char **argv, FILE *out, FILE *err) {
   if ((code = evd_eval_trace(&f, H, T, r, msg, sizeof msg)) < 0) {
     fprintf(err, "evictd-eval: %s: %s\n", o.trace, msg);
     rc = status_of(code);
-    goto fail_replay;
+    goto fail_sweep;
   }
   for (i = 0; i < o.nb; i++)
     for (j = 0; j < o.np; j++)
-      mass[i * o.np + j] = evd_replay_mean(r, i, j);
+      mass[i * o.np + j] = evd_sweep_mean(r, i, j);
   e = (evd_eval_t){o.trace, evd_npy_dtype_str(&f), f.major, f.ndim, T, H,
                    o.nb, o.np, o.budgets, o.sinks, mass};
   if ((o.json ? evd_eval_json(out, &e) : evd_eval_table(out, &e)) < 0) {
     fprintf(err, "evictd-eval: cannot write the results: %s\n",
             strerror(errno));
     rc = EVD_EVAL_FAIL;
-    goto fail_replay;
+    goto fail_sweep;
   }
   rc = EVD_EVAL_OK;
   if (svg != NULL) {
@@ -300,8 +300,8 @@ int evd_eval_cli(int argc, char **argv, FILE *out, FILE *err) {
     svg = NULL;
   }
 
-fail_replay:
-  evd_replay_free(r);
+fail_sweep:
+  evd_sweep_free(r);
 fail_npy:
   free(mass);
   evd_npy_close(&f);

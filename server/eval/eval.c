@@ -1,5 +1,5 @@
 /* The trace pass: every row read once, checked, head-averaged and handed to
- * the replay. The only memory that grows with the trace is one row of
+ * the sweep. The only memory that grows with the trace is one row of
  * floats (the read buffer) and one row of doubles (the head sum). */
 #include "eval.h"
 
@@ -138,7 +138,7 @@ static void prefetch(const evd_npy_t *f, uint64_t H, uint64_t T, uint64_t t) {
 }
 
 int evd_eval_trace(const evd_npy_t *f, uint64_t H, uint64_t T,
-                   evd_replay_t *r, char *msg, size_t len) {
+                   evd_sweep_t *r, char *msg, size_t len) {
   int fits = T <= SIZE_MAX / sizeof(double);
   float *row = fits ? malloc(T * sizeof *row) : NULL;
   double *acc = fits ? malloc(T * sizeof *acc) : NULL;
@@ -164,7 +164,7 @@ int evd_eval_trace(const evd_npy_t *f, uint64_t H, uint64_t T,
     }
     if (t == 0)
       continue; /* position 0 is held from the start: nothing to measure */
-    err = evd_replay_row(r, (uint32_t)t, acc, 1.0 / (double)H);
+    err = evd_sweep_row(r, (uint32_t)t, acc, 1.0 / (double)H);
     if (err < 0) {
       snprintf(msg, len, "replay at position %llu: %s",
                (unsigned long long)t, evd_strerror(err));

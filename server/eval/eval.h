@@ -1,5 +1,5 @@
 /* evictd-eval: how much attention a sliding window (with or without sinks)
- * keeps, measured by replaying evictd's policy core over an attention trace
+ * keeps, measured by sweeping evictd's policy core over an attention trace
  * (a .npy file of shape [T, T] or [H, T, T]); the pieces main.c joins. */
 #ifndef EVICTD_EVAL_EVAL_H
 #define EVICTD_EVAL_EVAL_H
@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "npy.h"
-#include "replay.h"
+#include "sweep.h"
 
 /* Rows must sum to 1 within this, and weight above the diagonal (or below
  * zero) beyond it is an error, not rounding. */
@@ -46,7 +46,7 @@ int evd_eval_shape(const evd_npy_t *f, uint64_t *H, uint64_t *T, char *msg,
  * one row of floats and one of doubles. Returns 0, or EVD_ECORRUPT (a bad
  * row, or the file shrank), EVD_EIO or EVD_ENOMEM, with the reason in msg. */
 int evd_eval_trace(const evd_npy_t *f, uint64_t H, uint64_t T,
-                   evd_replay_t *r, char *msg, size_t len);
+                   evd_sweep_t *r, char *msg, size_t len);
 
 /* The policy's name: "window" for no sinks, else "sinks N". */
 void evd_eval_policy_name(uint32_t sinks, char *buf, size_t len);

@@ -3,7 +3,8 @@
 # fake one (fake.c) that loses answers on cue. Run by `make check` and, with
 # the sanitizers, by `make asan`.
 CLIENT_TEST_SRC := $(sort $(wildcard tests/client/*.c)) tests/http/daemon.c
-CLIENT_TEST_HDR := $(wildcard tests/client/*.h) tests/http/daemon.h
+CLIENT_TEST_HDR := $(wildcard tests/client/*.h) tests/http/daemon.h \
+                   tests/unit/check_main.h
 
 $(B)/test_client: $(CLIENT_TEST_SRC) $(CLIENT_TEST_HDR) $(B)/libevictd-client.a
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(CLIENT_CFLAGS) \

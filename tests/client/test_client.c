@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "../unit/check_main.h"
 #include "fake.h"
 
 #define LIST(...) ((const uint32_t[]){__VA_ARGS__})
@@ -912,15 +913,5 @@ static Suite *client_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(client_suite());
-  int failed;
-
-  srunner_add_suite(sr, vectors_suite());
-  srunner_add_suite(sr, faults_suite());
-  srunner_add_suite(sr, restart_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+EVD_CHECK_MAIN(client_suite(), vectors_suite(), faults_suite(),
+               restart_suite())

@@ -1,27 +1,17 @@
-# evictd-eval (server/eval/): the retained-attention evaluator, linked with
-# the policy core only, and its tests (tests/eval/test_eval*.c, run by
-# `make check` and, sanitized, by `make asan`). `make valgrind-eval` runs
-# its CLI over generated traces under valgrind memcheck; `make bench-eval`
-# prints its figures for T = 4096 (tests/bench/eval.sh).
+# The tests of evictd-eval (server/eval/, built by server/eval/eval.mk):
+# tests/eval/test_eval*.c, run by `make check` and, sanitized, by `make
+# asan`. `make valgrind-eval` runs its CLI over generated traces under
+# valgrind memcheck; `make bench-eval` prints its figures for T = 4096
+# (tests/bench/eval.sh).
 
-EVAL_SRC := $(filter-out server/eval/main.c,$(wildcard server/eval/*.c))
-EVAL_OBJ := $(EVAL_SRC:server/eval/%.c=$(B)/obj/eval/%.o)
-EVAL_HDR := $(wildcard server/eval/*.h) $(HEADERS)
-
-BUILD_ALL  += $(B)/evictd-eval $(B)/eval_gentrace $(B)/eval_runstat
+BUILD_ALL  += $(B)/eval_gentrace $(B)/eval_runstat
 TEST_PROGS += $(B)/test_eval $(B)/test_eval_input
-
-$(B)/obj/eval/%.o: server/eval/%.c $(EVAL_HDR)
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c -o $@ $<
-
-$(B)/evictd-eval: $(B)/obj/eval/main.o $(EVAL_OBJ) $(B)/evictd-core.a
-	$(CC) -o $@ $^ $(LDFLAGS) -lm
 
 # The tests link the evaluator's objects (the CLI runs in process) and a
 # shared harness; test_eval runs the binary too, to measure its memory.
 EVAL_TEST_DEPS := tests/eval/harness.c tests/eval/harness.h \
-                  tests/eval/npy_write.h $(EVAL_OBJ) $(B)/evictd-core.a \
+                  tests/eval/npy_write.h tests/unit/check_main.h \
+                  $(EVAL_OBJ) $(B)/evictd-core.a \
                   $(EVAL_HDR)
 
 $(B)/test_eval $(B)/test_eval_input: $(B)/test_%: tests/eval/test_%.c \

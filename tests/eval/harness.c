@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "npy_write.h"
+#include "../unit/check_main.h"
 
 char dir[512]; /* $TMPDIR/evictd-eval-test.XXXXXX, made by harness_main */
 
@@ -181,8 +182,7 @@ static int rm_entry(const char *p, const struct stat *st, int flag,
 
 int harness_main(Suite *suite) {
   const char *tmp = getenv("TMPDIR");
-  SRunner *sr;
-  int failed;
+  int rc;
 
   snprintf(dir, sizeof dir, "%s/evictd-eval-test.XXXXXX",
            tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
@@ -190,12 +190,9 @@ int harness_main(Suite *suite) {
     perror("mkdtemp");
     return EXIT_FAILURE;
   }
-  sr = srunner_create(suite);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  rc = evd_check_run(&suite, 1, CK_FORK_GETENV);
   free(last.out);
   free(last.err);
   nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return rc;
 }

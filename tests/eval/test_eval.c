@@ -376,19 +376,19 @@ START_TEST(no_svg_left_behind_by_a_refused_trace) {
 }
 END_TEST
 
-START_TEST(replay_refuses_positions_out_of_order) {
+START_TEST(sweep_refuses_positions_out_of_order) {
   const uint32_t b[] = {4}, s[] = {0};
   double row[8] = {0.5, 0.5, 0, 0, 0, 0, 0, 0};
-  evd_replay_t *r;
+  evd_sweep_t *r;
 
-  ck_assert_int_eq(evd_replay_new(&r, b, 1, s, 1, 1), EVD_EINVAL);
-  ck_assert_int_eq(evd_replay_new(&r, b, 1, b, 1, 8), EVD_EINVAL);
-  ck_assert_int_eq(evd_replay_new(&r, b, 1, s, 1, 8), 0);
-  ck_assert_int_eq(evd_replay_row(r, 2, row, 1), EVD_ESTALE);
-  ck_assert_int_eq(evd_replay_row(r, 1, row, 1), 0);
-  ck_assert_int_eq(evd_replay_row(r, 1, row, 1), EVD_ESTALE);
-  ck_assert_double_eq_tol(evd_replay_mean(r, 0, 0), 1.0, 1e-12);
-  evd_replay_free(r);
+  ck_assert_int_eq(evd_sweep_new(&r, b, 1, s, 1, 1), EVD_EINVAL);
+  ck_assert_int_eq(evd_sweep_new(&r, b, 1, b, 1, 8), EVD_EINVAL);
+  ck_assert_int_eq(evd_sweep_new(&r, b, 1, s, 1, 8), 0);
+  ck_assert_int_eq(evd_sweep_row(r, 2, row, 1), EVD_ESTALE);
+  ck_assert_int_eq(evd_sweep_row(r, 1, row, 1), 0);
+  ck_assert_int_eq(evd_sweep_row(r, 1, row, 1), EVD_ESTALE);
+  ck_assert_double_eq_tol(evd_sweep_mean(r, 0, 0), 1.0, 1e-12);
+  evd_sweep_free(r);
 }
 END_TEST
 
@@ -524,7 +524,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(out, json_names_trace_shape_budgets_policies);
   tcase_add_test(out, svg_reads_on_its_own);
   tcase_add_test(out, no_svg_left_behind_by_a_refused_trace);
-  tcase_add_test(out, replay_refuses_positions_out_of_order);
+  tcase_add_test(out, sweep_refuses_positions_out_of_order);
   tcase_add_test(out, half_decoding_is_exact);
   suite_add_tcase(s, out);
   tcase_set_timeout(mem, 120);

@@ -106,9 +106,13 @@ FUZZ_LONG_FLAGS = $(if $(filter 0,$(FUZZ_FORK)),,-fork=1 -ignore_crashes=1)
 
 fuzz: fuzz-build fuzz-corpus | $(FUZZ_B)/artifacts
 	$(call fuzz_run,$(FUZZ_SECONDS),$(FUZZ_LONG_FLAGS))
+	@$(MAKE) --no-print-directory fuzz-state \
+	  FUZZ_STATE_SECONDS=$(FUZZ_STATE_SECONDS)
 
 fuzz-smoke: fuzz-regress fuzz-corpus | $(FUZZ_B)/artifacts
 	$(call fuzz_run,$(FUZZ_SMOKE_SECONDS),)
+	@$(MAKE) --no-print-directory fuzz-state \
+	  FUZZ_STATE_SECONDS=$(FUZZ_STATE_SMOKE_SECONDS)
 
 # Every input of the corpus and the seeds once, in one process, with the
 # count of answers per route and status (EVD_FUZZ_STATS) at the end.
@@ -136,5 +140,63 @@ fuzz-cov: fuzz-deps fuzz-corpus
 	    server/pages.c server/request.c server/step.c server/session.c \
 	    server/window.c, \
 	    $(DAEMON_SRC) $(CORE_SRC))
+
+# ---- the on-disk formats ---------------------------------------------------
+# fuzz_journal (a journal segment, recovered as at start-up) and
+# fuzz_snapshot (a snapshot, loaded): a refusal with a reason or a
+# recovery to exactly the good records' state, windows intact, never a
+# crash or a leak (each file's opening comment says more). Seeds are
+# written by the targets themselves (EVD_FUZZ_SEEDS): the story of
+# tests/unit/state_files.h cut, damaged and reordered, and the v1
+# fixture's real files. `make fuzz-state` runs both for FUZZ_STATE_SECONDS
+# each; `make fuzz-journal` / `make fuzz-snapshot` one; `make fuzz-smoke`
+# runs both for FUZZ_STATE_SMOKE_SECONDS, `make fuzz` for
+# FUZZ_STATE_SECONDS after the API.
+FUZZ_STATE_SECONDS       ?= 300
+FUZZ_STATE_SMOKE_SECONDS ?= 10
+FUZZ_STATE_HDR := tests/fuzz/fuzz_state.h tests/unit/state_files.h $(HEADERS)
+
+.PHONY: fuzz-state fuzz-journal fuzz-snapshot
+
+$(FUZZ_B)/fuzz_journal $(FUZZ_B)/fuzz_snapshot: $(FUZZ_B)/fuzz_%: \
+    tests/fuzz/fuzz_%.c $(FUZZ_STATE_HDR) $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Itests/unit $(PKG_CFLAGS) \
+	  -o $@ $< $(FUZZ_OBJ) $(PKG_LIBS)
+
+# Runs fuzz_$(1) for $(2) seconds on $(FUZZ_B)/$(1)-corpus (kept) and fresh
+# seeds, prints its figures, fails on a crash, leak, timeout or violated
+# property (inputs in $(FUZZ_B)/artifacts-$(1)/).
+define fuzz_state_run
+	@rm -rf $(FUZZ_B)/$(1)-seeds $(FUZZ_B)/artifacts-$(1)
+	@mkdir -p $(FUZZ_B)/$(1)-seeds $(FUZZ_B)/$(1)-corpus $(FUZZ_B)/artifacts-$(1)
+	@EVD_FUZZ_SEEDS=$(FUZZ_B)/$(1)-seeds $(FUZZ_B)/fuzz_$(1)
+	@echo "== fuzzing $(1) files for $(2) s (log: $(FUZZ_B)/$(1).log)"
+	@$(FUZZ_B)/fuzz_$(1) -max_len=4096 -timeout=10 -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_B)/artifacts-$(1)/ -max_total_time=$(2) \
+	  $(FUZZ_B)/$(1)-corpus $(FUZZ_B)/$(1)-seeds > $(FUZZ_B)/$(1).log 2>&1; \
+	  rc=$$?; \
+	  grep -E '^#[0-9]+:? .*(INITED|DONE)|^Done|stat::(number_of_executed_units|average_exec_per_sec|peak_rss)|^==[0-9]+==ERROR|\*\*\* inv|^SUMMARY' \
+	    $(FUZZ_B)/$(1).log | tail -n 8; \
+	  echo "corpus: $$(ls $(FUZZ_B)/$(1)-corpus | wc -l) inputs in $(FUZZ_B)/$(1)-corpus"; \
+	  found=$$(ls $(FUZZ_B)/artifacts-$(1) | wc -l); \
+	  if [ $$rc -ne 0 ] || [ $$found -ne 0 ]; then \
+	    grep -E '\*\*\* |^SUMMARY|ERROR: ' $(FUZZ_B)/$(1).log | sort | uniq -c | head -n 20; \
+	    echo "fuzz_$(1) failed (exit $$rc, $$found input(s) in $(FUZZ_B)/artifacts-$(1)/)"; \
+	    exit 1; fi
+
+endef
+
+fuzz-journal: fuzz-deps
+	@$(MAKE) --no-print-directory $(FUZZ_B)/fuzz_journal
+	$(call fuzz_state_run,journal,$(FUZZ_STATE_SECONDS))
+
+fuzz-snapshot: fuzz-deps
+	@$(MAKE) --no-print-directory $(FUZZ_B)/fuzz_snapshot
+	$(call fuzz_state_run,snapshot,$(FUZZ_STATE_SECONDS))
+
+# One after the other, even under -j: each wants a core, and its figures.
+fuzz-state:
+	@$(MAKE) --no-print-directory fuzz-journal
+	@$(MAKE) --no-print-directory fuzz-snapshot
 
 test-more:: fuzz-smoke

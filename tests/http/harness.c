@@ -10,6 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../unit/check_apierr.h"
+#include "../unit/check_main.h"
+
 #ifndef EVD_VECTORS_DIR
 #define EVD_VECTORS_DIR "proto/vectors"
 #endif
@@ -151,27 +154,7 @@ void ht_expect_at(const char *file, int line, ht_t *t, const char *method,
   json_decref(j);
 }
 
-int ht_status_of(const char *code) {
-  static const struct {
-    const char *code;
-    int status;
-  } map[] = {{"invalid_json", 400},       {"invalid_field", 400},
-             {"invalid_session_id", 400}, {"invalid_budget", 400},
-             {"invalid_sinks", 400},      {"invalid_position", 400},
-             {"too_many_positions", 400}, {"too_many_steps", 400},
-             {"unknown_session", 404},    {"not_found", 404},
-             {"method_not_allowed", 405}, {"session_exists", 409},
-             {"stale_position", 409},     {"body_too_large", 413},
-             {"session_limit", 503},      {"out_of_memory", 503},
-             {"invalid_lookahead", 400},  {"invalid_page_size", 400},
-             {"tentative_pending", 409}};
-  size_t i;
-
-  for (i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strcmp(map[i].code, code) == 0)
-      return map[i].status;
-  return -1;
-}
+int ht_status_of(const char *code) { return evd_check_status_of(code); }
 
 void ht_check_error_at(const char *file, int line, json_t *body, int status,
                        const char *code, int in_batch) {
@@ -228,16 +211,5 @@ json_t *ht_view_at(const char *file, int line, ht_t *t, const char *id) {
   return ht_call_at(file, line, t, "GET", path, NULL, 200);
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(api_suite());
-  int failed;
-
-  srunner_add_suite(sr, limits_suite());
-  srunner_add_suite(sr, vectors_suite());
-  srunner_add_suite(sr, process_suite());
-  srunner_add_suite(sr, ops_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+EVD_CHECK_MAIN(api_suite(), limits_suite(), vectors_suite(), process_suite(),
+               ops_suite())

@@ -85,7 +85,8 @@ void ht_json_eq_at(const char *file, int line, json_t *got, const char *want);
 json_t *ht_view_at(const char *file, int line, ht_t *t, const char *id);
 #define ht_view(t, id) ht_view_at(__FILE__, __LINE__, t, id)
 
-/* The HTTP status an error code is answered with. */
+/* The HTTP status an error code is answered with (the daemon's own table,
+ * check_apierr.h), or -1 for no such code. */
 int ht_status_of(const char *code);
 
 /* A JSON dump for messages: a static buffer, overwritten by the next call

@@ -13,6 +13,8 @@
 #include "evictd/api.h"
 #include "evictd/error.h"
 #include "evictd/replay.h"
+#include "check_apierr.h"
+#include "check_main.h"
 
 #ifndef EVD_VECTORS_DIR
 #define EVD_VECTORS_DIR "proto/vectors"
@@ -38,31 +40,6 @@ static evd_reply_t reply;
 static json_t *body;       /* the last answer, parsed; NULL for 204 */
 static const char *auth;   /* Authorization header to send, or NULL */
 
-/* Status of each error code (the table of the spec). */
-static int code_status(const char *code) {
-  static const struct {
-    const char *code;
-    int status;
-  } codes[] = {
-      {"invalid_json", 400},       {"invalid_field", 400},
-      {"invalid_session_id", 400}, {"invalid_budget", 400},
-      {"invalid_sinks", 400},      {"invalid_position", 400},
-      {"too_many_positions", 400}, {"too_many_steps", 400},
-      {"unauthorized", 401},       {"unknown_session", 404},
-      {"not_found", 404},          {"method_not_allowed", 405},
-      {"session_exists", 409},     {"stale_position", 409},
-      {"body_too_large", 413},     {"session_limit", 503},
-      {"out_of_memory", 503},      {"invalid_lookahead", 400},
-      {"invalid_page_size", 400},  {"tentative_pending", 409},
-      {"replay_unavailable", 409}};
-  size_t i;
-
-  for (i = 0; i < sizeof codes / sizeof codes[0]; i++)
-    if (strcmp(codes[i].code, code) == 0)
-      return codes[i].status;
-  return -1;
-}
-
 /* Checks an error object: code, message and (in a batch) status, and that
  * the code belongs to that status. Returns the code. */
 static const char *check_error_object(json_t *e, int status, int in_batch) {
@@ -79,7 +56,7 @@ static const char *check_error_object(json_t *e, int status, int in_batch) {
                   "batch error %s without a status", json_string_value(code));
     status = (int)json_integer_value(json_object_get(e, "status"));
   }
-  REQUIRE(code_status(json_string_value(code)) == status,
+  REQUIRE(evd_check_status_of(json_string_value(code)) == status,
                 "code %s with status %d", json_string_value(code), status);
   json_object_foreach(e, key, v) {
     int known = strcmp(key, "code") == 0 || strcmp(key, "message") == 0 ||
@@ -1640,12 +1617,4 @@ static Suite *api_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(api_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+EVD_CHECK_MAIN(api_suite())

@@ -10,6 +10,7 @@
 #include "evictd/buf.h"
 #include "evictd/crc.h"
 #include "evictd/error.h"
+#include "check_main.h"
 
 /* Asserts that the buffer holds exactly `want`. */
 static void expect_text(const evd_buf_t *b, const char *want) {
@@ -397,12 +398,4 @@ static Suite *buf_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(buf_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+EVD_CHECK_MAIN(buf_suite())

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../server/api_int.h"
+#include "check_main.h"
 
 static uint64_t rng_state;
 
@@ -331,19 +332,15 @@ START_TEST(fast_batch_agrees_with_general_path) {
 }
 END_TEST
 
-int main(void) {
+static Suite *fastpath_suite(void) {
   Suite *s = suite_create("fastpath");
   TCase *tc = tcase_create("differential");
-  SRunner *sr;
-  int failed;
 
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, fast_step_agrees_with_general_path);
   tcase_add_test(tc, fast_batch_agrees_with_general_path);
   suite_add_tcase(s, tc);
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return s;
 }
+
+EVD_CHECK_MAIN(fastpath_suite())

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "evictd/api.h"
+#include "check_main.h"
 
 /* ---- failing allocations ------------------------------------------------ */
 
@@ -320,13 +321,9 @@ static Suite *oom_suite(void) {
   return s;
 }
 
+/* No fork: the allocation wrappers count calls in this process. */
 int main(void) {
-  SRunner *sr = srunner_create(oom_suite());
-  int failed_tests;
+  Suite *suite = oom_suite();
 
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  failed_tests = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed_tests == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return evd_check_run(&suite, 1, CK_NOFORK);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "evictd/pages.h"
+#include "check_main.h"
 
 static uint64_t rng_next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15u);
@@ -256,12 +257,4 @@ static Suite *pages_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(pages_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+EVD_CHECK_MAIN(pages_suite())

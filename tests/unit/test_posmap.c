@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../deploy/llama/posmap.h"
+#include "check_main.h"
 
 /* A model of one sequence's cells: abs[i] the token's absolute position,
  * pos[i] what llama.cpp knows it by. */
@@ -192,7 +193,7 @@ START_TEST(test_random_original) {
 }
 END_TEST
 
-int main(void) {
+static Suite *posmap_suite(void) {
   Suite *s = suite_create("posmap");
   TCase *tc = tcase_create("posmap");
   tcase_add_test(tc, test_parse);
@@ -202,9 +203,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_random_cache, 0, 8);
   tcase_add_loop_test(tc, test_random_original, 0, 4);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return s;
 }
+
+EVD_CHECK_MAIN(posmap_suite())

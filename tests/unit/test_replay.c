@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "evictd/replay.h"
+#include "check_main.h"
 
 static evd_table_t *t;
 
@@ -291,12 +292,4 @@ static Suite *replay_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(replay_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+EVD_CHECK_MAIN(replay_suite())

@@ -10,6 +10,7 @@
 
 #include "evictd/error.h"
 #include "evictd/session.h"
+#include "check_main.h"
 
 /* Check records the place of every passing ck_assert with a write(2); in
  * loops of 10^5 operations that would dominate the run time, so the hot
@@ -659,12 +660,4 @@ static Suite *session_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(session_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+EVD_CHECK_MAIN(session_suite())

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "evictd/window.h"
+#include "check_main.h"
 
 #ifndef EVD_VECTORS_DIR
 #define EVD_VECTORS_DIR "proto/vectors"
@@ -1146,12 +1147,4 @@ static Suite *window_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(window_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+EVD_CHECK_MAIN(window_suite())

@@ -1,18 +1,43 @@
-# The Check suites of the daemon modules (no sockets): the session table, the
-# response buffer and the API driven through evd_api_handle. Each links the
-# daemon library, so they run under `make asan` with everything else.
+# Every unit test (tests/unit, no sockets): one Check program per module,
+# each run by `make test-check-programs` (so by `make check`, and sanitized
+# by `make asan`). The other Check programs (tests/http, tests/client,
+# tests/eval) are built beside their harnesses, in their own fragments.
+# All of them get their main() from check_main.h; tests/README.md maps
+# sources to tests and says how to run one suite or case.
 
-UNIT_DAEMON_TESTS := $(B)/test_session $(B)/test_buf $(B)/test_api $(B)/test_pages $(B)/test_replay
+UNIT_HDR := $(wildcard tests/unit/*.h) $(HEADERS)
+
+# The policy core alone: no I/O, no libraries but Check's.
+TEST_PROGS += $(B)/test_window
+$(B)/test_window: tests/unit/test_window.c $(B)/evictd-core.a $(UNIT_HDR)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(B)/evictd-core.a \
+	  $(LDFLAGS) $(PKG_LIBS) $(CHECK_LIBS)
+
+# The daemon modules, each linking the daemon library: the session table,
+# the response buffer, the API driven through evd_api_handle, pages, replay
+# records, the fast path against the general one, and the state files
+# (test_state: record.c, journal.c and snapshot.c).
+UNIT_DAEMON_TESTS := $(B)/test_session $(B)/test_buf $(B)/test_api \
+  $(B)/test_pages $(B)/test_replay $(B)/test_fastpath $(B)/test_state
 TEST_PROGS += $(UNIT_DAEMON_TESTS)
 
-$(UNIT_DAEMON_TESTS): $(B)/test_%: tests/unit/test_%.c $(B)/evictd-daemon.a $(HEADERS)
+$(UNIT_DAEMON_TESTS): $(B)/test_%: tests/unit/test_%.c $(B)/evictd-daemon.a $(UNIT_HDR)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(B)/evictd-daemon.a \
 	  $(LDFLAGS) $(PKG_LIBS) $(CHECK_LIBS)
 
 # Allocation failures: the daemon's calls to malloc, realloc and calloc go
 # through the test's wrappers, which fail the one it names.
 TEST_PROGS += $(B)/test_oom
-$(B)/test_oom: tests/unit/test_oom.c $(B)/evictd-daemon.a $(HEADERS)
+$(B)/test_oom: tests/unit/test_oom.c $(B)/evictd-daemon.a $(UNIT_HDR)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(B)/evictd-daemon.a \
 	  -Wl,--wrap=malloc,--wrap=realloc,--wrap=calloc \
 	  $(LDFLAGS) $(PKG_LIBS) $(CHECK_LIBS)
+
+# evictd-llama's position map (deploy/llama/posmap.c has no llama.cpp in
+# it), against a model of the cache.
+TEST_PROGS += $(B)/test_posmap
+$(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/posmap.c \
+                  deploy/llama/posmap.h $(UNIT_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/posmap.c \
+	  $(LDFLAGS) $(CHECK_LIBS)

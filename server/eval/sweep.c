@@ -1,12 +1,12 @@
-/* The replay: the windows are evictd's own (evd_window_advance, the call
+/* The sweep: the windows are evictd's own (evd_window_advance, the call
  * the daemon makes per decoded token), and the kept set is read back from
  * them (evd_window_at), so the figures measure the code that serves. */
-#include "replay.h"
+#include "sweep.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-struct evd_replay_s {
+struct evd_sweep_s {
   uint32_t nb, np;
   uint32_t next;       /* the position the next row must be for */
   evd_window_t **w;    /* nb * np, budget-major; NULL where sinks >=
@@ -14,9 +14,9 @@ struct evd_replay_s {
   double *sum;         /* retained mass added up over the rows so far */
 };
 
-int evd_replay_new(evd_replay_t **out, const uint32_t *budgets, uint32_t nb,
-                   const uint32_t *sinks, uint32_t np, uint64_t T) {
-  evd_replay_t *r;
+int evd_sweep_new(evd_sweep_t **out, const uint32_t *budgets, uint32_t nb,
+                  const uint32_t *sinks, uint32_t np, uint64_t T) {
+  evd_sweep_t *r;
   uint32_t i, j, k, n = nb * np;
   int err = EVD_ENOMEM;
 
@@ -47,7 +47,7 @@ int evd_replay_new(evd_replay_t **out, const uint32_t *budgets, uint32_t nb,
     for (j = 0; j < np; j++) {
       /* At most T positions are ever held, so a budget of T or more never
        * evicts: allocating T (or sinks + 1, the least the window takes)
-       * replays exactly the same windows. */
+       * sweeps exactly the same windows. */
       uint64_t b = budgets[i];
       if (sinks[j] >= budgets[i])
         continue;
@@ -63,12 +63,12 @@ int evd_replay_new(evd_replay_t **out, const uint32_t *budgets, uint32_t nb,
   return 0;
 
 fail:
-  evd_replay_free(r);
+  evd_sweep_free(r);
   return err;
 }
 
-int evd_replay_row(evd_replay_t *r, uint32_t t, const double *row,
-                   double scale) {
+int evd_sweep_row(evd_sweep_t *r, uint32_t t, const double *row,
+                  double scale) {
   uint32_t k, i, n = r->nb * r->np;
 
   if (t != r->next)
@@ -93,7 +93,7 @@ int evd_replay_row(evd_replay_t *r, uint32_t t, const double *row,
   return 0;
 }
 
-double evd_replay_mean(const evd_replay_t *r, uint32_t i, uint32_t j) {
+double evd_sweep_mean(const evd_sweep_t *r, uint32_t i, uint32_t j) {
   uint32_t rows = r->next - 1;
 
   if (r->w[i * r->np + j] == NULL)
@@ -101,7 +101,7 @@ double evd_replay_mean(const evd_replay_t *r, uint32_t i, uint32_t j) {
   return rows == 0 ? 0.0 : r->sum[i * r->np + j] / rows;
 }
 
-void evd_replay_free(evd_replay_t *r) {
+void evd_sweep_free(evd_sweep_t *r) {
   uint32_t k;
 
   if (r == NULL)
