@@ -61,6 +61,10 @@ int evd_buf_room(evd_buf_t *b, size_t n) {
 }
 
 void evd_buf_add(evd_buf_t *b, const void *p, size_t n) {
+  /* Nothing to add: also keeps an empty buffer's NULL data out of pointer
+   * arithmetic (NULL + 0 is undefined, and UBSan says so). */
+  if (n == 0)
+    return;
   if (evd_buf_reserve(b, n) != 0)
     return;
   memcpy(b->data + b->len, p, n);

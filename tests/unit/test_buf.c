@@ -259,6 +259,20 @@ START_TEST(init_allocates_nothing) {
 }
 END_TEST
 
+START_TEST(adding_nothing_to_an_empty_buffer) {
+  evd_buf_t b;
+
+  evd_buf_init(&b);
+  evd_buf_add(&b, "", 0); /* once NULL + 0 in memcpy's destination */
+  evd_buf_add(&b, NULL, 0);
+  ck_assert_uint_eq(b.len, 0);
+  ck_assert(!b.oom);
+  evd_buf_str(&b, "");
+  ck_assert_uint_eq(b.len, 0);
+  evd_buf_free(&b);
+}
+END_TEST
+
 START_TEST(growth_keeps_contents) {
   enum { N = 300000 };
   evd_buf_t b;
@@ -389,6 +403,7 @@ static Suite *buf_suite(void) {
   tcase_add_test(tc, json_str_escapes_every_control_byte);
   tcase_add_test(tc, json_str_passes_other_bytes_through);
   tcase_add_test(tc, init_allocates_nothing);
+  tcase_add_test(tc, adding_nothing_to_an_empty_buffer);
   tcase_add_test(tc, growth_keeps_contents);
   tcase_add_test(tc, reserve_makes_room_without_changing_length);
   tcase_add_test(tc, reserve_of_absurd_size_fails_and_sticks);
