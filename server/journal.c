@@ -1,10 +1,6 @@
-/* The journal's writer: one record per state-changing request, queued in
- * memory and handed to libuv's thread pool to write and sync, so that the
- * loop never waits for the disk. Records queue up while a write is in
- * flight and go out together in the next one (group commit); a failed write
- * is retried from memory. Also compaction (a forked child writes a
- * snapshot, the protocol is below) and shutdown. Opening and recovery are
- * in journal_recover.c, the files and record framing in journal_file.c. */
+/* The journal's writer: records written and synced in libuv's thread pool
+ * (group commit, retried from memory after a failure), compaction by a
+ * forked snapshot writer (its protocol is numbered below), and shutdown. */
 #include "journal_int.h"
 
 #include <errno.h>
@@ -28,6 +24,12 @@
 #define WRITE_RETRY_MS 500
 
 /* ---- building records --------------------------------------------------- */
+
+/* A request's ops go into one record at the end of `pending`; records
+ * queue up there while a write is in flight and go out together with the
+ * next one (the group commit), so that the loop never waits for the disk.
+ * Opening and recovery are in journal_recover.c, the files and the record
+ * framing in journal_file.c. */
 
 int evd_journal_room(evd_journal_t *j, size_t n) {
   return evd_buf_room(&j->pending, n);
@@ -300,15 +302,15 @@ void evd_journal_stop(evd_journal_t *j) {
  *   2. It forks. If that fails, segment seg+1 is unlinked again and the
  *      same retry follows.
  *   3. The child, holding a copy-on-write view of the table as of LSN L
- *      (the last committed), dies with the parent, closes every fd but the
- *      directory's (no socket stays open), writes the snapshot of L through
+ *      (the last committed), dies with the parent, closes every fd above
+ *      stderr but the directory's (no socket stays open), writes the snapshot of L through
  *      snapshot.tmp, fsync, rename and directory fsync, and exits 0 or 1.
  *   4. The parent at once appends to seg+1; the old segment is synced and
  *      closed by the next write job (close_fd), and the journal's byte count
  *      starts again from zero.
  *   5. On SIGCHLD (evd_journal_reap_child), exit 0 means every record up to
  *      L is in the snapshot: segments below seg+1 are deleted. Any other end
- *      keeps them all (recovery replays them over the older snapshot) and
+ *      keeps them all (recovery applies them over the older snapshot) and
  *      retries after COMPACT_RETRY_MS.
  *   6. At shutdown (evd_journal_close) a running child is killed: the final
  *      snapshot supersedes it; a snapshot.tmp it leaves is removed at the

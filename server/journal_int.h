@@ -1,7 +1,6 @@
-/* The journal's insides, shared by its three files: journal_file.c (segment
- * files, record framing, the one write loop), journal_recover.c (opening the
- * state directory and recovering from it) and journal.c (the writer, group
- * commit, compaction and shutdown). Not for anything outside them. */
+/* The journal's state, shared by journal_recover.c (which opens and
+ * recovers it) and journal.c (the writer); journal_file.h has the files and
+ * framing. Not for anything else. */
 #ifndef EVICTD_JOURNAL_INT_H
 #define EVICTD_JOURNAL_INT_H
 

@@ -5,7 +5,8 @@
  *   session  u32 length, payload, u32 crc32c(payload), where payload is
  *              u8 idlen, id, u32 budget, sinks, lookahead, page_size, size,
  *              head, tail, newest, tentative, committed,
- *              u32 replay tag, low 4 bits: 0 none; 1 runs, followed by the
+ *              u32 replay tag (values EVD_SNAP_*, snapshot.h),
+ *              low 4 bits: 0 none; 1 runs, followed by the
  *              session's replay area (7 words, 11 with pages, see
  *              replay.c); 2 arrays, with op << 4 | flags << 8, followed
  *              by u32 arg, npos, nvictims, ngone, npages_new,

@@ -1,9 +1,6 @@
-/* Persistence under --state-dir: every state change is appended to a
- * journal as one checksummed record per request, written and fsynced off
- * the loop thread (group commit), and compacted into a snapshot by a forked
- * child when the journal grows. Start-up recovers snapshot + journal.
- * Implemented in journal_recover.c (open), journal.c (the writer) and
- * journal_file.c (segments and framing); snapshots are in snapshot.h. */
+/* Persistence under --state-dir: one checksummed record per change, written
+ * and fsynced off the loop thread (group commit), compacted into a snapshot
+ * (snapshot.h) by a forked child; start-up recovers snapshot + journal. */
 #ifndef EVICTD_JOURNAL_H
 #define EVICTD_JOURNAL_H
 

@@ -1,7 +1,6 @@
-/* Snapshots under --state-dir: the whole session table in one file,
- * written atomically (by a forked child during compaction, by the journal at
- * shutdown) and loaded at start-up before the journal is recovered. The
- * layout is described in snapshot.c. */
+/* Snapshots under --state-dir: the whole session table in one file, written
+ * atomically (by the compaction child, at shutdown) and loaded at start-up
+ * before the journal is recovered. The layout is described in snapshot.c. */
 #ifndef EVICTD_SNAPSHOT_H
 #define EVICTD_SNAPSHOT_H
 
