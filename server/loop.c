@@ -280,6 +280,7 @@ int evd_server_run(const evd_config_t *config) {
   uv_run(&s.loop, UV_RUN_DEFAULT); /* run the close callbacks */
   rc = uv_loop_close(&s.loop) == 0 ? 0 : 1;
   /* The loop is idle now: the final snapshot may take its time. */
+  evd_api_metrics(s.api)->journal = NULL; /* about to be freed */
   if (s.journal != NULL &&
       evd_journal_close(s.journal, evd_api_table(s.api)) != 0)
     rc = 1;
