@@ -16,6 +16,7 @@
 #include "evictd/journal.h"
 #include "evictd/listen.h"
 #include "evictd/log.h"
+#include "evictd/metrics.h"
 
 /* How often idle sessions are looked for, and how long a graceful stop
  * waits for requests in flight. */
@@ -259,8 +260,8 @@ int evd_server_run(const evd_config_t *config) {
   uv_signal_start(&s.sighup, on_sighup, SIGHUP);
   if (s.journal != NULL) {
     evd_http_set_journal(s.http, s.journal);
-    evd_journal_start(s.journal, &s.loop, evd_api_metrics(s.api), on_durable,
-                      &s);
+    evd_journal_start(s.journal, &s.loop, on_durable, &s);
+    evd_api_metrics(s.api)->journal = s.journal; /* its figures, pulled */
   }
   uv_timer_start(&s.sweep_timer, on_sweep_timer, SWEEP_EVERY_MS,
                  SWEEP_EVERY_MS);
@@ -279,6 +280,7 @@ int evd_server_run(const evd_config_t *config) {
   uv_run(&s.loop, UV_RUN_DEFAULT); /* run the close callbacks */
   rc = uv_loop_close(&s.loop) == 0 ? 0 : 1;
   /* The loop is idle now: the final snapshot may take its time. */
+  evd_api_metrics(s.api)->journal = NULL; /* about to be freed */
   if (s.journal != NULL &&
       evd_journal_close(s.journal, evd_api_table(s.api)) != 0)
     rc = 1;

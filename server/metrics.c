@@ -6,27 +6,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "evictd/journal.h"
+
 static const int statuses[EVD_METRICS_NSTATUS] = {
     200, 201, 204, 400, 401, 404, 405, 409, 413, 431, 500, 503, 0};
-static const double bounds[EVD_METRICS_NBUCKETS] = {
-    0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
-    0.001,    0.0025,  0.005,    0.01,    0.025,  0.1,     1.0};
 static const char *const route_names[EVD_R_COUNT] = {
     [EVD_R_NONE] = "none",       [EVD_R_HEALTHZ] = "healthz",
     [EVD_R_METRICS] = "metrics", [EVD_R_BATCH] = "batch",
     [EVD_R_SESSION] = "session", [EVD_R_STEP] = "step",
     [EVD_R_EVICT] = "evict",     [EVD_R_COMMIT] = "commit",
     [EVD_R_TRUNCATE] = "truncate", [EVD_R_FORK] = "fork"};
-
-void evd_metrics_observe(evd_histogram_t *h, double seconds) {
-  int i = 0;
-
-  while (i < EVD_METRICS_NBUCKETS && seconds > bounds[i])
-    i++;
-  h->bucket[i]++;
-  h->count++;
-  h->sum += seconds;
-}
 
 void evd_metrics_request(evd_metrics_t *m, evd_route_t route, int status,
                          double seconds) {
@@ -36,7 +25,7 @@ void evd_metrics_request(evd_metrics_t *m, evd_route_t route, int status,
   while (i < EVD_METRICS_NSTATUS - 1 && statuses[i] != status)
     i++;
   m->requests[route][i]++;
-  evd_metrics_observe(&m->latency[route], seconds);
+  evd_histogram_observe(&m->latency[route], seconds);
 }
 
 static void line(evd_buf_t *out, const char *fmt, ...)
@@ -74,7 +63,7 @@ static void histogram(evd_buf_t *out, const char *name, const char *labels,
 
   for (i = 0; i < EVD_METRICS_NBUCKETS; i++) {
     cum += h->bucket[i];
-    line(out, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, bounds[i],
+    line(out, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, evd_histogram_bounds[i],
          (unsigned long long)cum);
   }
   cum += h->bucket[EVD_METRICS_NBUCKETS];
@@ -173,14 +162,15 @@ void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,
           "completing a request within --conn-timeout.", m->connections_cut);
   gauge(out, "process_resident_memory_bytes", "Resident memory size in "
         "bytes.", resident_bytes());
-  if (m->journal) {
+  if (m->journal != NULL) {
+    const evd_journal_stats_t *js = evd_journal_stats(m->journal);
     line(out, "# HELP evictd_journal_fsync_seconds Time one journal fsync "
               "took.\n# TYPE evictd_journal_fsync_seconds histogram\n");
-    histogram(out, "evictd_journal_fsync_seconds", "", &m->fsync);
+    histogram(out, "evictd_journal_fsync_seconds", "", &js->fsync);
     gauge(out, "evictd_journal_failing", "1 while journal writes fail and "
           "changes are refused (retried every half second), else 0.",
-          m->journal_failing);
+          js->failing);
     counter(out, "evictd_journal_write_errors_total", "Journal writes or "
-            "syncs that failed.", m->journal_errors);
+            "syncs that failed.", js->write_errors);
   }
 }

@@ -5,7 +5,8 @@
  *   session  u32 length, payload, u32 crc32c(payload), where payload is
  *              u8 idlen, id, u32 budget, sinks, lookahead, page_size, size,
  *              head, tail, newest, tentative, committed,
- *              u32 replay tag, low 4 bits: 0 none; 1 runs, followed by the
+ *              u32 replay tag (values EVD_SNAP_*, snapshot.h),
+ *              low 4 bits: 0 none; 1 runs, followed by the
  *              session's replay area (7 words, 11 with pages, see
  *              replay.c); 2 arrays, with op << 4 | flags << 8 |
  *              ends << 16 (which edge pages are transient), followed
@@ -32,14 +33,19 @@
 #include <unistd.h>
 
 #include "evictd/crc.h"
-#include "evictd/journal.h"
 #include "evictd/record.h"
 #include "evictd/replay.h"
+#include "evictd/snapshot.h"
 #include "fault.h"
+#include "journal_file.h"
 
-/* The replay record of a session in the snapshot, in the low 4 bits of its
- * tag (op << 4 and flags << 8 above them for arrays). */
-enum { RP_NONE = 0, RP_RUNS = 1, RP_ARRAYS = 2, RP_GONE = 3 };
+/* The tag's forms (snapshot.h), short. */
+enum {
+  RP_NONE = EVD_SNAP_RP_NONE,
+  RP_RUNS = EVD_SNAP_RP_RUNS,
+  RP_ARRAYS = EVD_SNAP_RP_ARRAYS,
+  RP_GONE = EVD_SNAP_RP_GONE
+};
 
 #define TMP_NAME "snapshot.tmp"
 #define NAME "snapshot"
@@ -53,17 +59,8 @@ typedef struct {
 } writer_t;
 
 static void flush_out(writer_t *w) {
-  size_t off = 0;
-
-  while (!w->err && off < w->len) {
-    ssize_t n = write(w->fd, w->buf + off, w->len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      w->err = errno ? errno : EIO;
-    else
-      off += (size_t)n;
-  }
+  if (!w->err && w->len > 0)
+    w->err = evd__write_all(w->fd, w->buf, w->len);
   w->total += w->len;
   w->len = 0;
 }
@@ -164,6 +161,8 @@ static void write_session(writer_t *w, const evd_session_t *s) {
   f[7] = win->newest;
   f[8] = evd_window_tentative(win);
   f[9] = evd_window_committed(win);
+  /* rp.op and rp.flags are the file's EVD_SNAP_OP_* and EVD_SNAP_* as they
+   * are: snapshot.h asserts that they are equal. */
   f[10] = words > 0 ? RP_RUNS
           : has_rp  ? RP_ARRAYS | (uint32_t)rp.op << 4 |
                          (uint32_t)rp.flags << 8 | (uint32_t)rp.ends << 16
@@ -210,13 +209,13 @@ int evd_snapshot_write(int dirfd, const evd_table_t *table, uint64_t lsn,
                 0600);
   if (w.fd < 0)
     return EVD_EIO;
-  memcpy(hdr, "EVDSNAP2", 8);
+  memcpy(hdr, EVD_SNAP_MAGIC_V2, 8);
   le64(hdr + 8, lsn);
   le64(hdr + 16, n);
   put(&w, hdr, sizeof hdr);
   for (s = evd_table_oldest(table); s != NULL; s = evd_table_younger(s))
     write_session(&w, s);
-  memcpy(tail, "EVDSEND1", 8);
+  memcpy(tail, EVD_SNAP_TRAILER, 8);
   le64(tail + 8, n);
   evd_le32_set(tail + 16, evd_crc32c(0, hdr, sizeof hdr));
   put(&w, tail, sizeof tail);
@@ -282,16 +281,105 @@ static int take(const unsigned char **p, const unsigned char *end,
   return 1;
 }
 
+/* A session record's fields before its arrays, in version 2's terms
+ * (version 1 is converted into them by head_v1, in that one place). */
+typedef struct {
+  uint32_t f[11]; /* budget, sinks, lookahead, page_size, size, head, tail,
+                     newest, tentative, committed, replay tag */
+  uint32_t r[8];  /* arrays: arg, npos, nvictims, ngone, npages_new,
+                     npages_freed, size, newest; let go: the hash, low
+                     half first */
+  uint32_t area[EVD__RP_WORDS_PAGED]; /* runs: the replay area */
+  unsigned nextra; /* its words */
+} head_t;
+
+/* Version 1: lookahead 1, page size 0, no drafts, and a replay record that
+ * is a step's arrays (nothing gone, no pages), its newest position the last
+ * of its positions, which follow. Returns NULL, or what is wrong. */
+static const char *head_v1(const unsigned char **p, const unsigned char *end,
+                           head_t *h) {
+  uint32_t g[7]; /* budget, sinks, size, head, tail, newest, npos */
+  uint32_t n[2]; /* the step's nvictims and size */
+
+  if (!take(p, end, g, 7))
+    return "truncated session record";
+  memcpy(h->f, (uint32_t[11]){g[0], g[1], 1, 0, g[2], g[3], g[4], g[5], 0,
+                              0, RP_NONE},
+         sizeof h->f);
+  if (g[6] == 0)
+    return NULL;
+  if (!take(p, end, n, 2) || (uint64_t)(end - *p) / 4 < g[6])
+    return "truncated replay record";
+  memcpy(h->r, (uint32_t[8]){0, g[6], n[0], 0, 0, 0, n[1],
+                             evd_le32(*p + 4 * ((size_t)g[6] - 1))},
+         sizeof h->r);
+  h->f[10] = RP_ARRAYS | EVD_SNAP_OP_STEP << 4;
+  return NULL;
+}
+
+/* Version 2. Returns NULL, or what is wrong. */
+static const char *head_v2(const unsigned char **p, const unsigned char *end,
+                           head_t *h) {
+  if (!take(p, end, h->f, 11))
+    return "truncated session record";
+  switch (h->f[10] & 0xf) {
+  case RP_NONE:
+    return NULL;
+  case RP_RUNS:
+    h->nextra = h->f[3] != 0 ? EVD__RP_WORDS_PAGED : EVD__RP_WORDS;
+    return take(p, end, h->area, h->nextra) ? NULL
+                                            : "truncated replay record";
+  case RP_ARRAYS:
+    return take(p, end, h->r, 8) ? NULL : "truncated replay record";
+  case RP_GONE:
+    return take(p, end, h->r, 2) ? NULL : "truncated replay record";
+  default:
+    return "a replay record of no known form";
+  }
+}
+
+/* Gives session s the replay record of arrays that h and the lists at
+ * v describe. Returns NULL, or what is wrong. */
+static const char *set_arrays(evd_table_t *table, evd_session_t *s,
+                              const head_t *h, const uint32_t *v) {
+  const evd_window_t *w = evd_session_window(s);
+  const uint32_t *r = h->r, tag = h->f[10];
+  evd_replay_t rp = {0};
+
+  rp.op = (uint8_t)(tag >> 4 & 0xf);
+  rp.flags = (uint8_t)(tag >> 8);
+  rp.ends = (uint8_t)(tag >> 16);
+  if (rp.op < EVD_SNAP_OP_STEP || rp.op > EVD_SNAP_OP_TRUNCATE ||
+      tag > 0x3ffff ||
+      (rp.op == EVD_SNAP_OP_STEP && r[1] == 0 &&
+       !(rp.flags & EVD_SNAP_COMMIT_ARG)))
+    return "a replay record of no known request";
+  rp.arg = r[0];
+  rp.size = r[6];
+  rp.newest = r[7];
+  rp.positions = evd_u32s(v, r[1]);
+  rp.victims = evd_u32s(rp.positions.v + r[1], r[2]);
+  rp.gone = evd_u32s(rp.victims.v + r[2], r[3]);
+  rp.slots = evd_u32s(rp.gone.v + r[3], r[1]);
+  rp.pages_new = evd_u32s(rp.slots.v + r[1], r[4]);
+  rp.pages_freed = evd_u32s(rp.pages_new.v + r[4], r[5]);
+  rp.sinks = w->sinks;
+  rp.last = w->last;
+  evd_replay_set(table, s, &rp);
+  return NULL;
+}
+
 static int load_session(const unsigned char *p, uint32_t len, int version,
                         evd_table_t *table, uint32_t **scratch, size_t *cap,
                         char *why, size_t wlen) {
   const unsigned char *end = p + len;
   evd_session_config_t cfg;
-  uint32_t f[11], r[8] = {0}, tag, area[EVD__RP_WORDS_PAGED];
-  uint64_t narr = 0, nextra = 0;
-  evd_replay_t rp = {0};
+  head_t h = {0};
+  const uint32_t *f = h.f, *r = h.r;
+  uint64_t narr;
   evd_session_t *s;
   evd_window_t *w;
+  const char *bad;
   size_t idlen;
   const char *id;
 
@@ -302,53 +390,14 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
   p += 1 + idlen;
   if (p > end || !evd_session_id_valid(id, idlen))
     return corrupt(why, wlen, "bad session id");
-  if (version == 1) {
-    uint32_t g[7]; /* budget, sinks, size, head, tail, newest, npos */
-    if (!take(&p, end, g, 7))
-      return corrupt(why, wlen, "truncated session record");
-    cfg = (evd_session_config_t){g[0], g[1], 1, 0};
-    f[4] = g[2];
-    f[5] = g[3];
-    f[6] = g[4];
-    f[7] = g[5];
-    f[8] = f[9] = 0;
-    tag = RP_NONE;
-    if (g[6] > 0) { /* a step: nvictims and size, then its arrays in the
-                       order of version 2, with nothing gone and no pages */
-      r[1] = g[6];
-      if (!take(&p, end, r + 2, 2))
-        return corrupt(why, wlen, "truncated replay record");
-      r[6] = r[3];
-      r[3] = 0;
-      narr = 2 * (uint64_t)r[1] + r[2];
-      tag = RP_ARRAYS | EVD_RP_STEP << 4;
-    }
-  } else {
-    if (!take(&p, end, f, 11))
-      return corrupt(why, wlen, "truncated session record");
-    cfg = (evd_session_config_t){f[0], f[1], f[2], f[3]};
-    tag = f[10];
-    switch (tag & 0xf) {
-    case RP_NONE:
-      break;
-    case RP_RUNS:
-      nextra = cfg.page_size != 0 ? EVD__RP_WORDS_PAGED : EVD__RP_WORDS;
-      if (!take(&p, end, area, nextra))
-        return corrupt(why, wlen, "truncated replay record");
-      break;
-    case RP_ARRAYS:
-      if (!take(&p, end, r, 8))
-        return corrupt(why, wlen, "truncated replay record");
-      narr = 2 * (uint64_t)r[1] + r[2] + r[3] + r[4] + r[5];
-      break;
-    case RP_GONE:
-      if (!take(&p, end, r, 2))
-        return corrupt(why, wlen, "truncated replay record");
-      break;
-    default:
-      return corrupt(why, wlen, "a replay record of no known form");
-    }
-  }
+  bad = version == 1 ? head_v1(&p, end, &h) : head_v2(&p, end, &h);
+  if (bad != NULL)
+    return corrupt(why, wlen, bad);
+  /* From here on, one path for both versions. */
+  cfg = (evd_session_config_t){f[0], f[1], f[2], f[3]};
+  narr = (f[10] & 0xf) == RP_ARRAYS
+             ? 2 * (uint64_t)r[1] + r[2] + r[3] + r[4] + r[5]
+             : 0;
   if (narr > (uint64_t)(end - p) / 4)
     return corrupt(why, wlen, "truncated replay record");
   if (!evd_window_config_valid(cfg.budget, cfg.sinks, cfg.lookahead) ||
@@ -373,33 +422,18 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
   take(&p, end, w->pos, (uint64_t)cfg.budget + cfg.lookahead);
   if (evd_window_restore(w, f[4], f[5], f[6], f[7], f[8], f[9]) != 0)
     return corrupt(why, wlen, "a window state that cannot happen");
-  switch (tag & 0xf) {
+  switch (f[10] & 0xf) {
   case RP_RUNS:
-    if (evd_replay_load_area(s, area, (unsigned)nextra) != 0)
+    if (evd_replay_load_area(s, h.area, h.nextra) != 0)
       return corrupt(why, wlen, "a replay record of no known request");
     break;
   case RP_GONE:
     evd_replay_set_gone(table, s, (uint64_t)r[0] | (uint64_t)r[1] << 32);
     break;
   case RP_ARRAYS:
-    rp.op = (uint8_t)(tag >> 4 & 0xf);
-    rp.flags = (uint8_t)(tag >> 8);
-    rp.ends = (uint8_t)(tag >> 16);
-    if (rp.op < EVD_RP_STEP || rp.op > EVD_RP_TRUNCATE || tag > 0x3ffff ||
-        (rp.op == EVD_RP_STEP && r[1] == 0 && !(rp.flags & EVD_RP_COMMIT_ARG)))
-      return corrupt(why, wlen, "a replay record of no known request");
-    rp.arg = r[0];
-    rp.size = r[6];
-    rp.newest = version == 1 ? (*scratch)[r[1] - 1] : r[7];
-    rp.positions = evd_u32s(*scratch, r[1]);
-    rp.victims = evd_u32s(rp.positions.v + r[1], r[2]);
-    rp.gone = evd_u32s(rp.victims.v + r[2], r[3]);
-    rp.slots = evd_u32s(rp.gone.v + r[3], r[1]);
-    rp.pages_new = evd_u32s(rp.slots.v + r[1], r[4]);
-    rp.pages_freed = evd_u32s(rp.pages_new.v + r[4], r[5]);
-    rp.sinks = w->sinks;
-    rp.last = w->last;
-    evd_replay_set(table, s, &rp);
+    bad = set_arrays(table, s, &h, *scratch);
+    if (bad != NULL)
+      return corrupt(why, wlen, bad);
     break;
   }
   return 0;
@@ -463,9 +497,9 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
   f.at = map == MAP_FAILED ? NULL : map;
   f.end = map == MAP_FAILED ? NULL : f.at + st.st_size;
   if (get(&f, &hdr, 24))
-    version = memcmp(hdr, "EVDSNAP2", 8) == 0   ? 2
-              : memcmp(hdr, "EVDSNAP1", 8) == 0 ? 1
-                                                : 0;
+    version = memcmp(hdr, EVD_SNAP_MAGIC_V2, 8) == 0   ? 2
+              : memcmp(hdr, EVD_SNAP_MAGIC_V1, 8) == 0 ? 1
+                                                       : 0;
   if (version == 0) {
     err = corrupt(why, len, "bad header");
     goto done;
@@ -514,7 +548,7 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
                        len);
   }
   if (err == 0 &&
-      (!get(&f, &tail, 20) || memcmp(tail, "EVDSEND1", 8) != 0 ||
+      (!get(&f, &tail, 20) || memcmp(tail, EVD_SNAP_TRAILER, 8) != 0 ||
        evd_le64(tail + 8) != n ||
        evd_le32(tail + 16) != evd_crc32c(0, hdr, 24) || f.at != f.end))
     err = corrupt(why, len, "bad or missing trailer");

@@ -1,13 +1,13 @@
-/* Persistence under --state-dir: every state change is appended to a
- * journal as one checksummed record per request, written and fsynced off
- * the loop thread (group commit), and compacted into a snapshot by a forked
- * child when the journal grows. Start-up loads snapshot + journal. */
+/* Persistence under --state-dir: one checksummed record per change, written
+ * and fsynced off the loop thread (group commit), compacted into a snapshot
+ * (snapshot.h) by a forked child; start-up recovers snapshot + journal. */
 #ifndef EVICTD_JOURNAL_H
 #define EVICTD_JOURNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "evictd/histogram.h"
 #include "evictd/record.h"
 #include "evictd/session.h"
 
@@ -15,10 +15,17 @@ typedef enum { EVD_FSYNC_NO, EVD_FSYNC_EVERYSEC, EVD_FSYNC_ALWAYS } evd_fsync_t;
 
 typedef struct evd_journal_s evd_journal_t;
 struct uv_loop_s;
-struct evd_metrics_s;
+
+/* The journal's figures, which GET /metrics reads (evd_journal_stats). */
+typedef struct evd_journal_stats_s {
+  evd_histogram_t fsync; /* the time each fsync took */
+  int failing;           /* 1 while changes are refused until a write
+                            succeeds */
+  uint64_t write_errors; /* failed writes and syncs, ever */
+} evd_journal_stats_t;
 
 /* Takes the directory (creating it if needed, locking it against a second
- * daemon), loads the snapshot into `table` and replays the journal through
+ * daemon), loads the snapshot into `table` and recovers the journal through
  * `apply`, dropping a torn last record, and opens a new journal segment.
  * On failure returns EVD_EIO (errno set), EVD_ECORRUPT, EVD_EEXIST (the
  * directory is locked by another process) or EVD_ENOMEM, with a sentence
@@ -31,7 +38,6 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
  * names the function told, with evd_journal_acked(), when records may be
  * acknowledged. */
 void evd_journal_start(evd_journal_t *j, struct uv_loop_s *loop,
-                       struct evd_metrics_s *metrics,
                        void (*on_durable)(void *arg, uint64_t lsn),
                        void *arg);
 
@@ -49,12 +55,6 @@ uint64_t evd_journal_commit(evd_journal_t *j);
 /* The LSN of the last record committed (0 when none yet). */
 uint64_t evd_journal_last(const evd_journal_t *j);
 
-/* The last LSN known to be on stable storage. */
-uint64_t evd_journal_durable(const evd_journal_t *j);
-
-/* The fsync mode. */
-evd_fsync_t evd_journal_mode(const evd_journal_t *j);
-
 /* The LSN up to which answers may go out: durable with --fsync always,
  * written to the file (handed to the kernel) in the other modes. */
 uint64_t evd_journal_acked(const evd_journal_t *j);
@@ -68,6 +68,9 @@ int evd_journal_failed(const evd_journal_t *j);
 /* The errno of the failure evd_journal_failed reports, else 0. */
 int evd_journal_error(const evd_journal_t *j);
 
+/* The journal's figures, borrowed for as long as the journal lives. */
+const evd_journal_stats_t *evd_journal_stats(const evd_journal_t *j);
+
 /* Detaches from the loop (no more jobs are started; one in the pool must
  * have finished: the loop keeps running until it has). */
 void evd_journal_stop(evd_journal_t *j);
@@ -79,14 +82,5 @@ int evd_journal_close(evd_journal_t *j, evd_table_t *table);
 
 /* Called by the loop when a child process ended (SIGCHLD). */
 void evd_journal_reap_child(evd_journal_t *j);
-
-/* Snapshots (snapshot.c): write `table` as of `lsn` to dir/snapshot
- * atomically (temporary file, fsync, rename, fsync of the directory), or
- * load it. Load returns 0, EVD_ENOENT (no snapshot), or EVD_ECORRUPT /
- * EVD_EIO with a sentence in why. */
-int evd_snapshot_write(int dirfd, const evd_table_t *table, uint64_t lsn,
-                       uint64_t *bytes);
-int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
-                      uint64_t *bytes, char *why, size_t len);
 
 #endif

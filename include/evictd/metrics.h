@@ -7,17 +7,14 @@
 
 #include "evictd/api.h"
 #include "evictd/buf.h"
+#include "evictd/histogram.h"
 
 /* Statuses the daemon answers with, as histogram/counter columns. */
 #define EVD_METRICS_NSTATUS 13
 /* Latency histogram buckets (upper bounds in seconds), +Inf implied. */
-#define EVD_METRICS_NBUCKETS 14
+#define EVD_METRICS_NBUCKETS EVD_HISTOGRAM_NBUCKETS
 
-typedef struct evd_histogram_s {
-  uint64_t bucket[EVD_METRICS_NBUCKETS + 1]; /* last one is +Inf */
-  uint64_t count;
-  double sum;
-} evd_histogram_t;
+struct evd_journal_s;
 
 typedef struct evd_metrics_s {
   uint64_t requests[EVD_R_COUNT][EVD_METRICS_NSTATUS];
@@ -36,18 +33,14 @@ typedef struct evd_metrics_s {
   uint64_t connections;      /* open now */
   uint64_t connections_total;
   uint64_t connections_cut;  /* by --conn-timeout */
-  evd_histogram_t fsync;     /* journal fsync latency */
-  int journal;               /* persistence on: export the fsync figures */
-  int journal_failing;       /* changes refused until a write succeeds */
-  uint64_t journal_errors;   /* failed journal writes and syncs */
+  /* Persistence on: the journal whose figures are exported (read when
+   * written out, as the replay pool's are; borrowed), else NULL. */
+  const struct evd_journal_s *journal;
 } evd_metrics_t;
 
 /* Counts one answered request with its handling time. */
 void evd_metrics_request(evd_metrics_t *m, evd_route_t route, int status,
                          double seconds);
-
-/* Adds one observation to a histogram. */
-void evd_metrics_observe(evd_histogram_t *h, double seconds);
 
 /* Appends the exposition text, with `sessions` live sessions. */
 void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,

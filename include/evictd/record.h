@@ -14,7 +14,7 @@
  *   5 REAP      -
  * and, in version 2 segments only:
  *   6 CREATE2   budget, sinks, lookahead, page_size
- *   7 STEP2     flags, arg, n, pos[n]        (flags: 1 tentative,
+ *   7 STEP2     flags, arg, n, pos[n]        (flags EVD_OP_*: 1 tentative,
  *                                             2 commit arg first,
  *                                             4 the step created its session)
  *   8 COMMIT    newest
@@ -49,9 +49,20 @@ typedef enum evd_op_type_e {
   EVD_OP_FORK = 10
 } evd_op_type_t;
 
-/* STEP2 flag beyond EVD_RP_TENTATIVE and EVD_RP_COMMIT_ARG: the step
- * created its session (which then counts as holding nothing before it). */
-#define EVD_OP_CREATED 4u
+/* STEP2's flags as the files hold them. The first two are the retry
+ * record's flags (EVD_RP_*, session.h), tied to them below so that a change
+ * of the memory layout fails to compile instead of changing the files. */
+#define EVD_OP_TENTATIVE 1u  /* the positions were drafts */
+#define EVD_OP_COMMIT_ARG 2u /* the step carried "commit": arg, first */
+#define EVD_OP_CREATED 4u    /* the step created its session (which then
+                                counts as holding nothing before it) */
+#define EVD_OP_FLAGS (EVD_OP_TENTATIVE | EVD_OP_COMMIT_ARG | EVD_OP_CREATED)
+_Static_assert(EVD_OP_TENTATIVE == EVD_RP_TENTATIVE,
+               "journal flag EVD_OP_TENTATIVE is on disk: keep it 1");
+_Static_assert(EVD_OP_COMMIT_ARG == EVD_RP_COMMIT_ARG,
+               "journal flag EVD_OP_COMMIT_ARG is on disk: keep it 2");
+_Static_assert((EVD_OP_CREATED & (EVD_RP_TENTATIVE | EVD_RP_COMMIT_ARG)) == 0,
+               "EVD_OP_CREATED must not collide with a retry record flag");
 
 typedef struct evd_op_s {
   evd_op_type_t type;
@@ -91,13 +102,14 @@ void evd_record_put32(evd_buf_t *b, uint32_t v);
 /* Appends one op's encoding. */
 void evd_record_put_op(evd_buf_t *b, const evd_op_t *op);
 
-/* Decodes the ops of one payload of a segment of `version` (1 or 2) and
- * applies them in order; positions go through *scratch (grown as needed,
- * the caller frees it). Returns 0, EVD_ECORRUPT for a payload that does not
- * decode (or an op its version cannot hold), EVD_ENOMEM, or what `apply`
- * returned. */
-int evd_record_replay(const unsigned char *p, size_t len, int version,
-                      evd_apply_fn apply, void *ctx, uint32_t **scratch,
-                      size_t *cap);
+/* Decodes the ops of one record's payload from a segment of `version`
+ * (1 or 2) and applies them in order (the journal's recovery does this for
+ * each record after the snapshot); positions go through *scratch (grown as
+ * needed, the caller frees it). Returns 0, EVD_ECORRUPT for a payload that
+ * does not decode (or an op its version cannot hold), EVD_ENOMEM, or what
+ * `apply` returned. */
+int evd_record_apply(const unsigned char *p, size_t len, int version,
+                     evd_apply_fn apply, void *ctx, uint32_t **scratch,
+                     size_t *cap);
 
 #endif

@@ -1,8 +1,7 @@
 /* State directories for the tests and fuzz targets of the on-disk formats
- * (record.h, journal.h): journal segments built record by record, state
- * recovered through evd_journal_open into a fresh API, tables compared and
- * windows checked. Only the public headers; the calls the journal split
- * may rename (evd_record_replay, the snapshot's) appear once each, here. */
+ * (record.h, journal.h, snapshot.h): journal segments built record by
+ * record, state recovered through evd_journal_open into a fresh API, tables
+ * compared and windows checked. Only the public headers. */
 #ifndef EVICTD_TESTS_STATE_FILES_H
 #define EVICTD_TESTS_STATE_FILES_H
 
@@ -21,6 +20,7 @@
 #include "evictd/log.h"
 #include "evictd/record.h"
 #include "evictd/session.h"
+#include "evictd/snapshot.h"
 #include "evictd/window.h"
 
 /* Record header: u32 len + u64 lsn; a u32 CRC follows the payload. */
@@ -211,7 +211,7 @@ static inline int sf_decode(const void *p, size_t len, int version,
                             evd_apply_fn fn, void *ctx) {
   uint32_t *scratch = NULL;
   size_t cap = 0;
-  int err = evd_record_replay(p, len, version, fn, ctx, &scratch, &cap);
+  int err = evd_record_apply(p, len, version, fn, ctx, &scratch, &cap);
   free(scratch);
   return err;
 }
