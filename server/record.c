@@ -95,9 +95,9 @@ static int positions(const unsigned char **p, const unsigned char *end,
   return 0;
 }
 
-int evd_record_replay(const unsigned char *p, size_t len, int version,
-                      evd_apply_fn apply, void *ctx, uint32_t **scratch,
-                      size_t *cap) {
+int evd_record_apply(const unsigned char *p, size_t len, int version,
+                     evd_apply_fn apply, void *ctx, uint32_t **scratch,
+                     size_t *cap) {
   const unsigned char *end = p + len;
 
   while (p < end) {
@@ -122,17 +122,21 @@ int evd_record_replay(const unsigned char *p, size_t len, int version,
         op.cfg.lookahead = f[2];
         op.cfg.page_size = f[3];
       }
+      /* The one configuration field the session table asserts rather
+       * than refuses: a record past it is not one evictd wrote. */
+      if (op.cfg.page_size > EVD_MAX_PAGE_SIZE)
+        return EVD_ECORRUPT;
       break;
     case EVD_OP_STEP:
       err = positions(&p, end, &op, 0, scratch, cap);
       break;
     case EVD_OP_STEP2:
-      if (!fields(&p, end, f, 2) || f[0] > (EVD_RP_TENTATIVE | EVD_RP_COMMIT_ARG | EVD_OP_CREATED))
+      if (!fields(&p, end, f, 2) || f[0] > EVD_OP_FLAGS)
         return EVD_ECORRUPT;
       op.flags = f[0];
       op.arg = f[1];
       /* A commit-only step has no positions. */
-      err = positions(&p, end, &op, (op.flags & EVD_RP_COMMIT_ARG) != 0,
+      err = positions(&p, end, &op, (op.flags & EVD_OP_COMMIT_ARG) != 0,
                       scratch, cap);
       break;
     case EVD_OP_EVICT:

@@ -118,7 +118,6 @@ static int expect(const unsigned char *d, size_t size, evd_api_t *ref,
  * budget + lookahead, times the forks + 1 (a fork copies its parent). */
 typedef struct {
   uint64_t words, forks;
-  int known_bug;
 } peek_t;
 
 static int peek_op(void *ctx, const evd_op_t *op) {
@@ -126,26 +125,18 @@ static int peek_op(void *ctx, const evd_op_t *op) {
 
   if (op->type == EVD_OP_CREATE || op->type == EVD_OP_CREATE2) {
     p->words += (uint64_t)op->cfg.budget + op->cfg.lookahead;
-    /* KNOWN BUG, found by this target: a CREATE2 whose page_size is over
-     * EVD_MAX_PAGE_SIZE decodes (record.c checks no config) and reaches
-     * session.c's assert(page_size <= EVD_MAX_PAGE_SIZE) through
-     * evd_api_apply: start-up aborts instead of refusing the journal.
-     * Skipped until recovery refuses it as EVD_ECORRUPT; then delete. */
-    if (op->cfg.page_size > EVD_MAX_PAGE_SIZE)
-      p->known_bug = 1;
   }
   else if (op->type == EVD_OP_FORK)
     p->forks++;
   return 0;
 }
 
-/* 1 when the segment's sessions would take more than 16 MB of rings (or
- * hit the known bug above). The
+/* 1 when the segment's sessions would take more than 16 MB of rings. The
  * daemon allocates whatever budget a record names (it trusts its own
  * files' sizes: --max-budget is not checked on recovery), so such inputs
  * test the machine's memory, not the format: they are skipped. */
 static int too_big(const unsigned char *d, size_t size) {
-  peek_t p = {0, 0, 0};
+  peek_t p = {0, 0};
   size_t at, len;
   int version;
 
@@ -155,7 +146,7 @@ static int too_big(const unsigned char *d, size_t size) {
   for (at = EVD_SEG_MAGIC_LEN; frame_at(d, size, at, 0, &len);
        at += SF_REC_HDR + len + 4)
     (void)sf_decode(d + at + SF_REC_HDR, len, version, peek_op, &p);
-  return p.known_bug || p.words * (p.forks + 1) > (4u << 20);
+  return p.words * (p.forks + 1) > (4u << 20);
 }
 
 static void fail(const char *what, const char *why) {

@@ -373,6 +373,32 @@ START_TEST(journal_refuses_foreign_and_gapped_files) {
 }
 END_TEST
 
+/* Found by fuzz_journal: a CREATE2 with a page size the daemon never
+ * takes reached the session table's assert and aborted start-up; it is
+ * a corrupt record, and a journal holding one is refused. */
+START_TEST(record_refuses_a_page_size_past_the_limit) {
+  evd_op_t op = sf_create("a", 4, 0, 1, EVD_MAX_PAGE_SIZE + 1);
+  evd_op_t ok = sf_create("a", 4, 0, 1, EVD_MAX_PAGE_SIZE);
+  char why[256];
+  evd_api_t *api;
+  seen_t s;
+
+  evd_buf_reset(&seg, 0);
+  evd_record_put_op(&seg, &op);
+  ck_assert_int_eq(decode(&seg, 2, &s), EVD_ECORRUPT);
+  evd_buf_reset(&seg, 0);
+  evd_record_put_op(&seg, &ok);
+  ck_assert_int_eq(decode(&seg, 2, &s), 0);
+
+  evd_buf_reset(&seg, 0);
+  sf_segment(&seg, 2);
+  sf_record(&seg, 1, &op, 1);
+  ck_assert_int_eq(sf_put(dir, "journal.00000001", seg.data, seg.len), 0);
+  ck_assert_int_eq(recover(&api, why, sizeof why), EVD_ECORRUPT);
+  evd_api_free(api);
+}
+END_TEST
+
 /* ---- snapshot.c ------------------------------------------------------------- */
 
 START_TEST(snapshot_round_trip) {
@@ -476,6 +502,7 @@ static Suite *state_suite(void) {
   tcase_add_test(jr, journal_cuts_a_torn_tail);
   tcase_add_test(jr, journal_bad_crc_last_dropped_middle_refused);
   tcase_add_test(jr, journal_refuses_foreign_and_gapped_files);
+  tcase_add_test(jr, record_refuses_a_page_size_past_the_limit);
   suite_add_tcase(s, jr);
   tcase_add_checked_fixture(snap, setup, teardown);
   tcase_set_timeout(snap, 60);
