@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "evictd/error.h"
+#include "session_int.h"
+#include "siphash.h"
 
 enum { F_NONE = 0, F_RUNS = 1, F_HEAP = 2, F_GONE = 3 };
 

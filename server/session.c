@@ -1,11 +1,10 @@
-/* The session table: chained hashing with a keyed hash (SipHash-1-3) and
+/* The session table: chained hashing with a keyed hash (SipHash-1-3,
+ * siphash.c) and
  * incremental rehashing, so that no single request pays for resizing a table
  * of millions; an intrusive last-use list, so that idle sessions are reaped
  * oldest first at a cost proportional to the sessions reaped; and the replay
  * record of each session's last step, commit or truncate request. */
 #include "evictd/session.h"
-
-#include "evictd/replay.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -17,6 +16,9 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+
+#include "session_int.h"
+#include "siphash.h"
 
 /* Buckets never shrink below this, and a table starts at it. */
 #define MIN_BUCKETS 1024u
@@ -34,60 +36,13 @@ struct evd_table_s {
   evd_rpool_t pool;
 };
 
-/* ---- SipHash-1-3 (Aumasson and Bernstein), keyed per process ------------ */
-
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                               \
-  do {                                                                         \
-    v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                  \
-    v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                     \
-    v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                     \
-    v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                  \
-  } while (0)
-
-static uint64_t siphash13(const uint64_t key[2], const char *p, size_t len) {
-  uint64_t v0 = key[0] ^ 0x736f6d6570736575ull;
-  uint64_t v1 = key[1] ^ 0x646f72616e646f6dull;
-  uint64_t v2 = key[0] ^ 0x6c7967656e657261ull;
-  uint64_t v3 = key[1] ^ 0x7465646279746573ull;
-  uint64_t m, last = (uint64_t)len << 56;
-  size_t i, tail = len & 7;
-
-  for (i = 0; i + 8 <= len; i += 8) {
-    m = 0;
-    for (int k = 7; k >= 0; k--) /* little-endian load on any host */
-      m = (m << 8) | (unsigned char)p[i + (size_t)k];
-    v3 ^= m;
-    SIPROUND;
-    v0 ^= m;
-  }
-  for (size_t k = 0; k < tail; k++)
-    last |= (uint64_t)(unsigned char)p[i + k] << (8 * k);
-  v3 ^= last;
-  SIPROUND;
-  v0 ^= last;
-  v2 ^= 0xff;
-  SIPROUND;
-  SIPROUND;
-  SIPROUND;
-  return v0 ^ v1 ^ v2 ^ v3;
-}
-
 static uint32_t hash_id(const evd_table_t *t, const char *id, size_t len) {
-  uint64_t h = siphash13(t->key, id, len);
+  uint64_t h = evd__siphash13(t->key, id, len);
   return (uint32_t)(h ^ (h >> 32));
 }
 
 uint32_t evd_table_hash(const evd_table_t *t, const char *id, size_t len) {
   return hash_id(t, id, len);
-}
-
-uint64_t evd_hash64(const void *p, size_t len) {
-  /* A fixed key: the value must be the same in every process that reads
-   * the state directory. */
-  static const uint64_t key[2] = {0x6576696374642d72ull,
-                                  0x65706c6179206b65ull};
-  return siphash13(key, p, len);
 }
 
 evd_rpool_t *evd_table_pool(evd_table_t *t) {
