@@ -30,7 +30,7 @@ enum { F_NONE = 0, F_RUNS = 1, F_HEAP = 2, F_GONE = 3 };
  * positions, victims, gone, slots, pages_new, pages_freed. */
 #define HEAP_HDR 9
 typedef struct evd_rp_heap_s {
-  struct evd_rp_heap_s *prev, *next;
+  evd_queue_t q; /* in the pool, oldest first */
   evd_session_t *owner;
   size_t bytes;
   uint32_t w[];
@@ -175,20 +175,13 @@ static int set_runs(evd_session_t *s, const evd_replay_t *rp) {
 }
 
 static void unlink_heap(evd_rpool_t *pool, heap_t *h) {
-  if (h->prev != NULL)
-    h->prev->next = h->next;
-  else
-    pool->oldest = h->next;
-  if (h->next != NULL)
-    h->next->prev = h->prev;
-  else
-    pool->youngest = h->prev;
+  evd_queue_remove(&h->q);
   pool->bytes -= h->bytes;
 }
 
 /* Lets the oldest pooled record go: its owner keeps the hash only. */
 static void let_go_oldest(evd_rpool_t *pool) {
-  heap_t *h = pool->oldest;
+  heap_t *h = EVD_QUEUE_DATA(evd_queue_head(&pool->records), heap_t, q);
   uint32_t *w = evd__session_rp(h->owner);
 
   unlink_heap(pool, h);
@@ -254,13 +247,7 @@ void evd_replay_set(evd_table_t *t, evd_session_t *s,
   put_list(&p, rp, &rp->slots);
   put_list(&p, rp, &rp->pages_new);
   put_list(&p, rp, &rp->pages_freed);
-  h->next = NULL;
-  h->prev = pool->youngest;
-  if (pool->youngest != NULL)
-    pool->youngest->next = h;
-  else
-    pool->oldest = h;
-  pool->youngest = h;
+  evd_queue_insert_tail(&pool->records, &h->q);
   pool->bytes += h->bytes;
   w[0] = F_HEAP | (w[0] & ~0xfu);
   memcpy(w + 1, &h, sizeof h);

@@ -20,6 +20,11 @@
 #include "session_int.h"
 #include "siphash.h"
 
+/* Every byte of a session's header is paid once per session (millions):
+ * the last-use list's node is the two pointers it always was. */
+_Static_assert(sizeof(void *) != 8 || offsetof(evd_session_t, id) == 32,
+               "a session's header is 32 bytes on LP64");
+
 /* Buckets never shrink below this, and a table starts at it. */
 #define MIN_BUCKETS 1024u
 /* Buckets moved per table operation while a rehash is under way. */
@@ -32,7 +37,10 @@ struct evd_table_s {
   int rehashing;
   uint32_t count, max;
   uint64_t key[2];
-  evd_session_t *oldest, *youngest;
+  /* The last-use list's head: a session header with no id (idlen 0, which
+   * no session has), so that evd_table_younger can tell the end without
+   * the table. */
+  evd_session_t *lru;
   evd_rpool_t pool;
 };
 
@@ -102,6 +110,14 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions,
     free(t);
     return EVD_ENOMEM;
   }
+  t->lru = calloc(1, sizeof *t->lru);
+  if (t->lru == NULL) {
+    free(t->bucket[0]);
+    free(t);
+    return EVD_ENOMEM;
+  }
+  evd_queue_init(&t->lru->lru);
+  evd_queue_init(&t->pool.records);
   t->mask[0] = MIN_BUCKETS - 1;
   t->max = max_sessions;
   t->pool.limit = pool_bytes;
@@ -117,14 +133,15 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions,
 }
 
 void evd_table_free(evd_table_t *t) {
-  evd_session_t *s, *next;
+  evd_session_t *s;
 
   if (t == NULL)
     return;
-  for (s = t->oldest; s != NULL; s = next) {
-    next = s->lnext;
+  while ((s = evd_table_oldest(t)) != NULL) {
+    evd_queue_remove(&s->lru);
     session_free(t, s);
   }
+  free(t->lru);
   free(t->bucket[0]);
   free(t->bucket[1]);
   free(t);
@@ -294,27 +311,6 @@ evd_session_t *evd_table_find(evd_table_t *t, const char *id, size_t len) {
   return NULL;
 }
 
-static void lru_unlink(evd_table_t *t, evd_session_t *s) {
-  if (s->lprev != NULL)
-    s->lprev->lnext = s->lnext;
-  else
-    t->oldest = s->lnext;
-  if (s->lnext != NULL)
-    s->lnext->lprev = s->lprev;
-  else
-    t->youngest = s->lprev;
-}
-
-static void lru_append(evd_table_t *t, evd_session_t *s) {
-  s->lnext = NULL;
-  s->lprev = t->youngest;
-  if (t->youngest != NULL)
-    t->youngest->lnext = s;
-  else
-    t->oldest = s;
-  t->youngest = s;
-}
-
 /* Allocates a session block for `id` with room for a window of `budget` +
  * `lookahead` slots, and links it in. The caller fills the window. */
 static int link_new(evd_table_t *t, const char *id, size_t len,
@@ -338,7 +334,7 @@ static int link_new(evd_table_t *t, const char *id, size_t len,
   chain = chain_of(t, hash_id(t, id, len));
   s->hnext = *chain;
   *chain = s;
-  lru_append(t, s);
+  evd_queue_insert_tail(&t->lru->lru, &s->lru);
   t->count++;
   maybe_resize(t, 0);
   *out = s;
@@ -418,7 +414,7 @@ void evd_table_remove(evd_table_t *t, evd_session_t *s) {
     pp = &(*pp)->hnext;
   }
   *pp = s->hnext;
-  lru_unlink(t, s);
+  evd_queue_remove(&s->lru);
   t->count--;
   session_free(t, s);
   maybe_resize(t, 1);
@@ -426,16 +422,22 @@ void evd_table_remove(evd_table_t *t, evd_session_t *s) {
 
 void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now) {
   s->used = now;
-  if (t->youngest == s)
+  if (evd_queue_tail(&t->lru->lru) == &s->lru)
     return;
-  lru_unlink(t, s);
-  lru_append(t, s);
+  evd_queue_remove(&s->lru);
+  evd_queue_insert_tail(&t->lru->lru, &s->lru);
 }
 
 evd_session_t *evd_table_oldest(const evd_table_t *t) {
-  return t->oldest;
+  const evd_queue_t *h = &t->lru->lru;
+
+  return evd_queue_empty(h)
+             ? NULL
+             : EVD_QUEUE_DATA(evd_queue_head(h), evd_session_t, lru);
 }
 
 evd_session_t *evd_table_younger(const evd_session_t *s) {
-  return s->lnext;
+  evd_session_t *n = EVD_QUEUE_DATA(s->lru.next, evd_session_t, lru);
+
+  return n->idlen != 0 ? n : NULL; /* the head has no id */
 }

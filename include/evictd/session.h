@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "evictd/queue.h"
 #include "evictd/window.h"
 
 /* Session ids are 1..EVD_SESSION_ID_MAX bytes of [A-Za-z0-9._~-]. */
@@ -33,7 +34,7 @@ typedef struct evd_session_config_s {
  * of it is paid once per session; offsets are computed, not stored.) */
 struct evd_session_s {
   evd_session_t *hnext;               /* hash chain */
-  evd_session_t *lprev, *lnext;       /* last-use list, oldest first */
+  evd_queue_t lru;                    /* last-use list, oldest first */
   uint32_t used;                      /* tick of the last use */
   uint16_t page_m1;                   /* page size - 1, with EVD__PAGED */
   uint8_t bits;                       /* EVD__PAGED */
@@ -167,7 +168,7 @@ evd_session_t *evd_table_younger(const evd_session_t *s);
 /* The table's pool of replay records kept on the heap (replay.h): the
  * records, oldest first, and their bytes against the limit. */
 typedef struct evd_rpool_s {
-  struct evd_rp_heap_s *oldest, *youngest;
+  evd_queue_t records; /* oldest first */
   size_t bytes, limit;
   uint64_t let_go; /* records let go for room, ever */
 } evd_rpool_t;
