@@ -1,6 +1,7 @@
-/* The API: the route table, one handler per route, and the one entry point
- * that dispatches a request. Responses are written straight into the
- * caller's buffer; nothing here knows about sockets. */
+/* The API: the route table, one handler per route (those of the requests
+ * that move a window are in api_step.c), and the one entry point that
+ * dispatches a request. Responses are written straight into the caller's
+ * buffer; nothing here knows about sockets. */
 #include "evictd/api.h"
 
 #include <assert.h>
@@ -12,7 +13,6 @@
 #include "api_int.h"
 #include "evictd/log.h"
 #include "evictd/pages.h"
-#include "evictd/replay.h"
 
 void evd_config_defaults(evd_config_t *c) {
   memset(c, 0, sizeof *c);

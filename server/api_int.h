@@ -1,5 +1,7 @@
 /* What the API's source files share and nobody else sees: the state
- * behind evd_api_t and the helpers of request parsing and stepping. */
+ * behind evd_api_t, the handlers' context, and the helpers of request
+ * parsing (request.c), stepping (step.c), the view (view.c) and the fast
+ * path (fastpath.c). */
 #ifndef EVICTD_API_INT_H
 #define EVICTD_API_INT_H
 
@@ -141,15 +143,6 @@ int evd__step_replay(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
 size_t evd__result_bound(evd_api_t *api, const evd_session_t *s,
                          const evd__step_t *r, size_t *journal);
 
-/* view.c: the session view. */
-
-/* The most bytes a session's view can take. */
-size_t evd__view_bound(const evd_session_t *s);
-
-/* Writes a session's view (GET, PUT, fork); sets out->oom when the pages'
- * scratch array cannot grow. */
-void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
-
 /* Makes room for an answer of `answer` bytes and `journal` bytes of journal
  * records before anything changes, so that a request refused for want of
  * memory changed nothing and a change is never left unanswered or
@@ -163,6 +156,21 @@ int evd__room(evd_api_t *api, evd_buf_t *out, size_t answer,
 int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
                  size_t nadded, uint32_t page_size);
 
+/* Adds an op to the request's journal record, if there is a journal. */
+void evd__journal(evd_api_t *api, const evd_op_t *op);
+
+/* Journals a session's creation (in the version 1 form when its
+ * configuration allows). */
+void evd__journal_create(evd_api_t *api, const evd_session_t *s);
+
+/* view.c: the session view. */
+
+/* The most bytes a session's view can take. */
+size_t evd__view_bound(const evd_session_t *s);
+
+/* Writes a session's view (GET, PUT, fork); sets out->oom when the pages'
+ * scratch array cannot grow. */
+void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
 
 /* fastpath.c: the hot bodies without jansson. Each returns 1 when the
  * body is a valid step (batch) and fills *r (api->items[0..*nitems)) and
@@ -172,12 +180,5 @@ int evd__fast_step(evd_api_t *api, const char *body, size_t len,
                    evd__step_t *r);
 int evd__fast_batch(evd_api_t *api, const char *body, size_t len,
                     size_t *nitems);
-
-/* Adds an op to the request's journal record, if there is a journal. */
-void evd__journal(evd_api_t *api, const evd_op_t *op);
-
-/* Journals a session's creation (in the version 1 form when its
- * configuration allows). */
-void evd__journal_create(evd_api_t *api, const evd_session_t *s);
 
 #endif
