@@ -1,6 +1,7 @@
-/* The API: the route table, one handler per route, and the one entry point
- * that dispatches a request. Responses are written straight into the
- * caller's buffer; nothing here knows about sockets. */
+/* The API: the route table, one handler per route (those of the requests
+ * that move a window are in api_step.c), and the one entry point that
+ * dispatches a request. Responses are written straight into the caller's
+ * buffer; nothing here knows about sockets. */
 #include "evictd/api.h"
 
 #include <assert.h>
@@ -12,7 +13,6 @@
 #include "api_int.h"
 #include "evictd/log.h"
 #include "evictd/pages.h"
-#include "evictd/replay.h"
 
 void evd_config_defaults(evd_config_t *c) {
   memset(c, 0, sizeof *c);
@@ -134,31 +134,12 @@ uint32_t evd_api_reap(evd_api_t *api) {
 
 /* ---- handlers ----------------------------------------------------------- */
 
-typedef struct {
-  evd_api_t *api;
-  const evd_request_t *req;
-  evd_reply_t *reply;
-  const char *id; /* for the /session/{id} routes */
-  size_t idlen;
-  evd_buf_t *out;
-} ctx_t;
-
-static int fail(ctx_t *c, evd_apierr_t e, const char *message) {
+int evd__fail(evd__ctx_t *c, evd_apierr_t e, const char *message) {
   evd_apierr_body(c->out, e, message);
   return evd_apierr_status(e);
 }
 
-/* Room for an answer of `answer` bytes and `journal` bytes of records,
- * made before a change so that the change cannot be left unanswered. */
-static int room(evd_api_t *api, evd_buf_t *out, size_t answer,
-                size_t journal) {
-  if (evd_buf_room(out, answer) != 0)
-    return EVD_ENOMEM;
-  return api->journal != NULL ? evd_journal_room(api->journal, journal) : 0;
-}
-
-
-static int h_healthz(ctx_t *c) {
+static int h_healthz(evd__ctx_t *c) {
   int err = c->api->journal != NULL ? evd_journal_error(c->api->journal) : 0;
 
   if (err == 0) {
@@ -175,7 +156,7 @@ static int h_healthz(ctx_t *c) {
   return 200;
 }
 
-static int h_metrics(ctx_t *c) {
+static int h_metrics(evd__ctx_t *c) {
   evd_rpool_t *pool = evd_table_pool(c->api->table);
 
   c->reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -185,125 +166,7 @@ static int h_metrics(ctx_t *c) {
   return 200;
 }
 
-static int h_step(ctx_t *c) {
-  evd__step_t r = {.id = c->id, .idlen = c->idlen};
-  const char *message;
-  json_t *root;
-  evd_apierr_t err;
-  int status;
-
-  if (evd__fast_step(c->api, c->req->body, c->req->body_len, &r))
-    return evd__step_run(c->api, &r, 0, c->out);
-  err = evd__parse_body(c->api, c->req, 0, &root, &message);
-  if (err == 0)
-    err = evd__step_parse(c->api, root, 0, &r, &message);
-  if (err != 0) {
-    json_decref(root);
-    return fail(c, err, message);
-  }
-  status = evd__step_run(c->api, &r, 0, c->out);
-  json_decref(root);
-  return status;
-}
-
-/* Makes room for a whole batch's answer and journal record before any item
- * is applied: items is NULL for the general path's items in steps. Items
- * the general path refuses for their form are measured by writing their
- * error once. Returns 0, or EVD_ENOMEM. */
-static int batch_room(ctx_t *c, const evd__step_t *items, json_t *steps,
-                      size_t n) {
-  evd_api_t *api = c->api;
-  size_t i, answer = 16 + n, journal = 0, j;
-
-  for (i = 0; i < n; i++) {
-    evd__step_t r = {0};
-    const char *message;
-    if (items != NULL) {
-      r = items[i];
-    } else {
-      evd_apierr_t e = evd__step_parse(api, json_array_get(steps, i), 1, &r,
-                                       &message);
-      if (e != EVD_AE_OK) {
-        size_t at = c->out->len;
-        evd__write_error(c->out, e, message, 1, NULL);
-        if (c->out->oom)
-          return EVD_ENOMEM;
-        answer += c->out->len - at;
-        c->out->len = at;
-        continue;
-      }
-    }
-    answer += evd__result_bound(
-        api, evd_table_find(api->table, r.id, r.idlen), &r, &j);
-    journal += j;
-  }
-  if (evd_buf_room(c->out, answer) != 0)
-    return EVD_ENOMEM;
-  return api->journal != NULL ? evd_journal_room(api->journal, journal) : 0;
-}
-
-static int h_batch(ctx_t *c) {
-  static const char *const fields[] = {"steps", NULL};
-  const char *message;
-  json_t *root, *steps, *item;
-  evd_apierr_t err;
-  size_t i, n;
-
-  if (evd__fast_batch(c->api, c->req->body, c->req->body_len, &n)) {
-    if (batch_room(c, c->api->items, NULL, n) != 0)
-      return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
-    evd_buf_str(c->out, "{\"results\":[");
-    for (i = 0; i < n; i++) {
-      if (i > 0)
-        evd_buf_chr(c->out, ',');
-      evd__step_run(c->api, &c->api->items[i], 1, c->out);
-    }
-    evd_buf_str(c->out, "]}");
-    return 200;
-  }
-  err = evd__parse_body(c->api, c->req, 0, &root, &message);
-  if (err != 0)
-    return fail(c, err, message);
-  if (!evd__only_fields(c->api, root, fields)) {
-    json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD, c->api->msg);
-  }
-  steps = json_object_get(root, "steps");
-  if (!json_is_array(steps)) {
-    json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD,
-                "\"steps\" must be an array of step objects.");
-  }
-  if (json_array_size(steps) > c->api->cfg.max_batch) {
-    snprintf(c->api->msg, sizeof c->api->msg,
-             "A batch takes at most %u items (--max-batch).",
-             c->api->cfg.max_batch);
-    json_decref(root);
-    return fail(c, EVD_AE_TOO_MANY_STEPS, c->api->msg);
-  }
-  /* Room for every item's answer first (reading each item once more to
-   * do so), so that no item is applied whose batch cannot be answered. */
-  if (batch_room(c, NULL, steps, json_array_size(steps)) != 0) {
-    json_decref(root);
-    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
-  }
-  evd_buf_str(c->out, "{\"results\":[");
-  json_array_foreach(steps, i, item) {
-    evd__step_t r = {0};
-    if (i > 0)
-      evd_buf_chr(c->out, ',');
-    err = evd__step_parse(c->api, item, 1, &r, &message);
-    if (err != 0)
-      evd__write_error(c->out, err, message, 1, NULL);
-    else
-      evd__step_run(c->api, &r, 1, c->out);
-  }
-  evd_buf_str(c->out, "]}");
-  json_decref(root);
-  return 200;
-}
-
-static int h_put(ctx_t *c) {
+static int h_put(evd__ctx_t *c) {
   static const char *const fields[] = {"budget", "sinks", "lookahead",
                                        "page_size", NULL};
   evd_api_t *api = c->api;
@@ -316,31 +179,31 @@ static int h_put(ctx_t *c) {
 
   perr = evd__parse_body(api, c->req, 1, &root, &message);
   if (perr != EVD_AE_OK)
-    return fail(c, perr, message);
+    return evd__fail(c, perr, message);
   if (!evd__only_fields(api, root, fields)) {
     json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD, api->msg);
+    return evd__fail(c, EVD_AE_INVALID_FIELD, api->msg);
   }
   perr = evd__session_config(api, root, &cfg, &message);
   json_decref(root);
   if (perr != EVD_AE_OK)
-    return fail(c, perr, message);
+    return evd__fail(c, perr, message);
   s = evd_table_find(api->table, c->id, c->idlen);
   if (s != NULL) {
     evd_session_config(s, &have);
     if (memcmp(&have, &cfg, sizeof cfg) != 0)
-      return fail(c, EVD_AE_SESSION_EXISTS, NULL);
+      return evd__fail(c, EVD_AE_SESSION_EXISTS, NULL);
     evd_table_touch(api->table, s, api->now_tick);
     evd__write_view(api, c->out, s);
     return 200;
   }
-  if (room(api, c->out, 512 + c->idlen, 96 + c->idlen) != 0)
-    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+  if (evd__room(api, c->out, 512 + c->idlen, 96 + c->idlen) != 0)
+    return evd__fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   err = evd_table_add(api->table, c->id, c->idlen, &cfg, api->now_tick, &s);
   if (err == EVD_ELIMIT)
-    return fail(c, EVD_AE_SESSION_LIMIT, NULL);
+    return evd__fail(c, EVD_AE_SESSION_LIMIT, NULL);
   if (err != 0)
-    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+    return evd__fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   api->metrics.created++;
   evd__journal_create(api, s);
   evd_log(EVD_LOG_DEBUG, "created session %.*s", (int)c->idlen, c->id);
@@ -348,23 +211,23 @@ static int h_put(ctx_t *c) {
   return 201;
 }
 
-static int h_get(ctx_t *c) {
+static int h_get(evd__ctx_t *c) {
   evd_session_t *s = evd_table_find(c->api->table, c->id, c->idlen);
 
   if (s == NULL)
-    return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
+    return evd__fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   evd_table_touch(c->api->table, s, c->api->now_tick);
   evd__write_view(c->api, c->out, s);
   return 200;
 }
 
-static int h_delete(ctx_t *c) {
+static int h_delete(evd__ctx_t *c) {
   evd_session_t *s = evd_table_find(c->api->table, c->id, c->idlen);
 
   if (s == NULL)
-    return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
-  if (room(c->api, c->out, 0, 64 + (size_t)s->idlen) != 0)
-    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+    return evd__fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
+  if (evd__room(c->api, c->out, 0, 64 + (size_t)s->idlen) != 0)
+    return evd__fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   evd__journal(c->api, &(evd_op_t){.type = EVD_OP_DELETE, .id = s->id,
                                     .idlen = s->idlen});
   evd_table_remove(c->api->table, s);
@@ -373,7 +236,7 @@ static int h_delete(ctx_t *c) {
   return 204;
 }
 
-static int h_evict(ctx_t *c) {
+static int h_evict(evd__ctx_t *c) {
   static const char *const fields[] = {"budget", NULL};
   evd_api_t *api = c->api;
   const char *message;
@@ -387,30 +250,30 @@ static int h_evict(ctx_t *c) {
 
   perr = evd__parse_body(api, c->req, 1, &root, &message);
   if (perr != EVD_AE_OK)
-    return fail(c, perr, message);
+    return evd__fail(c, perr, message);
   if (!evd__only_fields(api, root, fields)) {
     json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD, api->msg);
+    return evd__fail(c, EVD_AE_INVALID_FIELD, api->msg);
   }
   v = json_object_get(root, "budget");
   has_budget = v != NULL;
   if (has_budget && !evd__is_int(api, v)) {
     json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD, "\"budget\" must be an integer.");
+    return evd__fail(c, EVD_AE_INVALID_FIELD, "\"budget\" must be an integer.");
   }
   if (has_budget && !evd__int_in(api, v, 1, EVD_WINDOW_MAX_BUDGET, &x)) {
     json_decref(root);
-    return fail(c, EVD_AE_INVALID_BUDGET,
+    return evd__fail(c, EVD_AE_INVALID_BUDGET,
                 "An eviction budget must be an integer from 1 to "
                 "4294967294, above the session's sinks.");
   }
   json_decref(root);
   s = evd_table_find(api->table, c->id, c->idlen);
   if (s == NULL)
-    return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
+    return evd__fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   w = evd_session_window(s);
   if (evd_window_tentative(w) != 0)
-    return fail(c, EVD_AE_TENTATIVE_PENDING,
+    return evd__fail(c, EVD_AE_TENTATIVE_PENDING,
                 "Tentative positions are pending: commit them before an "
                 "eviction.");
   if (!has_budget)
@@ -419,13 +282,13 @@ static int h_evict(ctx_t *c) {
     snprintf(api->msg, sizeof api->msg,
              "An eviction budget must be greater than the session's %u "
              "sinks.", w->sinks);
-    return fail(c, EVD_AE_INVALID_BUDGET, api->msg);
+    return evd__fail(c, EVD_AE_INVALID_BUDGET, api->msg);
   }
   if (evd__reserve(api, evd_window_size(w), 0, 0,
                    evd_session_page_size(s)) != 0 ||
-      room(api, c->out, 160 + 33 * (size_t)evd_window_size(w),
+      evd__room(api, c->out, 160 + 33 * (size_t)evd_window_size(w),
            64 + (size_t)s->idlen) != 0)
-    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+    return evd__fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   err = evd_window_evict(w, (uint32_t)x, api->victims, evd_window_size(w), &n);
   assert(err == 0);
   evd_table_touch(api->table, s, api->now_tick);
@@ -457,50 +320,7 @@ static int h_evict(ctx_t *c) {
   return 200;
 }
 
-/* POST /session/{id}/commit and /truncate: one integer field, then the
- * operation as a step request of its own kind. */
-static int one_position_op(ctx_t *c, uint8_t op, const char *field,
-                           uint32_t min) {
-  evd_api_t *api = c->api;
-  const char *fields[] = {field, NULL}, *message;
-  evd__step_t r = {.id = c->id, .idlen = c->idlen, .op = op};
-  evd_apierr_t perr;
-  json_t *root, *v;
-
-  perr = evd__parse_body(api, c->req, 0, &root, &message);
-  if (perr != EVD_AE_OK)
-    return fail(c, perr, message);
-  if (!evd__only_fields(api, root, fields)) {
-    json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD, api->msg);
-  }
-  v = json_object_get(root, field);
-  if (v == NULL) {
-    snprintf(api->msg, sizeof api->msg, "\"%s\" is required.", field);
-    json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD, api->msg);
-  }
-  if (!evd__u32_field(api, v, min, UINT32_MAX, &r.arg)) {
-    snprintf(api->msg, sizeof api->msg,
-             "\"%s\" must be a position: an integer from %u to 4294967295.",
-             field, min);
-    json_decref(root);
-    return fail(c, EVD_AE_INVALID_POSITION, api->msg);
-  }
-  json_decref(root);
-  r.has_arg = 1;
-  return evd__step_run(api, &r, 0, c->out);
-}
-
-static int h_commit(ctx_t *c) {
-  return one_position_op(c, EVD_RP_COMMIT, "newest", 0);
-}
-
-static int h_truncate(ctx_t *c) {
-  return one_position_op(c, EVD_RP_TRUNCATE, "from", 1);
-}
-
-static int h_fork(ctx_t *c) {
+static int h_fork(evd__ctx_t *c) {
   static const char *const fields[] = {"into", NULL};
   evd_api_t *api = c->api;
   evd_session_t *parent, *child;
@@ -512,41 +332,41 @@ static int h_fork(ctx_t *c) {
 
   perr = evd__parse_body(api, c->req, 0, &root, &message);
   if (perr != EVD_AE_OK)
-    return fail(c, perr, message);
+    return evd__fail(c, perr, message);
   if (!evd__only_fields(api, root, fields)) {
     json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD, api->msg);
+    return evd__fail(c, EVD_AE_INVALID_FIELD, api->msg);
   }
   v = json_object_get(root, "into");
   if (!json_is_string(v)) {
     json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD,
+    return evd__fail(c, EVD_AE_INVALID_FIELD,
                 "\"into\" must be the id of the new session.");
   }
   into = json_string_value(v);
   len = json_string_length(v);
   if (!evd_session_id_valid(into, len)) {
     json_decref(root);
-    return fail(c, EVD_AE_INVALID_SESSION_ID, NULL);
+    return evd__fail(c, EVD_AE_INVALID_SESSION_ID, NULL);
   }
   if (len == c->idlen && memcmp(into, c->id, len) == 0) {
     /* It would answer 200 as a resent fork does, and copy nothing. */
     json_decref(root);
-    return fail(c, EVD_AE_INVALID_FIELD,
+    return evd__fail(c, EVD_AE_INVALID_FIELD,
                 "\"into\" is the session being forked; a fork needs a new "
                 "id.");
   }
   parent = evd_table_find(api->table, c->id, c->idlen);
   if (parent == NULL) {
     json_decref(root);
-    return fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
+    return evd__fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   }
   child = evd_table_find(api->table, into, len);
   if (child != NULL) {
     /* A resent fork finds its child as it left it. */
     json_decref(root);
     if (!evd_session_same_state(child, parent))
-      return fail(c, EVD_AE_SESSION_EXISTS,
+      return evd__fail(c, EVD_AE_SESSION_EXISTS,
                   "A session with the new id exists with another state.");
     evd_table_touch(api->table, parent, api->now_tick);
     evd_table_touch(api->table, child, api->now_tick);
@@ -554,19 +374,19 @@ static int h_fork(ctx_t *c) {
     return 200;
   }
   /* Room for the child's view (and its pages) and the record first. */
-  if (room(api, c->out, evd__view_bound(parent) + EVD_SESSION_ID_MAX,
+  if (evd__room(api, c->out, evd__view_bound(parent) + EVD_SESSION_ID_MAX,
            64 + 2 * (size_t)EVD_SESSION_ID_MAX) != 0 ||
       evd__grow(&api->pages, &api->pages_cap,
                 evd_window_size(evd_session_window(parent))) != 0) {
     json_decref(root);
-    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+    return evd__fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   }
   err = evd_table_fork(api->table, parent, into, len, api->now_tick, &child);
   json_decref(root);
   if (err == EVD_ELIMIT)
-    return fail(c, EVD_AE_SESSION_LIMIT, NULL);
+    return evd__fail(c, EVD_AE_SESSION_LIMIT, NULL);
   if (err != 0)
-    return fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
+    return evd__fail(c, EVD_AE_OUT_OF_MEMORY, NULL);
   evd_table_touch(api->table, parent, api->now_tick);
   api->metrics.forks++;
   api->metrics.created++;
@@ -581,7 +401,7 @@ static int h_fork(ctx_t *c) {
 
 /* ---- routing ------------------------------------------------------------ */
 
-typedef int (*handler_t)(ctx_t *c);
+typedef int (*handler_t)(evd__ctx_t *c);
 
 /* One row per route: which methods it takes and the handler of each. */
 static const struct {
@@ -593,13 +413,13 @@ static const struct {
                        NULL, NULL},
     [EVD_R_METRICS] = {EVD_M_GET | EVD_M_HEAD, "GET, HEAD", h_metrics, NULL,
                        NULL, NULL},
-    [EVD_R_BATCH] = {EVD_M_POST, "POST", NULL, NULL, h_batch, NULL},
+    [EVD_R_BATCH] = {EVD_M_POST, "POST", NULL, NULL, evd__h_batch, NULL},
     [EVD_R_SESSION] = {EVD_M_GET | EVD_M_HEAD | EVD_M_PUT | EVD_M_DELETE,
                        "GET, HEAD, PUT, DELETE", h_get, h_put, NULL, h_delete},
-    [EVD_R_STEP] = {EVD_M_POST, "POST", NULL, NULL, h_step, NULL},
+    [EVD_R_STEP] = {EVD_M_POST, "POST", NULL, NULL, evd__h_step, NULL},
     [EVD_R_EVICT] = {EVD_M_POST, "POST", NULL, NULL, h_evict, NULL},
-    [EVD_R_COMMIT] = {EVD_M_POST, "POST", NULL, NULL, h_commit, NULL},
-    [EVD_R_TRUNCATE] = {EVD_M_POST, "POST", NULL, NULL, h_truncate, NULL},
+    [EVD_R_COMMIT] = {EVD_M_POST, "POST", NULL, NULL, evd__h_commit, NULL},
+    [EVD_R_TRUNCATE] = {EVD_M_POST, "POST", NULL, NULL, evd__h_truncate, NULL},
     [EVD_R_FORK] = {EVD_M_POST, "POST", NULL, NULL, h_fork, NULL},
 };
 
@@ -666,7 +486,7 @@ static evd_route_t route_of(const char *p, size_t n, const char **id,
 
 void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
                     evd_reply_t *reply) {
-  ctx_t c = {.api = api, .req = req, .out = out, .reply = reply};
+  evd__ctx_t c = {.api = api, .req = req, .out = out, .reply = reply};
   handler_t h = NULL;
   evd_route_t r;
 
@@ -682,26 +502,26 @@ void evd_api_handle(evd_api_t *api, const evd_request_t *req, evd_buf_t *out,
   if (api->cfg.token != NULL && r != EVD_R_HEALTHZ &&
       !authorized(req->authorization, api->cfg.token)) {
     reply->www_authenticate = "Bearer realm=\"evictd\"";
-    reply->status = fail(&c, EVD_AE_UNAUTHORIZED, NULL);
+    reply->status = evd__fail(&c, EVD_AE_UNAUTHORIZED, NULL);
     goto done;
   }
   if (r == EVD_R_NONE || routes[r].methods == 0) {
-    reply->status = fail(&c, EVD_AE_NOT_FOUND, NULL);
+    reply->status = evd__fail(&c, EVD_AE_NOT_FOUND, NULL);
     goto done;
   }
   if (!(routes[r].methods & req->method)) {
     reply->allow = routes[r].allow;
-    reply->status = fail(&c, EVD_AE_METHOD_NOT_ALLOWED, NULL);
+    reply->status = evd__fail(&c, EVD_AE_METHOD_NOT_ALLOWED, NULL);
     goto done;
   }
   if (c.id != NULL && !evd_session_id_valid(c.id, c.idlen)) {
-    reply->status = fail(&c, EVD_AE_INVALID_SESSION_ID, NULL);
+    reply->status = evd__fail(&c, EVD_AE_INVALID_SESSION_ID, NULL);
     goto done;
   }
   /* After a journal failure, changes could no longer be made durable. */
   if (api->journal != NULL && evd_journal_failed(api->journal) &&
       (req->method & (EVD_M_PUT | EVD_M_POST | EVD_M_DELETE))) {
-    reply->status = fail(&c, EVD_AE_JOURNAL_FAILED, NULL);
+    reply->status = evd__fail(&c, EVD_AE_JOURNAL_FAILED, NULL);
     goto done;
   }
   switch (req->method) {
@@ -735,6 +555,6 @@ done:
     /* The answer did not fit in memory; say so in a body that does. */
     evd_buf_reset(out, 0);
     reply->content_type = NULL;
-    reply->status = fail(&c, EVD_AE_OUT_OF_MEMORY, NULL);
+    reply->status = evd__fail(&c, EVD_AE_OUT_OF_MEMORY, NULL);
   }
 }

@@ -1,5 +1,7 @@
 /* What the API's source files share and nobody else sees: the state
- * behind evd_api_t and the helpers of request parsing and stepping. */
+ * behind evd_api_t, the handlers' context, and the helpers of request
+ * parsing (request.c), stepping (step.c), the view (view.c) and the fast
+ * path (fastpath.c). */
 #ifndef EVICTD_API_INT_H
 #define EVICTD_API_INT_H
 
@@ -26,6 +28,29 @@ struct evd_api_s {
   int ints_as_reals; /* this body was read with integers as reals */
   evd_metrics_t metrics;
 };
+
+/* What a route's handler gets (api.c): the request, the reply's headers,
+ * the session id of the /session/{id} routes and the buffer the body is
+ * written to. A handler returns the status. */
+typedef struct evd__ctx_s {
+  evd_api_t *api;
+  const evd_request_t *req;
+  evd_reply_t *reply;
+  const char *id; /* for the /session/{id} routes */
+  size_t idlen;
+  evd_buf_t *out;
+} evd__ctx_t;
+
+/* Writes the error object of e as the whole body and returns its status
+ * (api.c). */
+int evd__fail(evd__ctx_t *c, evd_apierr_t e, const char *message);
+
+/* api_step.c: the handlers of POST /session/{id}/step, /commit,
+ * /truncate and of the batch POST /step. */
+int evd__h_step(evd__ctx_t *c);
+int evd__h_batch(evd__ctx_t *c);
+int evd__h_commit(evd__ctx_t *c);
+int evd__h_truncate(evd__ctx_t *c);
 
 /* A validated step, commit or truncate request (one batch item, or one
  * /session/{id}/... request); a step's positions are api->pos[first..first
@@ -91,11 +116,13 @@ int evd__u32_field(evd_api_t *api, json_t *v, uint32_t min, uint32_t max,
 int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
                      int in_batch, const uint32_t *newest);
 
-/* step.c: the step, commit and truncate operations. */
-
-/* Validates a step object into *r and api->pos. */
+/* Validates a step object (a batch item when in_batch, whose id comes from
+ * its "session" field; else the id is already in r) into *r and api->pos.
+ * Returns EVD_AE_OK, or the error with *message (NULL: the default one). */
 evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
                              evd__step_t *r, const char **message);
+
+/* step.c: the step, commit and truncate operations. */
 
 /* Applies a validated step, commit or truncate request, journals it, and
  * writes its result or error object. Returns the HTTP status of that
@@ -103,23 +130,47 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
 int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                   evd_buf_t *out);
 
+/* Applies a journaled step, commit or truncate r (positions pos) to s as
+ * its request did, without answering: journal recovery (apply.c). Returns
+ * 0, EVD_ECORRUPT when it does not apply to the session's state, or
+ * EVD_ENOMEM. */
+int evd__step_replay(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
+                     const uint32_t *pos, int created);
+
 /* The most bytes the result object of r on session s (NULL: r creates
  * it) can take in an answer, and in *journal the most its journal record
  * can: what must be free before it is applied. */
 size_t evd__result_bound(evd_api_t *api, const evd_session_t *s,
                          const evd__step_t *r, size_t *journal);
 
-/* The most bytes a session's view can take. */
-size_t evd__view_bound(const evd_session_t *s);
-
-/* Writes a session's view (GET, PUT, fork). */
-void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
+/* Makes room for an answer of `answer` bytes and `journal` bytes of journal
+ * records before anything changes, so that a request refused for want of
+ * memory changed nothing and a change is never left unanswered or
+ * unrecorded. Returns 0, or EVD_ENOMEM. */
+int evd__room(evd_api_t *api, evd_buf_t *out, size_t answer,
+              size_t journal);
 
 /* Grows the scratch arrays for a request that may evict nvictims, drop or
  * remove ngone and append nadded positions, with pages of page_size (0:
  * none). Returns 0 or EVD_ENOMEM. */
 int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
                  size_t nadded, uint32_t page_size);
+
+/* Adds an op to the request's journal record, if there is a journal. */
+void evd__journal(evd_api_t *api, const evd_op_t *op);
+
+/* Journals a session's creation (in the version 1 form when its
+ * configuration allows). */
+void evd__journal_create(evd_api_t *api, const evd_session_t *s);
+
+/* view.c: the session view. */
+
+/* The most bytes a session's view can take. */
+size_t evd__view_bound(const evd_session_t *s);
+
+/* Writes a session's view (GET, PUT, fork); sets out->oom when the pages'
+ * scratch array cannot grow. */
+void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
 
 /* fastpath.c: the hot bodies without jansson. Each returns 1 when the
  * body is a valid step (batch) and fills *r (api->items[0..*nitems)) and
@@ -129,12 +180,5 @@ int evd__fast_step(evd_api_t *api, const char *body, size_t len,
                    evd__step_t *r);
 int evd__fast_batch(evd_api_t *api, const char *body, size_t len,
                     size_t *nitems);
-
-/* Adds an op to the request's journal record, if there is a journal. */
-void evd__journal(evd_api_t *api, const evd_op_t *op);
-
-/* Journals a session's creation (in the version 1 form when its
- * configuration allows). */
-void evd__journal_create(evd_api_t *api, const evd_session_t *s);
 
 #endif

@@ -18,6 +18,7 @@
 #include "evictd/journal.h"
 #include "evictd/log.h"
 #include "evictd/metrics.h"
+#include "evictd/queue.h"
 
 /* Buffers above this are freed after each request, so that one large
  * request does not pin memory to an idle connection. */
@@ -27,10 +28,9 @@
 #define CONN_POOL (8u * 1024u)
 
 typedef struct conn_s {
-  struct conn_s *prev, *next; /* the deadline list, soonest first */
+  evd_queue_t dl;    /* the deadline list, soonest first (on none: cut) */
   uint64_t deadline; /* cut the connection off when the clock passes it */
   int fd;
-  int listed;      /* on the deadline list */
   evd_buf_t body;  /* the request body so far */
   evd_buf_t out;   /* the response body, alive until it is sent */
   int too_large;   /* the body passed --max-body: answer 413 */
@@ -39,7 +39,7 @@ typedef struct conn_s {
   uint64_t wait_since;        /* when it was parked (ms) */
   int expired;     /* waited past --journal-wait with the journal failing */
   struct MHD_Connection *mc;
-  struct conn_s *wnext;       /* the waiting list, in LSN order */
+  evd_queue_t wait;           /* the waiting list, in LSN order */
   struct timespec start; /* when the request's headers were in */
 } conn_t;
 
@@ -53,39 +53,22 @@ struct evd_http_s {
   int quiesced;
   uint64_t now_ms, timeout_ms, journal_wait_ms;
   evd_journal_t *journal;
-  conn_t *wait_head, *wait_tail; /* answers held for durability */
+  evd_queue_t waits; /* answers held for durability (conn_t.wait) */
   /* Every connection, in deadline order: each gets the same timeout from
    * a clock that never goes back, so appending keeps the order. */
-  conn_t *soonest, *latest;
+  evd_queue_t deadlines; /* conn_t.dl */
 };
 
-static void deadline_unlink(evd_http_t *h, conn_t *c) {
-  if (!c->listed)
-    return;
-  if (c->prev != NULL)
-    c->prev->next = c->next;
-  else
-    h->soonest = c->next;
-  if (c->next != NULL)
-    c->next->prev = c->prev;
-  else
-    h->latest = c->prev;
-  c->prev = c->next = NULL;
-  c->listed = 0;
-}
+/* The first connection of a list (of its node `field`), or NULL. */
+#define FIRST(h, field)                                                        \
+  (evd_queue_empty(h) ? NULL                                                   \
+                      : EVD_QUEUE_DATA(evd_queue_head(h), conn_t, field))
 
 /* (Re)starts the connection's allowance for one request. */
 static void deadline_renew(evd_http_t *h, conn_t *c) {
-  deadline_unlink(h, c);
+  evd_queue_remove(&c->dl);
   c->deadline = h->now_ms + h->timeout_ms;
-  c->prev = h->latest;
-  c->next = NULL;
-  if (h->latest != NULL)
-    h->latest->next = c;
-  else
-    h->soonest = c;
-  h->latest = c;
-  c->listed = 1;
+  evd_queue_insert_tail(&h->deadlines, &c->dl);
 }
 
 static void log_mhd(void *cls, const char *fmt, va_list ap) {
@@ -125,6 +108,8 @@ static void on_connection(void *cls, struct MHD_Connection *mc,
       evd_buf_init(&c->body);
       evd_buf_init(&c->out);
       c->fd = ci != NULL ? ci->connect_fd : -1;
+      evd_queue_init(&c->dl);
+      evd_queue_init(&c->wait);
       deadline_renew(h, c);
     }
     *socket_context = c;
@@ -132,7 +117,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc,
   }
   h->metrics->connections--;
   if (c != NULL) {
-    deadline_unlink(h, c);
+    evd_queue_remove(&c->dl);
     evd_buf_free(&c->body);
     evd_buf_free(&c->out);
     free(c);
@@ -150,7 +135,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
   if (c == NULL)
     return;
   h->busy--;
-  if (c->listed)
+  if (!evd_queue_empty(&c->dl)) /* not cut off meanwhile */
     deadline_renew(h, c);
   evd_buf_reset(&c->body, KEEP_BUF);
   evd_buf_reset(&c->out, KEEP_BUF);
@@ -296,12 +281,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
     c->reply = reply;
     c->wait_since = h->now_ms;
     c->mc = mc;
-    c->wnext = NULL;
-    if (h->wait_tail != NULL)
-      h->wait_tail->wnext = c;
-    else
-      h->wait_head = c;
-    h->wait_tail = c;
+    evd_queue_insert_tail(&h->waits, &c->wait);
     MHD_suspend_connection(mc);
     return MHD_YES;
   }
@@ -319,11 +299,9 @@ unsigned evd_http_expire_waits(evd_http_t *h, uint64_t now_ms, int all) {
   if (h->journal == NULL || !evd_journal_failed(h->journal))
     return 0;
   /* Parked in LSN order, which is the order of their clocks too. */
-  while ((c = h->wait_head) != NULL &&
+  while ((c = FIRST(&h->waits, wait)) != NULL &&
          (all || now_ms - c->wait_since >= h->journal_wait_ms)) {
-    h->wait_head = c->wnext;
-    if (h->wait_head == NULL)
-      h->wait_tail = NULL;
+    evd_queue_remove(&c->wait);
     c->expired = 1;
     MHD_resume_connection(c->mc);
     n++;
@@ -339,10 +317,8 @@ void evd_http_durable(evd_http_t *h, uint64_t lsn) {
   conn_t *c;
 
   /* Records are acknowledged in LSN order, and the list is in LSN order. */
-  while ((c = h->wait_head) != NULL && c->reply.wait_lsn <= lsn) {
-    h->wait_head = c->wnext;
-    if (h->wait_head == NULL)
-      h->wait_tail = NULL;
+  while ((c = FIRST(&h->waits, wait)) != NULL && c->reply.wait_lsn <= lsn) {
+    evd_queue_remove(&c->wait);
     MHD_resume_connection(c->mc);
   }
 }
@@ -363,6 +339,8 @@ int evd_http_start(evd_http_t **out, evd_api_t *api, const evd_config_t *cfg,
     flags |= MHD_USE_TLS;
   else
     tls[0].option = MHD_OPTION_END;
+  evd_queue_init(&h->waits);
+  evd_queue_init(&h->deadlines);
   h->api = api;
   h->metrics = evd_api_metrics(api);
   h->timeout_ms = (uint64_t)cfg->conn_timeout * 1000;
@@ -411,10 +389,10 @@ unsigned evd_http_sweep(evd_http_t *h, uint64_t now_ms) {
   conn_t *c;
 
   h->now_ms = now_ms;
-  while ((c = h->soonest) != NULL && c->deadline <= now_ms) {
+  while ((c = FIRST(&h->deadlines, dl)) != NULL && c->deadline <= now_ms) {
     /* Shutting the socket down makes libmicrohttpd see the end of the
      * stream on its next read and close the connection its usual way. */
-    deadline_unlink(h, c);
+    evd_queue_remove(&c->dl);
     if (c->fd >= 0)
       shutdown(c->fd, SHUT_RDWR);
     n++;
@@ -453,11 +431,10 @@ void evd_http_stop(evd_http_t *h) {
   if (h == NULL)
     return;
   /* libmicrohttpd must not be stopped with connections suspended. */
-  while ((c = h->wait_head) != NULL) {
-    h->wait_head = c->wnext;
+  while ((c = FIRST(&h->waits, wait)) != NULL) {
+    evd_queue_remove(&c->wait);
     MHD_resume_connection(c->mc);
   }
-  h->wait_tail = NULL;
   MHD_stop_daemon(h->d);
   free(h);
 }

@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "evictd/error.h"
+#include "session_int.h"
+#include "siphash.h"
 
 enum { F_NONE = 0, F_RUNS = 1, F_HEAP = 2, F_GONE = 3 };
 
@@ -29,7 +31,7 @@ enum { F_NONE = 0, F_RUNS = 1, F_HEAP = 2, F_GONE = 3 };
  * positions, victims, gone, slots, pages_new, pages_freed. */
 #define HEAP_HDR 9
 typedef struct evd_rp_heap_s {
-  struct evd_rp_heap_s *prev, *next;
+  evd_queue_t q; /* in the pool, oldest first */
   evd_session_t *owner;
   size_t bytes;
   uint32_t w[];
@@ -56,23 +58,11 @@ static void set_hash(uint32_t *w, uint64_t hash) {
 
 uint32_t evd_replay_at(const evd_replay_t *rp, const evd_u32s_t *l,
                        uint32_t i) {
-  uint64_t region = (uint64_t)rp->last + 1 - rp->sinks, k;
-
   if (l->v != NULL)
     return l->v[i];
   if (!l->ring)
     return l->first + i;
-  /* Slots: the pinned ones first while pins fill (no unpinned position is
-   * held meanwhile, so the ring then starts at `sinks`), then round the
-   * ring region. */
-  if (l->first < rp->sinks) {
-    if (i < rp->sinks - l->first)
-      return l->first + i;
-    k = i - (rp->sinks - l->first);
-  } else {
-    k = (uint64_t)(l->first - rp->sinks) + i;
-  }
-  return rp->sinks + (uint32_t)(k % region);
+  return evd_window_ring_nth(rp->sinks, rp->last, l->first, i);
 }
 
 uint64_t evd_replay_hash(const evd_replay_t *rp) {
@@ -118,21 +108,32 @@ static int is_run(const evd_replay_t *rp, const evd_u32s_t *l, int ring,
   return 1;
 }
 
+/* 1 when p is one of the np pinned positions, with its slot in *slot.
+ * Apart from first_slot, whose usual case (no pins) then saves no
+ * registers around calls it does not make. */
+static __attribute__((noinline)) int pinned_slot(const evd_window_t *w,
+                                                 uint32_t np, uint32_t p,
+                                                 uint32_t *slot) {
+  uint32_t i;
+
+  for (i = 0; i < np; i++)
+    if (evd_window_at(w, i, slot) == p)
+      return 1;
+  return 0;
+}
+
 /* The slot of the first of n positions that end at the window's newest,
  * stepped as the ring handed them out (see the area's layout). */
 static uint32_t first_slot(const evd_window_t *w, uint32_t n) {
-  uint32_t np = w->size < w->sinks ? w->size : w->sinks, p0, i, last;
-  uint64_t region = (uint64_t)w->last + 1 - w->sinks;
+  uint32_t size = evd_window_size(w), sinks = evd_window_sinks(w), slot;
+  uint32_t np = size < sinks ? size : sinks;
 
-  if (n == 0 || w->size == 0)
+  if (n == 0 || size == 0)
     return 0;
-  p0 = w->newest - (n - 1);
-  for (i = 0; i < np; i++) /* a pin: its own slot */
-    if (w->pos[i] == p0)
-      return i;
-  evd_window_at(w, w->size - 1, &last);
-  return w->sinks + (uint32_t)(((uint64_t)(last - w->sinks) + region -
-                                (n - 1) % region) % region);
+  if (np > 0 && pinned_slot(w, np, evd_window_newest(w) - (n - 1), &slot))
+    return slot; /* a pin: its own slot */
+  evd_window_at(w, size - 1, &slot);
+  return evd_window_slot_back(w, slot, n - 1);
 }
 
 /* The first gone position a runs record implies. */
@@ -145,7 +146,7 @@ static int set_runs(evd_session_t *s, const evd_replay_t *rp) {
   const evd_window_t *win = evd_session_window(s);
   uint32_t *w = evd__session_rp(s), f[6];
 
-  if (rp->newest != win->newest || !is_run(rp, &rp->positions, 0, &f[0]) ||
+  if (rp->newest != evd_window_newest(win) || !is_run(rp, &rp->positions, 0, &f[0]) ||
       (rp->positions.n > 0 &&
        evd_replay_at(rp, &rp->positions, rp->positions.n - 1) !=
            rp->newest) ||
@@ -176,20 +177,13 @@ static int set_runs(evd_session_t *s, const evd_replay_t *rp) {
 }
 
 static void unlink_heap(evd_rpool_t *pool, heap_t *h) {
-  if (h->prev != NULL)
-    h->prev->next = h->next;
-  else
-    pool->oldest = h->next;
-  if (h->next != NULL)
-    h->next->prev = h->prev;
-  else
-    pool->youngest = h->prev;
+  evd_queue_remove(&h->q);
   pool->bytes -= h->bytes;
 }
 
 /* Lets the oldest pooled record go: its owner keeps the hash only. */
 static void let_go_oldest(evd_rpool_t *pool) {
-  heap_t *h = pool->oldest;
+  heap_t *h = EVD_QUEUE_DATA(evd_queue_head(&pool->records), heap_t, q);
   uint32_t *w = evd__session_rp(h->owner);
 
   unlink_heap(pool, h);
@@ -255,13 +249,7 @@ void evd_replay_set(evd_table_t *t, evd_session_t *s,
   put_list(&p, rp, &rp->slots);
   put_list(&p, rp, &rp->pages_new);
   put_list(&p, rp, &rp->pages_freed);
-  h->next = NULL;
-  h->prev = pool->youngest;
-  if (pool->youngest != NULL)
-    pool->youngest->next = h;
-  else
-    pool->oldest = h;
-  pool->youngest = h;
+  evd_queue_insert_tail(&pool->records, &h->q);
   pool->bytes += h->bytes;
   w[0] = F_HEAP | (w[0] & ~0xfu);
   memcpy(w + 1, &h, sizeof h);
@@ -296,16 +284,16 @@ int evd_replay_get(const evd_session_t *s, evd_replay_t *out) {
   heap_t *h;
 
   memset(out, 0, sizeof *out);
-  out->sinks = win->sinks;
-  out->last = win->last;
+  out->sinks = evd_window_sinks(win);
+  out->last = evd_window_last_slot(win);
   out->op = (uint8_t)(w[0] >> 4 & 0xf);
   out->flags = (uint8_t)(w[0] >> 8);
   out->ends = (uint8_t)(w[0] >> 16 & 3);
   switch (form_of(w)) {
   case F_RUNS:
     out->arg = w[1];
-    out->newest = win->newest;
-    out->positions = run(win->newest - w[2] + 1, w[2], 0);
+    out->newest = evd_window_newest(win);
+    out->positions = run(out->newest - w[2] + 1, w[2], 0);
     out->slots = run(first_slot(win, w[2]), w[2], 1);
     out->size = w[3];
     out->victims = run(w[4], w[5], 0);

@@ -112,7 +112,8 @@ int evd__only_fields(evd_api_t *api, json_t *obj, const char *const *names) {
   return 1;
 }
 
-/* A JSON integer within [min, max], stored in *out. */
+/* 1 when v is a JSON integer; in a body read with integers as reals (one
+ * held an integer beyond 64 bits), a whole real counts as one too. */
 int evd__is_int(const evd_api_t *api, json_t *v) {
   double x;
 
@@ -228,4 +229,100 @@ evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj,
   if (e == EVD_AE_OK && cfg->sinks >= cfg->budget)
     e = EVD_AE_INVALID_SINKS;
   return e;
+}
+
+/* Validates a step object into *r and api->pos. Returns EVD_AE_OK, or the
+ * error to answer with *message (NULL for the default one). In a batch
+ * item the id comes from its "session" field, else from the path (already
+ * in r). */
+evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
+                             evd__step_t *r, const char **message) {
+  static const char *const single[] = {
+      "pos",   "positions", "tentative", "commit",    "attention",
+      "budget", "sinks",    "lookahead", "page_size", NULL};
+  static const char *const item[] = {
+      "session", "pos",   "positions", "tentative", "commit",    "attention",
+      "budget",  "sinks", "lookahead", "page_size", NULL};
+  json_t *pos, *list, *v;
+  json_int_t x, prev = -1;
+  size_t i, n;
+
+  *message = NULL;
+  if (!json_is_object(obj)) {
+    *message = "Each item of \"steps\" must be an object.";
+    return EVD_AE_INVALID_FIELD;
+  }
+  if (!evd__only_fields(api, obj, in_batch ? item : single)) {
+    *message = api->msg;
+    return EVD_AE_INVALID_FIELD;
+  }
+  if (in_batch) {
+    v = json_object_get(obj, "session");
+    if (!json_is_string(v)) {
+      *message = "Each item of \"steps\" needs a \"session\" string.";
+      return EVD_AE_INVALID_FIELD;
+    }
+    r->id = json_string_value(v);
+    r->idlen = json_string_length(v);
+    if (!evd_session_id_valid(r->id, r->idlen))
+      return EVD_AE_INVALID_SESSION_ID;
+  }
+  r->op = EVD_RP_STEP;
+  v = json_object_get(obj, "tentative");
+  if (v != NULL && !json_is_boolean(v)) {
+    *message = "\"tentative\" must be true or false.";
+    return EVD_AE_INVALID_FIELD;
+  }
+  r->tentative = json_is_true(v);
+  v = json_object_get(obj, "commit");
+  r->has_arg = v != NULL;
+  if (v != NULL && !evd__u32_field(api, v, 0, UINT32_MAX, &r->arg)) {
+    *message = "\"commit\" must be a position: an integer from 0 to "
+               "4294967295.";
+    return EVD_AE_INVALID_POSITION;
+  }
+  pos = json_object_get(obj, "pos");
+  list = json_object_get(obj, "positions");
+  if ((pos != NULL && list != NULL) ||
+      (pos == NULL && list == NULL && !r->has_arg)) {
+    *message = "Give exactly one of \"pos\" and \"positions\" (or neither, "
+               "with \"commit\").";
+    return EVD_AE_INVALID_FIELD;
+  }
+  if (list != NULL && !json_is_array(list)) {
+    *message = "\"positions\" must be an array of integers.";
+    return EVD_AE_INVALID_FIELD;
+  }
+  n = list != NULL ? json_array_size(list) : pos != NULL ? 1 : 0;
+  if (list != NULL && n == 0) {
+    *message = "\"positions\" must hold at least one position.";
+    return EVD_AE_INVALID_POSITION;
+  }
+  if (n > api->cfg.max_positions) {
+    snprintf(api->msg, sizeof api->msg,
+             "A step request takes at most %u positions (--max-positions).",
+             api->cfg.max_positions);
+    *message = api->msg;
+    return EVD_AE_TOO_MANY_POSITIONS;
+  }
+  if (evd__grow(&api->pos, &api->pos_cap, n) != 0)
+    return EVD_AE_OUT_OF_MEMORY;
+  for (i = 0; i < n; i++) {
+    v = list != NULL ? json_array_get(list, i) : pos;
+    if (!evd__int_in(api, v, 0, UINT32_MAX, &x))
+      return EVD_AE_INVALID_POSITION;
+    if (x <= prev) {
+      *message = "Positions within a request must strictly increase.";
+      return EVD_AE_INVALID_POSITION;
+    }
+    api->pos[i] = (uint32_t)x;
+    prev = x;
+  }
+  r->first = 0;
+  r->n = (uint32_t)n;
+  r->given = (json_object_get(obj, "budget") ? EVD__GIVEN_BUDGET : 0) |
+             (json_object_get(obj, "sinks") ? EVD__GIVEN_SINKS : 0) |
+             (json_object_get(obj, "lookahead") ? EVD__GIVEN_LOOKAHEAD : 0) |
+             (json_object_get(obj, "page_size") ? EVD__GIVEN_PAGE_SIZE : 0);
+  return evd__session_config(api, obj, &r->cfg, message);
 }

@@ -1,11 +1,10 @@
-/* The session table: chained hashing with a keyed hash (SipHash-1-3) and
+/* The session table: chained hashing with a keyed hash (SipHash-1-3,
+ * siphash.c) and
  * incremental rehashing, so that no single request pays for resizing a table
  * of millions; an intrusive last-use list, so that idle sessions are reaped
  * oldest first at a cost proportional to the sessions reaped; and the replay
  * record of each session's last step, commit or truncate request. */
 #include "evictd/session.h"
-
-#include "evictd/replay.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -17,6 +16,14 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+
+#include "session_int.h"
+#include "siphash.h"
+
+/* Every byte of a session's header is paid once per session (millions):
+ * the last-use list's node is the two pointers it always was. */
+_Static_assert(sizeof(void *) != 8 || offsetof(evd_session_t, id) == 32,
+               "a session's header is 32 bytes on LP64");
 
 /* Buckets never shrink below this, and a table starts at it. */
 #define MIN_BUCKETS 1024u
@@ -30,64 +37,20 @@ struct evd_table_s {
   int rehashing;
   uint32_t count, max;
   uint64_t key[2];
-  evd_session_t *oldest, *youngest;
+  /* The last-use list's head: a session header with no id (idlen 0, which
+   * no session has), so that evd_table_younger can tell the end without
+   * the table. */
+  evd_session_t *lru;
   evd_rpool_t pool;
 };
 
-/* ---- SipHash-1-3 (Aumasson and Bernstein), keyed per process ------------ */
-
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                               \
-  do {                                                                         \
-    v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                  \
-    v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                     \
-    v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                     \
-    v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                  \
-  } while (0)
-
-static uint64_t siphash13(const uint64_t key[2], const char *p, size_t len) {
-  uint64_t v0 = key[0] ^ 0x736f6d6570736575ull;
-  uint64_t v1 = key[1] ^ 0x646f72616e646f6dull;
-  uint64_t v2 = key[0] ^ 0x6c7967656e657261ull;
-  uint64_t v3 = key[1] ^ 0x7465646279746573ull;
-  uint64_t m, last = (uint64_t)len << 56;
-  size_t i, tail = len & 7;
-
-  for (i = 0; i + 8 <= len; i += 8) {
-    m = 0;
-    for (int k = 7; k >= 0; k--) /* little-endian load on any host */
-      m = (m << 8) | (unsigned char)p[i + (size_t)k];
-    v3 ^= m;
-    SIPROUND;
-    v0 ^= m;
-  }
-  for (size_t k = 0; k < tail; k++)
-    last |= (uint64_t)(unsigned char)p[i + k] << (8 * k);
-  v3 ^= last;
-  SIPROUND;
-  v0 ^= last;
-  v2 ^= 0xff;
-  SIPROUND;
-  SIPROUND;
-  SIPROUND;
-  return v0 ^ v1 ^ v2 ^ v3;
-}
-
 static uint32_t hash_id(const evd_table_t *t, const char *id, size_t len) {
-  uint64_t h = siphash13(t->key, id, len);
+  uint64_t h = evd__siphash13(t->key, id, len);
   return (uint32_t)(h ^ (h >> 32));
 }
 
 uint32_t evd_table_hash(const evd_table_t *t, const char *id, size_t len) {
   return hash_id(t, id, len);
-}
-
-uint64_t evd_hash64(const void *p, size_t len) {
-  /* A fixed key: the value must be the same in every process that reads
-   * the state directory. */
-  static const uint64_t key[2] = {0x6576696374642d72ull,
-                                  0x65706c6179206b65ull};
-  return siphash13(key, p, len);
 }
 
 evd_rpool_t *evd_table_pool(evd_table_t *t) {
@@ -147,6 +110,14 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions,
     free(t);
     return EVD_ENOMEM;
   }
+  t->lru = calloc(1, sizeof *t->lru);
+  if (t->lru == NULL) {
+    free(t->bucket[0]);
+    free(t);
+    return EVD_ENOMEM;
+  }
+  evd_queue_init(&t->lru->lru);
+  evd_queue_init(&t->pool.records);
   t->mask[0] = MIN_BUCKETS - 1;
   t->max = max_sessions;
   t->pool.limit = pool_bytes;
@@ -162,14 +133,15 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions,
 }
 
 void evd_table_free(evd_table_t *t) {
-  evd_session_t *s, *next;
+  evd_session_t *s;
 
   if (t == NULL)
     return;
-  for (s = t->oldest; s != NULL; s = next) {
-    next = s->lnext;
+  while ((s = evd_table_oldest(t)) != NULL) {
+    evd_queue_remove(&s->lru);
     session_free(t, s);
   }
+  free(t->lru);
   free(t->bucket[0]);
   free(t->bucket[1]);
   free(t);
@@ -339,27 +311,6 @@ evd_session_t *evd_table_find(evd_table_t *t, const char *id, size_t len) {
   return NULL;
 }
 
-static void lru_unlink(evd_table_t *t, evd_session_t *s) {
-  if (s->lprev != NULL)
-    s->lprev->lnext = s->lnext;
-  else
-    t->oldest = s->lnext;
-  if (s->lnext != NULL)
-    s->lnext->lprev = s->lprev;
-  else
-    t->youngest = s->lprev;
-}
-
-static void lru_append(evd_table_t *t, evd_session_t *s) {
-  s->lnext = NULL;
-  s->lprev = t->youngest;
-  if (t->youngest != NULL)
-    t->youngest->lnext = s;
-  else
-    t->oldest = s;
-  t->youngest = s;
-}
-
 /* Allocates a session block for `id` with room for a window of `budget` +
  * `lookahead` slots, and links it in. The caller fills the window. */
 static int link_new(evd_table_t *t, const char *id, size_t len,
@@ -383,7 +334,7 @@ static int link_new(evd_table_t *t, const char *id, size_t len,
   chain = chain_of(t, hash_id(t, id, len));
   s->hnext = *chain;
   *chain = s;
-  lru_append(t, s);
+  evd_queue_insert_tail(&t->lru->lru, &s->lru);
   t->count++;
   maybe_resize(t, 0);
   *out = s;
@@ -451,20 +402,8 @@ void evd_session_config(const evd_session_t *s, evd_session_config_t *out) {
 }
 
 int evd_session_same_state(const evd_session_t *a, const evd_session_t *b) {
-  const evd_window_t *x = evd_session_window(a), *y = evd_session_window(b);
-  uint32_t i, sx, sy;
-
-  if (evd_session_page_size(a) != evd_session_page_size(b) ||
-      x->budget != y->budget ||
-      x->sinks != y->sinks || x->last != y->last || x->size != y->size ||
-      x->newest != y->newest ||
-      evd_window_committed(x) != evd_window_committed(y))
-    return 0;
-  for (i = 0; i < x->size; i++)
-    if (evd_window_at(x, i, &sx) != evd_window_at(y, i, &sy) || sx != sy)
-      return 0;
-  /* The next slots too: they decide where the next positions go. */
-  return x->tail == y->tail && x->head == y->head;
+  return evd_session_page_size(a) == evd_session_page_size(b) &&
+         evd_window_same_state(evd_session_window(a), evd_session_window(b));
 }
 
 void evd_table_remove(evd_table_t *t, evd_session_t *s) {
@@ -475,7 +414,7 @@ void evd_table_remove(evd_table_t *t, evd_session_t *s) {
     pp = &(*pp)->hnext;
   }
   *pp = s->hnext;
-  lru_unlink(t, s);
+  evd_queue_remove(&s->lru);
   t->count--;
   session_free(t, s);
   maybe_resize(t, 1);
@@ -483,16 +422,22 @@ void evd_table_remove(evd_table_t *t, evd_session_t *s) {
 
 void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now) {
   s->used = now;
-  if (t->youngest == s)
+  if (evd_queue_tail(&t->lru->lru) == &s->lru)
     return;
-  lru_unlink(t, s);
-  lru_append(t, s);
+  evd_queue_remove(&s->lru);
+  evd_queue_insert_tail(&t->lru->lru, &s->lru);
 }
 
 evd_session_t *evd_table_oldest(const evd_table_t *t) {
-  return t->oldest;
+  const evd_queue_t *h = &t->lru->lru;
+
+  return evd_queue_empty(h)
+             ? NULL
+             : EVD_QUEUE_DATA(evd_queue_head(h), evd_session_t, lru);
 }
 
 evd_session_t *evd_table_younger(const evd_session_t *s) {
-  return s->lnext;
+  evd_session_t *n = EVD_QUEUE_DATA(s->lru.next, evd_session_t, lru);
+
+  return n->idlen != 0 ? n : NULL; /* the head has no id */
 }

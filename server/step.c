@@ -2,7 +2,7 @@
  * commit and truncate. Each is validated against its session, applied
  * (creating the session when a step may), recorded for a retry, journaled
  * and answered; a retry of the last applied request gets its answer again.
- * Journal replay applies the same ops through the same code. */
+ * Journal recovery (apply.c) applies the same ops through the same code. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,102 +45,6 @@ static int reserve_for(evd_api_t *api, const evd_window_t *w,
    * one per position); gone: the dropped drafts. */
   return evd__reserve(api, r->n + (commit ? drafts : 0), commit ? drafts : 0,
                       r->n, page_size);
-}
-
-/* Validates a step object into *r and api->pos. Returns EVD_AE_OK, or the
- * error to answer with *message (NULL for the default one). In a batch
- * item the id comes from its "session" field, else from the path (already
- * in r). */
-evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
-                             evd__step_t *r, const char **message) {
-  static const char *const single[] = {
-      "pos",   "positions", "tentative", "commit",    "attention",
-      "budget", "sinks",    "lookahead", "page_size", NULL};
-  static const char *const item[] = {
-      "session", "pos",   "positions", "tentative", "commit",    "attention",
-      "budget",  "sinks", "lookahead", "page_size", NULL};
-  json_t *pos, *list, *v;
-  json_int_t x, prev = -1;
-  size_t i, n;
-
-  *message = NULL;
-  if (!json_is_object(obj)) {
-    *message = "Each item of \"steps\" must be an object.";
-    return EVD_AE_INVALID_FIELD;
-  }
-  if (!evd__only_fields(api, obj, in_batch ? item : single)) {
-    *message = api->msg;
-    return EVD_AE_INVALID_FIELD;
-  }
-  if (in_batch) {
-    v = json_object_get(obj, "session");
-    if (!json_is_string(v)) {
-      *message = "Each item of \"steps\" needs a \"session\" string.";
-      return EVD_AE_INVALID_FIELD;
-    }
-    r->id = json_string_value(v);
-    r->idlen = json_string_length(v);
-    if (!evd_session_id_valid(r->id, r->idlen))
-      return EVD_AE_INVALID_SESSION_ID;
-  }
-  r->op = EVD_RP_STEP;
-  v = json_object_get(obj, "tentative");
-  if (v != NULL && !json_is_boolean(v)) {
-    *message = "\"tentative\" must be true or false.";
-    return EVD_AE_INVALID_FIELD;
-  }
-  r->tentative = json_is_true(v);
-  v = json_object_get(obj, "commit");
-  r->has_arg = v != NULL;
-  if (v != NULL && !evd__u32_field(api, v, 0, UINT32_MAX, &r->arg)) {
-    *message = "\"commit\" must be a position: an integer from 0 to "
-               "4294967295.";
-    return EVD_AE_INVALID_POSITION;
-  }
-  pos = json_object_get(obj, "pos");
-  list = json_object_get(obj, "positions");
-  if ((pos != NULL && list != NULL) ||
-      (pos == NULL && list == NULL && !r->has_arg)) {
-    *message = "Give exactly one of \"pos\" and \"positions\" (or neither, "
-               "with \"commit\").";
-    return EVD_AE_INVALID_FIELD;
-  }
-  if (list != NULL && !json_is_array(list)) {
-    *message = "\"positions\" must be an array of integers.";
-    return EVD_AE_INVALID_FIELD;
-  }
-  n = list != NULL ? json_array_size(list) : pos != NULL ? 1 : 0;
-  if (list != NULL && n == 0) {
-    *message = "\"positions\" must hold at least one position.";
-    return EVD_AE_INVALID_POSITION;
-  }
-  if (n > api->cfg.max_positions) {
-    snprintf(api->msg, sizeof api->msg,
-             "A step request takes at most %u positions (--max-positions).",
-             api->cfg.max_positions);
-    *message = api->msg;
-    return EVD_AE_TOO_MANY_POSITIONS;
-  }
-  if (evd__grow(&api->pos, &api->pos_cap, n) != 0)
-    return EVD_AE_OUT_OF_MEMORY;
-  for (i = 0; i < n; i++) {
-    v = list != NULL ? json_array_get(list, i) : pos;
-    if (!evd__int_in(api, v, 0, UINT32_MAX, &x))
-      return EVD_AE_INVALID_POSITION;
-    if (x <= prev) {
-      *message = "Positions within a request must strictly increase.";
-      return EVD_AE_INVALID_POSITION;
-    }
-    api->pos[i] = (uint32_t)x;
-    prev = x;
-  }
-  r->first = 0;
-  r->n = (uint32_t)n;
-  r->given = (json_object_get(obj, "budget") ? EVD__GIVEN_BUDGET : 0) |
-             (json_object_get(obj, "sinks") ? EVD__GIVEN_SINKS : 0) |
-             (json_object_get(obj, "lookahead") ? EVD__GIVEN_LOOKAHEAD : 0) |
-             (json_object_get(obj, "page_size") ? EVD__GIVEN_PAGE_SIZE : 0);
-  return evd__session_config(api, obj, &r->cfg, message);
 }
 
 /* 1 when the request names a configuration field whose value differs from
@@ -229,6 +133,20 @@ static evd_apierr_t check(evd_api_t *api, const evd_window_t *w,
   return EVD_AE_OK;
 }
 
+/* ---- the request as a record ------------------------------------------ */
+
+/* The flags a replay record, its hash and a journaled step keep of r. */
+static inline uint8_t rp_flags(const evd__step_t *r) {
+  return (uint8_t)((r->tentative ? EVD_RP_TENTATIVE : 0u) |
+                   (r->op == EVD_RP_STEP && r->has_arg ? EVD_RP_COMMIT_ARG
+                                                       : 0u));
+}
+
+/* The arg they keep: 0 for a step without "commit". */
+static inline uint32_t rp_arg(const evd__step_t *r) {
+  return r->op == EVD_RP_STEP && !r->has_arg ? 0 : r->arg;
+}
+
 /* ---- applying ----------------------------------------------------------- */
 
 /* Applies a checked request to `s`, leaving its answer in *rp (arrays in
@@ -263,14 +181,11 @@ static int apply(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
   api->metrics.victims += nv;
   *rp = (evd_replay_t){
       .op = r->op,
-      .flags = (uint8_t)((r->tentative ? EVD_RP_TENTATIVE : 0u) |
-                         (r->op == EVD_RP_STEP && r->has_arg
-                              ? EVD_RP_COMMIT_ARG : 0u)),
-      .arg = r->op == EVD_RP_STEP && !r->has_arg ? 0 : r->arg,
+      .flags = rp_flags(r), .arg = rp_arg(r),
       .positions = evd_u32s(pos, r->n), .slots = evd_u32s(api->slots, r->n),
       .victims = evd_u32s(api->victims, nv), .gone = evd_u32s(api->gone, ng),
       .size = evd_window_size(w), .newest = evd_window_newest(w),
-      .sinks = w->sinks, .last = w->last};
+      .sinks = evd_window_sinks(w), .last = evd_window_last_slot(w)};
   if (evd_session_page_size(s) != 0) {
     uint32_t ps = evd_session_page_size(s);
     evd_pages_change_t c = {.victims = api->victims, .nvictims = nv,
@@ -306,8 +221,7 @@ static int same_request(const evd_replay_t *rp, const evd__step_t *r,
     return 0;
   if (r->op != EVD_RP_STEP)
     return rp->arg == r->arg;
-  if (rp->flags != ((r->tentative ? EVD_RP_TENTATIVE : 0u) |
-                    (r->has_arg ? EVD_RP_COMMIT_ARG : 0u)) ||
+  if (rp->flags != rp_flags(r) ||
       (r->has_arg && rp->arg != r->arg) || rp->positions.n != r->n)
     return 0;
   if (rp->positions.v != NULL)
@@ -324,10 +238,7 @@ static int same_request(const evd_replay_t *rp, const evd__step_t *r,
 static uint64_t request_hash(const evd__step_t *r, const uint32_t *pos) {
   evd_replay_t q = {
       .op = r->op,
-      .flags = (uint8_t)((r->tentative ? EVD_RP_TENTATIVE : 0u) |
-                         (r->op == EVD_RP_STEP && r->has_arg
-                              ? EVD_RP_COMMIT_ARG : 0u)),
-      .arg = r->op == EVD_RP_STEP && !r->has_arg ? 0 : r->arg,
+      .flags = rp_flags(r), .arg = rp_arg(r),
       .positions = evd_u32s(pos, r->n)};
   return evd_replay_hash(&q);
 }
@@ -462,12 +373,9 @@ static void journal_request(evd_api_t *api, const evd_session_t *s,
   } else if (r->op == EVD_RP_COMMIT) {
     op.type = EVD_OP_COMMIT;
   } else {
-    op.flags = (r->tentative ? EVD_RP_TENTATIVE : 0u) |
-               (r->has_arg ? EVD_RP_COMMIT_ARG : 0u) |
-               (created ? EVD_OP_CREATED : 0u);
+    op.flags = rp_flags(r) | (created ? EVD_OP_CREATED : 0u);
     op.type = op.flags == 0 ? EVD_OP_STEP : EVD_OP_STEP2;
-    if (!r->has_arg)
-      op.arg = 0;
+    op.arg = rp_arg(r);
   }
   evd_journal_add(api->journal, &op);
 }
@@ -515,16 +423,19 @@ size_t evd__result_bound(evd_api_t *api, const evd_session_t *s,
   return answer > ERROR_BOUND ? answer : ERROR_BOUND;
 }
 
-/* Makes room for the answer and the journal record of r before anything
- * changes, so that a request refused for want of memory changed nothing.
- * Returns 0, or EVD_ENOMEM. */
+int evd__room(evd_api_t *api, evd_buf_t *out, size_t answer,
+              size_t journal) {
+  if (evd_buf_room(out, answer) != 0)
+    return EVD_ENOMEM;
+  return api->journal != NULL ? evd_journal_room(api->journal, journal) : 0;
+}
+
+/* evd__room for the answer and the journal record of r. */
 static int make_room(evd_api_t *api, const evd_session_t *s,
                      const evd__step_t *r, evd_buf_t *out) {
   size_t journal, answer = evd__result_bound(api, s, r, &journal);
 
-  if (evd_buf_room(out, answer) != 0)
-    return EVD_ENOMEM;
-  return api->journal != NULL ? evd_journal_room(api->journal, journal) : 0;
+  return evd__room(api, out, answer, journal);
 }
 
 /* The decode step (one committed position, above the newest, no drafts,
@@ -646,186 +557,15 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
   return 200;
 }
 
-/* ---- the session view --------------------------------------------------- */
-
-size_t evd__view_bound(const evd_session_t *s) {
-  /* kept, slots, tentative and pages: at most one entry each per held
-   * position; the id is plain ASCII. */
-  return 320 + (size_t)s->idlen + 44 * (size_t)evd_window_size(
-                                            evd_session_window(s));
-}
-
-/* Writes the held positions from the i-th oldest on (or their slots) as a
- * JSON array, in at most three runs of the ring: the pinned slots, then
- * the unpinned run from the head, wrapping at most once. */
-static void write_positions(evd_buf_t *out, const evd_window_t *w,
-                            uint32_t from, int slots) {
-  uint32_t size = evd_window_size(w), np = size < w->sinks ? size : w->sinks;
-  uint32_t run[3][2], nrun = 0, i, k, room;
-  int any = 0;
-
-  if (from < np) { /* pinned: slots from..np-1 */
-    run[nrun][0] = from;
-    run[nrun++][1] = np - from;
-  }
-  k = from > np ? from - np : 0; /* unpinned ones to skip */
-  room = w->last + 1 - w->head;
-  if (k < size - np) {
-    uint32_t count = size - np - k;
-    if (k < room) {
-      uint32_t a = count < room - k ? count : room - k;
-      run[nrun][0] = w->head + k;
-      run[nrun++][1] = a;
-      count -= a;
-      k = 0;
-    } else {
-      k -= room;
-    }
-    if (count > 0) {
-      run[nrun][0] = w->sinks + k;
-      run[nrun++][1] = count;
-    }
-  }
-  evd_buf_chr(out, '[');
-  for (i = 0; i < nrun; i++) {
-    evd_buf_u32_seq(out, slots ? NULL : w->pos + run[i][0], run[i][0],
-                    run[i][1], any);
-    any = 1;
-  }
-  evd_buf_chr(out, ']');
-}
-
-void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s) {
-  const evd_window_t *w = evd_session_window(s);
-  uint32_t n = evd_window_size(w);
-
-  evd_buf_reserve(out, 240 + s->idlen + 33 * (size_t)n);
-  evd_buf_str(out, "{\"id\":");
-  evd_buf_json_str(out, s->id, s->idlen);
-  evd_buf_str(out, ",\"budget\":");
-  evd_buf_u32(out, w->budget);
-  evd_buf_str(out, ",\"sinks\":");
-  evd_buf_u32(out, w->sinks);
-  /* The view of a session that uses none of lookahead, pages and drafts is
-   * what it always was: their fields appear only when in use. */
-  if (evd_window_lookahead(w) != 1) {
-    evd_buf_str(out, ",\"lookahead\":");
-    evd_buf_u32(out, evd_window_lookahead(w));
-  }
-  if (evd_session_page_size(s) != 0) {
-    evd_buf_str(out, ",\"page_size\":");
-    evd_buf_u32(out, evd_session_page_size(s));
-  }
-  evd_buf_str(out, ",\"size\":");
-  evd_buf_u32(out, n);
-  evd_buf_str(out, ",\"newest\":");
-  evd_buf_u32(out, evd_window_newest(w));
-  evd_buf_str(out, ",\"kept\":");
-  write_positions(out, w, 0, 0);
-  evd_buf_str(out, ",\"slots\":");
-  write_positions(out, w, 0, 1);
-  if (evd_window_tentative(w) != 0) {
-    evd_buf_str(out, ",\"tentative\":");
-    write_positions(out, w, n - evd_window_tentative(w), 0);
-  }
-  if (evd_session_page_size(s) != 0) {
-    evd_buf_str(out, ",\"pages\":");
-    if (evd__grow(&api->pages, &api->pages_cap, n) != 0) {
-      out->oom = 1; /* answered as out_of_memory */
-      return;
-    }
-    evd_buf_u32_array(out, api->pages,
-                      evd_pages_held(w, evd_session_page_size(s), api->pages));
-  }
-  evd_buf_chr(out, '}');
-}
-
-/* ---- journal replay ----------------------------------------------------- */
-
-/* Applies a journaled step, commit or truncate as its request did. */
-static int apply_logged(evd_api_t *api, evd_session_t *s, const evd_op_t *op) {
+int evd__step_replay(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
+                     const uint32_t *pos, int created) {
   evd_window_t *w = evd_session_window(s);
-  evd__step_t r = {.n = op->n, .arg = op->arg};
   const char *message;
   evd_replay_t rp;
-  uint32_t i;
 
-  switch (op->type) {
-  case EVD_OP_TRUNCATE:
-    r.op = EVD_RP_TRUNCATE;
-    break;
-  case EVD_OP_COMMIT:
-    r.op = EVD_RP_COMMIT;
-    r.n = 0;
-    break;
-  default:
-    r.op = EVD_RP_STEP;
-    r.tentative = (op->flags & EVD_RP_TENTATIVE) != 0;
-    r.has_arg = (op->flags & EVD_RP_COMMIT_ARG) != 0;
-    if (r.n == 0 && !r.has_arg)
-      return EVD_ECORRUPT;
-    for (i = 1; i < r.n; i++)
-      if (op->positions[i] <= op->positions[i - 1])
-        return EVD_ECORRUPT;
-  }
-  if (r.op == EVD_RP_TRUNCATE && r.arg == 0)
+  if (check(api, w, r, pos, &message) != EVD_AE_OK)
     return EVD_ECORRUPT;
-  if (check(api, w, &r, op->positions, &message) != EVD_AE_OK)
-    return EVD_ECORRUPT;
-  if (reserve_for(api, w, &r, evd_session_page_size(s)) != 0)
+  if (reserve_for(api, w, r, evd_session_page_size(s)) != 0)
     return EVD_ENOMEM;
-  return apply(api, s, &r, op->positions,
-               (op->flags & EVD_OP_CREATED) != 0, &rp) == 0
-             ? 0
-             : EVD_ECORRUPT;
-}
-
-int evd_api_apply(void *ctx, const evd_op_t *op) {
-  evd_api_t *api = ctx;
-  evd_session_t *s = evd_table_find(api->table, op->id, op->idlen), *child;
-  evd_window_t *w;
-  uint32_t n;
-
-  if (op->type == EVD_OP_CREATE || op->type == EVD_OP_CREATE2) {
-    if (s != NULL)
-      return EVD_ECORRUPT;
-    switch (evd_table_add(api->table, op->id, op->idlen, &op->cfg,
-                          api->now_tick, &s)) {
-    case 0: return 0;
-    case EVD_ENOMEM: return EVD_ENOMEM;
-    default: return EVD_ECORRUPT;
-    }
-  }
-  if (s == NULL)
-    return EVD_ECORRUPT;
-  w = evd_session_window(s);
-  switch (op->type) {
-  case EVD_OP_STEP:
-  case EVD_OP_STEP2:
-  case EVD_OP_COMMIT:
-  case EVD_OP_TRUNCATE:
-    return apply_logged(api, s, op);
-  case EVD_OP_EVICT:
-    if (op->budget <= w->sinks || evd_window_tentative(w) != 0)
-      return EVD_ECORRUPT;
-    if (evd__grow(&api->victims, &api->victims_cap, evd_window_size(w)) != 0)
-      return EVD_ENOMEM;
-    return evd_window_evict(w, op->budget, api->victims, evd_window_size(w),
-                            &n) == 0 ? 0 : EVD_ECORRUPT;
-  case EVD_OP_FORK:
-    if (evd_table_find(api->table, op->child, op->childlen) != NULL)
-      return EVD_ECORRUPT;
-    switch (evd_table_fork(api->table, s, op->child, op->childlen,
-                           api->now_tick, &child)) {
-    case 0: return 0;
-    case EVD_ENOMEM: return EVD_ENOMEM;
-    default: return EVD_ECORRUPT;
-    }
-  case EVD_OP_DELETE:
-  case EVD_OP_REAP:
-    evd_table_remove(api->table, s);
-    return 0;
-  default:
-    return EVD_ECORRUPT;
-  }
+  return apply(api, s, r, pos, created, &rp) == 0 ? 0 : EVD_ECORRUPT;
 }

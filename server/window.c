@@ -414,6 +414,46 @@ uint32_t evd_window_at(const evd_window_t *w, uint32_t i, uint32_t *slot) {
   return w->pos[s];
 }
 
+uint32_t evd_window_runs(const evd_window_t *w, uint32_t from,
+                         evd_window_run_t run[3]) {
+  uint32_t np = npinned(w), nrun = 0, k, room, count;
+
+  if (from < np) { /* pinned: slots from..np-1 */
+    run[nrun++] = (evd_window_run_t){w->pos + from, from, np - from};
+  }
+  k = from > np ? from - np : 0; /* unpinned ones to skip */
+  if (k >= w->size - np)
+    return nrun;
+  count = w->size - np - k;
+  room = w->last + 1 - w->head;
+  if (k < room) { /* from the head up to `last` */
+    uint32_t a = count < room - k ? count : room - k;
+    run[nrun++] = (evd_window_run_t){w->pos + w->head + k, w->head + k, a};
+    count -= a;
+    k = 0;
+  } else {
+    k -= room;
+  }
+  if (count > 0) /* wrapped round to `sinks` */
+    run[nrun++] = (evd_window_run_t){w->pos + w->sinks + k, w->sinks + k,
+                                     count};
+  return nrun;
+}
+
+int evd_window_same_state(const evd_window_t *a, const evd_window_t *b) {
+  uint32_t i, sa, sb;
+
+  if (a->budget != b->budget || a->sinks != b->sinks || a->last != b->last ||
+      a->size != b->size || a->newest != b->newest ||
+      a->committed != b->committed)
+    return 0;
+  for (i = 0; i < a->size; i++)
+    if (evd_window_at(a, i, &sa) != evd_window_at(b, i, &sb) || sa != sb)
+      return 0;
+  /* The next slots too: they decide where the next positions go. */
+  return a->tail == b->tail && a->head == b->head;
+}
+
 int evd_window_holds(const evd_window_t *w, uint64_t lo, uint64_t hi) {
   uint32_t a = 0, b = w->size; /* the first held position >= lo is in [a, b] */
 

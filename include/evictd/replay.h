@@ -49,13 +49,6 @@ typedef struct evd_replay_s {
 #define EVD_RP_FIRST_TRANSIENT 1u
 #define EVD_RP_LAST_TRANSIENT 2u
 
-/* The pool of records kept on the heap: owned by the session table. */
-typedef struct evd_rpool_s {
-  struct evd_rp_heap_s *oldest, *youngest;
-  size_t bytes, limit;
-  uint64_t let_go; /* records let go for room, ever */
-} evd_rpool_t;
-
 /* The i-th value of a list of rp. */
 uint32_t evd_replay_at(const evd_replay_t *rp, const evd_u32s_t *l,
                        uint32_t i);
@@ -94,7 +87,8 @@ int evd_replay_gone(const evd_session_t *s, uint64_t *hash);
 /* Restores a record that was let go, from its hash (snapshot loading). */
 void evd_replay_set_gone(evd_table_t *t, evd_session_t *s, uint64_t hash);
 
-/* Forgets the session's record (freeing its pooled part). */
+/* Forgets the session's record (freeing its pooled part). The table calls
+ * it before it frees a session (see server/session_int.h). */
 void evd_replay_clear(evd_table_t *t, evd_session_t *s);
 
 /* The 32-bit words of a session's area and the words of a record kept in

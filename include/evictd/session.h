@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "evictd/queue.h"
 #include "evictd/window.h"
 
 /* Session ids are 1..EVD_SESSION_ID_MAX bytes of [A-Za-z0-9._~-]. */
@@ -33,7 +34,7 @@ typedef struct evd_session_config_s {
  * of it is paid once per session; offsets are computed, not stored.) */
 struct evd_session_s {
   evd_session_t *hnext;               /* hash chain */
-  evd_session_t *lprev, *lnext;       /* last-use list, oldest first */
+  evd_queue_t lru;                    /* last-use list, oldest first */
   uint32_t used;                      /* tick of the last use */
   uint16_t page_m1;                   /* page size - 1, with EVD__PAGED */
   uint8_t bits;                       /* EVD__PAGED */
@@ -62,17 +63,14 @@ typedef enum evd_rp_op_e {
 /* Returns 1 when id[0..len) is a valid session id, else 0. */
 int evd_session_id_valid(const char *id, size_t len);
 
-/* The session's replay area: right after the id, aligned for uint32s. */
-static inline uint32_t *evd__session_rp(const evd_session_t *s) {
-  return (uint32_t *)((char *)s + ((offsetof(evd_session_t, id) + s->idlen +
-                                    3) & ~(size_t)3));
-}
-
-/* The session's window: after the replay area. */
+/* The session's window: after the id (aligned for uint32s) and the
+ * replay area (server/session_int.h has the block's layout). */
 static inline evd_window_t *evd_session_window(const evd_session_t *s) {
-  return (evd_window_t *)(evd__session_rp(s) +
-                          ((s->bits & EVD__PAGED) ? EVD__RP_WORDS_PAGED
-                                                  : EVD__RP_WORDS));
+  return (evd_window_t *)((char *)s +
+                          ((offsetof(evd_session_t, id) + s->idlen + 3) &
+                           ~(size_t)3) +
+                          4 * ((s->bits & EVD__PAGED) ? EVD__RP_WORDS_PAGED
+                                                      : EVD__RP_WORDS));
 }
 
 /* Positions per logical page of the session's answers, or 0 for none. */
@@ -167,12 +165,15 @@ void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now);
 evd_session_t *evd_table_oldest(const evd_table_t *t);
 evd_session_t *evd_table_younger(const evd_session_t *s);
 
-/* The pool of replay records kept on the heap (replay.h), with its limit
- * in bytes. */
-struct evd_rpool_s *evd_table_pool(evd_table_t *t);
+/* The table's pool of replay records kept on the heap (replay.h): the
+ * records, oldest first, and their bytes against the limit. */
+typedef struct evd_rpool_s {
+  evd_queue_t records; /* oldest first */
+  size_t bytes, limit;
+  uint64_t let_go; /* records let go for room, ever */
+} evd_rpool_t;
 
-/* A 64-bit hash of p[0..len), the same in every process (SipHash with a
- * fixed key): for values kept in the state directory. */
-uint64_t evd_hash64(const void *p, size_t len);
+/* The table's pool of replay records, with its limit in bytes. */
+evd_rpool_t *evd_table_pool(evd_table_t *t);
 
 #endif

@@ -198,6 +198,71 @@ static inline uint32_t evd_window_lookahead(const evd_window_t *w) {
  * order. O(1). */
 uint32_t evd_window_at(const evd_window_t *w, uint32_t i, uint32_t *slot);
 
+/* A run of held positions in consecutive slots: pos[0..n) are the
+ * positions in slots slot..slot + n - 1 (pos borrowed from the window
+ * until its next change). */
+typedef struct evd_window_run_s {
+  const uint32_t *pos;
+  uint32_t slot, n;
+} evd_window_run_t;
+
+/* The held positions from the from-th oldest on, oldest first, as at most
+ * three runs of the ring written to run[0..): the pinned slots, the
+ * unpinned run from the head up to the highest slot, and its wrap from
+ * slot `sinks`. Returns the number of runs (0 when from >= size). Lets a
+ * caller copy or print what is held without reading the ring. O(1). */
+uint32_t evd_window_runs(const evd_window_t *w, uint32_t from,
+                         evd_window_run_t run[3]);
+
+/* The unpinned slot k places before `slot` (an unpinned slot) in the order
+ * the ring hands slots out, round sinks..last: the slot the ring handed
+ * out k positions earlier, when nothing was pinned meanwhile. O(1);
+ * inline, as it runs for each replay record of a step. */
+static inline uint32_t evd_window_slot_back(const evd_window_t *w,
+                                            uint32_t slot, uint32_t k) {
+  uint64_t region = (uint64_t)w->last + 1 - w->sinks;
+
+  return w->sinks + (uint32_t)(((uint64_t)(slot - w->sinks) + region -
+                                k % region) % region);
+}
+
+/* The i-th slot (from 0) that a ring of slots sinks..last hands out from
+ * slot `first` on: the pinned slots first while they fill (first < sinks;
+ * no unpinned position is held meanwhile, so the ring then starts at
+ * `sinks`), then round sinks..last. For a record of the slots a request
+ * was given, which keeps the window's sinks and last slot so that it can
+ * be read without the window (replay.h). O(1); inline, as answers are
+ * written with it. */
+static inline uint32_t evd_window_ring_nth(uint32_t sinks, uint32_t last,
+                                           uint32_t first, uint32_t i) {
+  uint64_t region = (uint64_t)last + 1 - sinks, k;
+
+  if (first < sinks) {
+    if (i < sinks - first)
+      return first + i;
+    k = i - (sinks - first);
+  } else {
+    k = (uint64_t)(first - sinks) + i;
+  }
+  return sinks + (uint32_t)(k % region);
+}
+
+/* The slot after which the ring wraps back to slot `sinks` (budget +
+ * lookahead - 1), and the number of pinned slots: what a record of slots
+ * handed out needs to step through them without the window (replay.h). */
+static inline uint32_t evd_window_last_slot(const evd_window_t *w) {
+  return w->last;
+}
+static inline uint32_t evd_window_sinks(const evd_window_t *w) {
+  return w->sinks;
+}
+
+/* 1 when windows a and b have the same budget, sinks and lookahead and
+ * hold the same positions in the same slots, with the same newest, drafts
+ * and cursors (so that the next positions go to the same slots too); else
+ * 0. O(size). */
+int evd_window_same_state(const evd_window_t *a, const evd_window_t *b);
+
 /* 1 when the window holds a position p with lo <= p < hi, else 0.
  * O(log size). */
 int evd_window_holds(const evd_window_t *w, uint64_t lo, uint64_t hi);

@@ -909,6 +909,115 @@ static void emodel_check(const evd_window_t *w, const emodel_t *m,
                   m->slot[i]);
 }
 
+/* evd_window_runs gives what evd_window_at gives, run by run, from every
+ * starting point, and evd_window_slot_back steps back along the ring as
+ * the held unpinned positions' slots do: over steps, evictions and
+ * truncations that wrap the ring and empty and refill the pins. */
+START_TEST(runs_and_slot_back_match_at) {
+  static const uint32_t shapes[][3] = {{5, 2, 2}, {3, 0, 1}, {8, 3, 3},
+                                       {1, 0, 1}, {4, 3, 1}};
+  uint32_t v[16], slots[16], n, i, k, r, from, slot, s0;
+  size_t shape;
+
+  for (shape = 0; shape < sizeof shapes / sizeof shapes[0]; shape++) {
+    evd_window_t *w;
+    uint32_t next = 1, seed = 7;
+    ck_assert_int_eq(evd_window_new(&w, shapes[shape][0], shapes[shape][1],
+                                    shapes[shape][2], NULL), 0);
+    for (i = 0; i < 400; i++) {
+      evd_window_run_t run[3];
+      seed = seed * 1103515245u + 12345u;
+      if ((seed >> 16) % 7 == 0 && next > 2) {
+        ck_assert_int_eq(evd_window_truncate(w, next - 1 - (seed >> 20) % 3
+                                                      % (next - 1),
+                                             v, &n), 0);
+        next = evd_window_newest(w) + 1;
+      } else {
+        ck_assert_int_eq(evd_window_steps(w, &next, 1, 0, slots, v, &n), 0);
+        next += 1 + (seed >> 24) % 2;
+      }
+      for (from = 0; from <= evd_window_size(w) + 1; from++) {
+        uint32_t nrun = evd_window_runs(w, from, run), at = from;
+        ck_assert_uint_le(nrun, 3);
+        for (r = 0; r < nrun; r++) {
+          ck_assert_uint_gt(run[r].n, 0);
+          for (k = 0; k < run[r].n; k++, at++) {
+            ck_assert_uint_eq(run[r].pos[k], evd_window_at(w, at, &slot));
+            ck_assert_uint_eq(run[r].slot + k, slot);
+          }
+        }
+        ck_assert_uint_eq(at, from < evd_window_size(w) ? evd_window_size(w)
+                                                        : from);
+      }
+      n = evd_window_size(w);
+      if (n <= evd_window_sinks(w))
+        continue;
+      evd_window_at(w, n - 1, &s0);
+      for (k = 0; k < n - evd_window_sinks(w); k++) {
+        evd_window_at(w, n - 1 - k, &slot);
+        ck_assert_uint_eq(evd_window_slot_back(w, s0, k), slot);
+      }
+    }
+    evd_window_free(w);
+  }
+}
+END_TEST
+
+/* evd_window_ring_nth hands out the slots the window hands out: from the
+ * start state (position 0 in slot 0), the i-th position stepped goes to
+ * the i-th slot from slot 0, pins first, then round the ring. */
+START_TEST(ring_nth_is_the_order_slots_are_handed_out) {
+  evd_window_t *w;
+  uint32_t p, slot, v[4], n;
+
+  ck_assert_int_eq(evd_window_new(&w, 5, 2, 2, NULL), 0);
+  for (p = 1; p <= 40; p++) {
+    ck_assert_int_eq(evd_window_steps(w, &p, 1, 0, &slot, v, &n), 0);
+    ck_assert_uint_eq(evd_window_ring_nth(evd_window_sinks(w),
+                                          evd_window_last_slot(w), 0, p),
+                      slot);
+    ck_assert_uint_eq(evd_window_ring_nth(evd_window_sinks(w),
+                                          evd_window_last_slot(w), 3, p),
+                      2 + (1 + p) % 5);
+  }
+  evd_window_free(w);
+}
+END_TEST
+
+/* evd_window_same_state: equal after the same operations (a draft stepped
+ * and dropped again included), told apart by a draft, a position held and
+ * a configuration. */
+START_TEST(same_state_compares_positions_slots_and_cursors) {
+  evd_window_t *a, *b, *c;
+  uint32_t p, slot, v[4], n;
+
+  ck_assert_int_eq(evd_window_new(&a, 4, 1, 2, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&b, 4, 1, 2, NULL), 0);
+  ck_assert_int_eq(evd_window_new(&c, 4, 1, 1, NULL), 0);
+  ck_assert(evd_window_same_state(a, b));
+  ck_assert(!evd_window_same_state(a, c)); /* another lookahead */
+  for (p = 1; p <= 9; p++) {
+    ck_assert_int_eq(evd_window_steps(a, &p, 1, 0, &slot, v, &n), 0);
+    ck_assert_int_eq(evd_window_steps(b, &p, 1, 0, &slot, v, &n), 0);
+  }
+  ck_assert(evd_window_same_state(a, b));
+  p = 10;
+  ck_assert_int_eq(evd_window_steps(b, &p, 1, 1, &slot, v, &n), 0);
+  ck_assert(!evd_window_same_state(a, b)); /* a draft more */
+  ck_assert_int_eq(evd_window_truncate(b, 10, v, &n), 0);
+  ck_assert(evd_window_same_state(a, b)); /* dropped again: as it was */
+  ck_assert_int_eq(evd_window_truncate(a, 9, v, &n), 0);
+  ck_assert_int_eq(evd_window_truncate(b, 9, v, &n), 0);
+  p = 9;
+  ck_assert_int_eq(evd_window_steps(a, &p, 1, 0, &slot, v, &n), 0);
+  ck_assert(evd_window_same_state(a, a));
+  ck_assert(!evd_window_same_state(a, b));
+  evd_window_free(a);
+  evd_window_free(b);
+  evd_window_free(c);
+}
+END_TEST
+
 START_TEST(random_engine_ops_match_model) {
   const char *env = getenv("EVD_SEED");
   uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : 20261203u;
@@ -1142,6 +1251,9 @@ static Suite *window_suite(void) {
   tcase_add_test(tc, truncate_into_the_sinks_repins);
   tcase_add_test(tc, restore_refuses_impossible_states);
   tcase_add_test(tc, prepare_then_restore_is_the_saved_window);
+  tcase_add_test(tc, runs_and_slot_back_match_at);
+  tcase_add_test(tc, ring_nth_is_the_order_slots_are_handed_out);
+  tcase_add_test(tc, same_state_compares_positions_slots_and_cursors);
   tcase_add_test(tc, random_engine_ops_match_model);
   suite_add_tcase(s, tc);
   return s;
