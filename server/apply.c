@@ -19,8 +19,8 @@ static int apply_logged(evd_api_t *api, evd_session_t *s, const evd_op_t *op) {
     break;
   default:
     r.op = EVD_RP_STEP;
-    r.tentative = (op->flags & EVD_RP_TENTATIVE) != 0;
-    r.has_arg = (op->flags & EVD_RP_COMMIT_ARG) != 0;
+    r.tentative = (op->flags & EVD_OP_TENTATIVE) != 0;
+    r.has_arg = (op->flags & EVD_OP_COMMIT_ARG) != 0;
     if (r.n == 0 && !r.has_arg)
       return EVD_ECORRUPT;
     for (i = 1; i < r.n; i++)

@@ -363,8 +363,8 @@ static const char *set_arrays(evd_table_t *table, evd_session_t *s,
   rp.slots = evd_u32s(rp.gone.v + r[3], r[1]);
   rp.pages_new = evd_u32s(rp.slots.v + r[1], r[4]);
   rp.pages_freed = evd_u32s(rp.pages_new.v + r[4], r[5]);
-  rp.sinks = w->sinks;
-  rp.last = w->last;
+  rp.sinks = evd_window_sinks(w);
+  rp.last = evd_window_last_slot(w);
   evd_replay_set(table, s, &rp);
   return NULL;
 }

@@ -135,7 +135,8 @@ static evd_apierr_t check(evd_api_t *api, const evd_window_t *w,
 
 /* ---- the request as a record ------------------------------------------ */
 
-/* The flags a replay record, its hash and a journaled step keep of r. */
+/* The flags a replay record and its hash keep of r (a journaled step keeps
+ * the file's own, EVD_OP_*, which record.h ties to these). */
 static inline uint8_t rp_flags(const evd__step_t *r) {
   return (uint8_t)((r->tentative ? EVD_RP_TENTATIVE : 0u) |
                    (r->op == EVD_RP_STEP && r->has_arg ? EVD_RP_COMMIT_ARG
@@ -373,7 +374,10 @@ static void journal_request(evd_api_t *api, const evd_session_t *s,
   } else if (r->op == EVD_RP_COMMIT) {
     op.type = EVD_OP_COMMIT;
   } else {
-    op.flags = rp_flags(r) | (created ? EVD_OP_CREATED : 0u);
+    /* The file's flags, spelled out (record.h ties them to these). */
+    op.flags = (r->tentative ? EVD_OP_TENTATIVE : 0u) |
+               (r->has_arg ? EVD_OP_COMMIT_ARG : 0u) |
+               (created ? EVD_OP_CREATED : 0u);
     op.type = op.flags == 0 ? EVD_OP_STEP : EVD_OP_STEP2;
     op.arg = rp_arg(r);
   }
