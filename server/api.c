@@ -177,13 +177,9 @@ static int h_put(evd__ctx_t *c) {
   json_t *root;
   int err;
 
-  perr = evd__parse_body(api, c->req, 1, &root, &message);
+  perr = evd__parse_body(api, c->req, 1, fields, &root, &message);
   if (perr != EVD_AE_OK)
     return evd__fail(c, perr, message);
-  if (!evd__only_fields(api, root, fields)) {
-    json_decref(root);
-    return evd__fail(c, EVD_AE_INVALID_FIELD, api->msg);
-  }
   perr = evd__session_config(api, root, &cfg, &message);
   json_decref(root);
   if (perr != EVD_AE_OK)
@@ -248,13 +244,9 @@ static int h_evict(evd__ctx_t *c) {
   uint32_t n;
   int err, has_budget;
 
-  perr = evd__parse_body(api, c->req, 1, &root, &message);
+  perr = evd__parse_body(api, c->req, 1, fields, &root, &message);
   if (perr != EVD_AE_OK)
     return evd__fail(c, perr, message);
-  if (!evd__only_fields(api, root, fields)) {
-    json_decref(root);
-    return evd__fail(c, EVD_AE_INVALID_FIELD, api->msg);
-  }
   v = json_object_get(root, "budget");
   has_budget = v != NULL;
   if (has_budget && !evd__is_int(api, v)) {
@@ -330,13 +322,9 @@ static int h_fork(evd__ctx_t *c) {
   json_t *root, *v;
   int err;
 
-  perr = evd__parse_body(api, c->req, 0, &root, &message);
+  perr = evd__parse_body(api, c->req, 0, fields, &root, &message);
   if (perr != EVD_AE_OK)
     return evd__fail(c, perr, message);
-  if (!evd__only_fields(api, root, fields)) {
-    json_decref(root);
-    return evd__fail(c, EVD_AE_INVALID_FIELD, api->msg);
-  }
   v = json_object_get(root, "into");
   if (!json_is_string(v)) {
     json_decref(root);

@@ -80,11 +80,12 @@ typedef struct evd__step_s {
 int evd__grow(uint32_t **p, size_t *cap, size_t n);
 
 /* Parses the body into a JSON object (*root; NULL for an empty body when
- * `optional`). Returns EVD_AE_OK or the error, with *message set when it
- * is not the default one. */
+ * `optional`) whose keys are all among `fields` (NULL-terminated; NULL:
+ * any). Returns EVD_AE_OK or the error, with *message set when it is not
+ * the default one; on an error nothing is left to free. */
 evd_apierr_t evd__parse_body(evd_api_t *api, const evd_request_t *req,
-                             int optional, json_t **root,
-                             const char **message);
+                             int optional, const char *const *fields,
+                             json_t **root, const char **message);
 
 /* 1 when every key of obj is one of the NULL-terminated names; else 0
  * with a message naming the first other key in api->msg. */

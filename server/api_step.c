@@ -15,7 +15,7 @@ int evd__h_step(evd__ctx_t *c) {
 
   if (evd__fast_step(c->api, c->req->body, c->req->body_len, &r))
     return evd__step_run(c->api, &r, 0, c->out);
-  err = evd__parse_body(c->api, c->req, 0, &root, &message);
+  err = evd__parse_body(c->api, c->req, 0, NULL, &root, &message);
   if (err == 0)
     err = evd__step_parse(c->api, root, 0, &r, &message);
   if (err != 0) {
@@ -82,13 +82,9 @@ int evd__h_batch(evd__ctx_t *c) {
     evd_buf_str(out, "]}");
     return 200;
   }
-  err = evd__parse_body(api, req, 0, &root, &message);
+  err = evd__parse_body(api, req, 0, fields, &root, &message);
   if (err != 0)
     return evd__fail(c, err, message);
-  if (!evd__only_fields(api, root, fields)) {
-    json_decref(root);
-    return evd__fail(c, EVD_AE_INVALID_FIELD, api->msg);
-  }
   steps = json_object_get(root, "steps");
   if (!json_is_array(steps)) {
     json_decref(root);
@@ -134,13 +130,9 @@ static int one_position_op(evd__ctx_t *c, uint8_t op, const char *field,
   evd_apierr_t perr;
   json_t *root, *v;
 
-  perr = evd__parse_body(api, c->req, 0, &root, &message);
+  perr = evd__parse_body(api, c->req, 0, fields, &root, &message);
   if (perr != EVD_AE_OK)
     return evd__fail(c, perr, message);
-  if (!evd__only_fields(api, root, fields)) {
-    json_decref(root);
-    return evd__fail(c, EVD_AE_INVALID_FIELD, api->msg);
-  }
   v = json_object_get(root, field);
   if (v == NULL) {
     snprintf(api->msg, sizeof api->msg, "\"%s\" is required.", field);

@@ -53,8 +53,8 @@ static uint32_t json_depth(const char *p, size_t n) {
  * when `optional`, else an error. Returns 0 or the error to answer; on
  * success *root is the object (NULL for an empty optional body). */
 evd_apierr_t evd__parse_body(evd_api_t *api, const evd_request_t *req,
-                             int optional, json_t **root,
-                             const char **message) {
+                             int optional, const char *const *fields,
+                             json_t **root, const char **message) {
   json_error_t jerr;
   json_t *j;
 
@@ -84,6 +84,11 @@ evd_apierr_t evd__parse_body(evd_api_t *api, const evd_request_t *req,
   if (!json_is_object(j)) {
     json_decref(j);
     return EVD_AE_INVALID_JSON;
+  }
+  if (fields != NULL && !evd__only_fields(api, j, fields)) {
+    json_decref(j);
+    *message = api->msg;
+    return EVD_AE_INVALID_FIELD;
   }
   *root = j;
   return EVD_AE_OK;

@@ -248,7 +248,7 @@ START_TEST(fast_step_agrees_with_general_path) {
     memcpy(fast.pos, api->pos + r.first, r.n * sizeof(uint32_t));
     req.body = t.s;
     req.body_len = t.n;
-    e = evd__parse_body(api, &req, 0, &root, &msg);
+    e = evd__parse_body(api, &req, 0, NULL, &root, &msg);
     if (e == EVD_AE_OK)
       e = evd__step_parse(api, root, 0, &slow, &msg);
     ck_assert_msg(e == EVD_AE_OK, "seed %" PRIu64 ": fast path accepted, "
@@ -308,7 +308,7 @@ START_TEST(fast_batch_agrees_with_general_path) {
     }
     req.body = t.s;
     req.body_len = t.n;
-    e = evd__parse_body(api, &req, 0, &root, &msg);
+    e = evd__parse_body(api, &req, 0, NULL, &root, &msg);
     ck_assert_msg(e == EVD_AE_OK, "seed %" PRIu64 ": batch body refused by "
                   "the general path: %.*s", seed, (int)t.n, t.s);
     steps = json_object_get(root, "steps");
