@@ -56,20 +56,8 @@ static void write_seeds(const char *dir) {
     abort();
   for (k = 0; k <= SF_STORY; k += 3) { /* the story's states as snapshots */
     evd_api_t *api = sf_api();
-    evd_buf_t p;
-    evd_op_t ops[2];
-    size_t n, o;
-    int i;
-    evd_buf_init(&p);
-    for (i = 0; i < k; i++) {
-      n = sf_story_ops(i, ops);
-      evd_buf_reset(&p, 0);
-      for (o = 0; o < n; o++)
-        evd_record_put_op(&p, &ops[o]);
-      if (sf_apply_payload(api, p.data, p.len, 2) != 0)
-        abort();
-    }
-    evd_buf_free(&p);
+    if (sf_story_apply(api, k) != 0)
+      abort();
     if (sf_snapshot_write(dirfd, evd_api_table(api), (uint64_t)k) != 0 ||
         sf_get(fs_dir, "snapshot", &b) != 0)
       abort();

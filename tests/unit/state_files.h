@@ -222,6 +222,26 @@ static inline int sf_apply_payload(evd_api_t *api, const void *p, size_t len,
   return sf_decode(p, len, version, evd_api_apply, api);
 }
 
+/* Applies the story's records [0, k) to api, as recovery would. Returns 0
+ * or the first error. */
+static inline int sf_story_apply(evd_api_t *api, int k) {
+  evd_op_t ops[2];
+  evd_buf_t p;
+  size_t n, o;
+  int i, err = 0;
+
+  evd_buf_init(&p);
+  for (i = 0; i < k && err == 0; i++) {
+    n = sf_story_ops(i, ops);
+    evd_buf_reset(&p, 0);
+    for (o = 0; o < n; o++)
+      evd_record_put_op(&p, &ops[o]);
+    err = sf_apply_payload(api, p.data, p.len, 2);
+  }
+  evd_buf_free(&p);
+  return err;
+}
+
 /* Snapshot of table at lsn into dirfd, and back into a fresh table. */
 static inline int sf_snapshot_write(int dirfd, const evd_table_t *t,
                                     uint64_t lsn) {

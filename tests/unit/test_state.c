@@ -197,21 +197,9 @@ END_TEST
 /* The state the story's records [0, k) make, applied directly. */
 static evd_api_t *story_state(int k) {
   evd_api_t *api = sf_api();
-  evd_op_t ops[2];
-  evd_buf_t p;
-  int i;
-  size_t n, o;
 
   ck_assert_ptr_nonnull(api);
-  evd_buf_init(&p);
-  for (i = 0; i < k; i++) {
-    n = sf_story_ops(i, ops);
-    evd_buf_reset(&p, 0);
-    for (o = 0; o < n; o++)
-      evd_record_put_op(&p, &ops[o]);
-    ck_assert_int_eq(sf_apply_payload(api, p.data, p.len, 2), 0);
-  }
-  evd_buf_free(&p);
+  ck_assert_int_eq(sf_story_apply(api, k), 0);
   return api;
 }
 
