@@ -1067,46 +1067,33 @@ def vllm_freed_blocks(n_computed, W, B):
 
 
 def check_vllm():
-    """For sinks 0 and single-position steps, the pages the model has
-    reported freed after stepping position n-1 are the blocks vLLM has freed
-    with W = budget + 1."""
+    """For sinks 0, the pages the model has reported freed (or transient)
+    once positions up to n-1 are stepped are the blocks vLLM has freed when
+    n tokens are computed, with W = budget + 1: one position per step, and
+    chunks of several (a prefill, a verify pass), whose blocks vLLM
+    allocates for the chunk and frees at its next schedule."""
     bad = []
-    for budget in (8, 13, 32):
-        for B in (1, 4, 16):
-            m = Model(budget, 0, 1, B)
-            freed = set()
-            for n in range(1, 201):
-                if n >= 2:
-                    err, ans = m.step([n - 1])
-                    assert err is None
-                    assert not set(ans["pages_new"]) & freed
-                    freed |= set(ans["pages_freed"])
-                want = vllm_freed_blocks(n, budget + 1, B)
-                if freed != want:
-                    bad.append(f"vllm budget {budget} B {B} n {n}: model freed "
-                               f"{sorted(freed)}, vLLM {sorted(want)}")
-                    break
-    # Chunks of several positions (a prefill, a verify pass): vLLM allocates
-    # every block a chunk writes and frees those out of the window at its
-    # next schedule, so the pages reported freed or transient so far are
-    # the blocks it has freed.
     rng = random.Random(5)
-    for budget in (3, 8, 13):
-        for B in (1, 2, 4, 16):
-            m = Model(budget, 0, 64, B)
-            gone, n = set(), 1
-            while n < 300 and not bad:
-                k = rng.choice([1, 1, 2, 5, 17, 40])
-                err, ans = m.step(list(range(n, n + k)))
-                assert err is None
-                n += k
-                assert not set(ans["pages_new"]) & gone
-                gone |= set(ans["pages_freed"]) | set(ans["pages_transient"])
-                want = vllm_freed_blocks(n, budget + 1, B)
-                if gone != want:
-                    bad.append(f"vllm chunks budget {budget} B {B} n {n}: "
-                               f"model freed or transient {sorted(gone)}, "
-                               f"vLLM {sorted(want)}")
+    walks = [(budget, B, 1, lambda: 1) for budget in (8, 13, 32)
+             for B in (1, 4, 16)]
+    walks += [(budget, B, 64, lambda: rng.choice([1, 1, 2, 5, 17, 40]))
+              for budget in (3, 8, 13) for B in (1, 2, 4, 16)]
+    for budget, B, L, chunk in walks:
+        m = Model(budget, 0, L, B)
+        gone, n = set(), 1
+        while n < 200:
+            k = chunk()
+            err, ans = m.step(list(range(n, n + k)))
+            assert err is None
+            n += k
+            assert not set(ans["pages_new"]) & gone
+            gone |= set(ans["pages_freed"]) | set(ans["pages_transient"])
+            want = vllm_freed_blocks(n, budget + 1, B)
+            if gone != want:
+                bad.append(f"vllm budget {budget} B {B} chunks up to {L}, n "
+                           f"{n}: model freed or transient {sorted(gone)}, "
+                           f"vLLM {sorted(want)}")
+                break
     return bad
 
 
