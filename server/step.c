@@ -266,51 +266,67 @@ static void write_list(evd_buf_t *out, const evd_replay_t *rp,
   evd_buf_chr(out, ']');
 }
 
-/* 1 when page p is in list l, whose values from *i on are ascending and
- * at or above the pages asked before; advances *i past the smaller ones. */
-static int list_has(const evd_replay_t *rp, const evd_u32s_t *l, uint32_t *i,
-                    uint32_t p) {
-  while (*i < l->n && evd_replay_at(rp, l, *i) < p)
-    (*i)++;
-  return *i < l->n && evd_replay_at(rp, l, *i) == p;
+/* The i-th value of a list that is never a ring of slots (victims, pages):
+ * an array, or a run from `first`. */
+static inline uint32_t plain_at(const evd_u32s_t *l, uint32_t i) {
+  return l->v != NULL ? l->v[i] : l->first + i;
 }
 
-/* Writes the transient pages of a record as a JSON array: the pages of
- * its victims that are neither new nor freed, those of the first and the
- * last victim only when the record's bits say so (EVD_RP_FIRST_TRANSIENT).
- * O(victims + pages): a run of victims is walked page by page. */
+/* 1 when page p is in the page list l, whose values from *i on are
+ * ascending and at or above the pages asked before; advances *i past the
+ * smaller ones. A run answers at once. */
+static inline int has_page(const evd_u32s_t *l, uint32_t *i, uint32_t p) {
+  if (l->v == NULL)
+    return p - l->first < l->n;
+  while (*i < l->n && l->v[*i] < p)
+    (*i)++;
+  return *i < l->n && l->v[*i] == p;
+}
+
+/* Writes ,"pages_transient":[...] for a record: the pages of its victims
+ * that are neither new nor freed, those of the first and the last victim
+ * only when the record's bits say so (EVD_RP_FIRST_TRANSIENT). O(victims +
+ * pages): a run of victims is walked page by page. */
 static void write_transient(evd_buf_t *out, const evd_replay_t *rp,
                             uint32_t page_size) {
+  static const char key[] = ",\"pages_transient\":[]";
   const evd_u32s_t *v = &rp->victims;
   uint32_t i = 0, in = 0, ifr = 0, first, last, p;
   int more = 0;
 
-  evd_buf_chr(out, '[');
-  if (v->n > 0) {
-    first = evd_replay_at(rp, v, 0) / page_size;
-    last = evd_replay_at(rp, v, v->n - 1) / page_size;
-    for (p = first;;) {
-      if (((p != first || (rp->ends & EVD_RP_FIRST_TRANSIENT)) &&
-           (p != last || (rp->ends & EVD_RP_LAST_TRANSIENT))) &&
-          !list_has(rp, &rp->pages_new, &in, p) &&
-          !list_has(rp, &rp->pages_freed, &ifr, p)) {
-        if (more)
-          evd_buf_chr(out, ',');
-        evd_buf_u32(out, p);
-        more = 1;
-      }
-      if (p == last)
-        break;
-      if (v->v == NULL) { /* a run: every page up to the last has victims */
-        p++;
-      } else {
-        while (evd_replay_at(rp, v, i) / page_size == p)
-          i++;
-        p = evd_replay_at(rp, v, i) / page_size;
-      }
+  /* Without victims, or with no page between the edges and neither edge's
+   * bit (every decode step), there are none. */
+  if (v->n == 0)
+    goto none;
+  first = plain_at(v, 0) / page_size;
+  last = plain_at(v, v->n - 1) / page_size;
+  if (rp->ends == 0 && last - first <= 1)
+    goto none;
+  evd_buf_add(out, key, sizeof key - 2);
+  for (p = first;;) {
+    if ((p != first || (rp->ends & EVD_RP_FIRST_TRANSIENT)) &&
+        (p != last || (rp->ends & EVD_RP_LAST_TRANSIENT)) &&
+        !has_page(&rp->pages_new, &in, p) &&
+        !has_page(&rp->pages_freed, &ifr, p)) {
+      if (more)
+        evd_buf_chr(out, ',');
+      evd_buf_u32(out, p);
+      more = 1;
+    }
+    if (p == last)
+      break;
+    if (v->v == NULL) { /* a run: every page up to the last has victims */
+      p++;
+    } else {
+      while (v->v[i] / page_size == p)
+        i++;
+      p = v->v[i] / page_size;
     }
   }
   evd_buf_chr(out, ']');
+  return;
+none:
+  evd_buf_add(out, key, sizeof key - 1);
 }
 
 static void write_answer(evd_buf_t *out, const evd_replay_t *rp,
@@ -346,7 +362,6 @@ static void write_answer(evd_buf_t *out, const evd_replay_t *rp,
     write_list(out, rp, &rp->pages_new);
     evd_buf_add(out, ",\"pages_freed\":", 15);
     write_list(out, rp, &rp->pages_freed);
-    evd_buf_add(out, ",\"pages_transient\":", 19);
     write_transient(out, rp, page_size);
   }
   if (replayed)
