@@ -1,5 +1,6 @@
 /* API unit tests of the engine workflows: lookahead and pages, drafts and
- * commit, truncate, fork, and replay records of runs; part of build/test_api. */
+ * commit, truncate, fork, and the replay records of runs; part of
+ * build/test_api. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
