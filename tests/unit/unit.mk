@@ -42,6 +42,10 @@ UNIT_API_SRC := tests/unit/api_harness.c tests/unit/test_api_step.c \
   tests/unit/test_api_reaper.c
 $(B)/test_api: $(UNIT_API_SRC)
 
+# test_session: the table's cases (test_session.c), and its randomized run
+# against plain arrays.
+$(B)/test_session: tests/unit/test_session_model.c
+
 # Allocation failures: the daemon's calls to malloc, realloc and calloc go
 # through the test's wrappers, which fail the one it names.
 TEST_PROGS += $(B)/test_oom
