@@ -22,7 +22,7 @@ static inline int evd_check_run(Suite *const *suites, size_t n,
     srunner_add_suite(sr, suites[i]);
   if (fork != CK_FORK_GETENV)
     srunner_set_fork_status(sr, fork);
-  srunner_run_all(sr, CK_NORMAL);
+  srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY, default normal */
   failed = srunner_ntests_failed(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
