@@ -42,6 +42,31 @@ void tc_rmdir(const char *dir);
 /* Milliseconds on the monotonic clock. */
 long tc_now_ms(void);
 
+/* A step of session over pos[0..n), every other field zero. Inline: the
+ * tests fill pos after making the step, which gcc takes for a read of
+ * uninitialized memory when it cannot see that only the pointer is kept. */
+static inline evd_step_t tc_step(const char *session, const uint32_t *pos,
+                                 size_t n) {
+  evd_step_t s = {0};
+  s.session = session;
+  s.positions = pos;
+  s.n_positions = n;
+  return s;
+}
+
+/* Asserts that list l holds exactly the given positions (EXPECT) or none
+ * (EMPTY). */
+#define LIST(...) ((const uint32_t[]){__VA_ARGS__})
+#define N(...) (sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
+#define EXPECT(l, ...) tc_expect_list((l), LIST(__VA_ARGS__), N(__VA_ARGS__), #l)
+#define EMPTY(l) tc_expect_list((l), NULL, 0, #l)
+
+/* The "client" suite's "daemon" case is test_client.c's operations, then
+ * these files' tests, each in its file's order. */
+void tc_add_pages_tests(TCase *tc);
+void tc_add_refusal_tests(TCase *tc);
+void tc_add_transport_tests(TCase *tc);
+
 Suite *vectors_suite(void);
 Suite *faults_suite(void);
 Suite *restart_suite(void);

@@ -53,9 +53,13 @@ $(FUZZ_B)/ref.o: $(FUZZ_REF_OBJ)
 	rm -f $@.tmp
 endif
 
-$(FUZZ_B)/fuzz_api: tests/fuzz/fuzz_api.c $(FUZZ_OBJ) $(FUZZ_TWIN) $(HEADERS)
+# The harness is fuzz_api.c and its parts fuzz_api_*.c (fuzz_api.h).
+FUZZ_API_SRC  := $(sort $(wildcard tests/fuzz/fuzz_api*.c))
+
+$(FUZZ_B)/fuzz_api: $(FUZZ_API_SRC) tests/fuzz/fuzz_api.h $(FUZZ_OBJ) \
+    $(FUZZ_TWIN) $(HEADERS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_DIFF) -fsanitize=fuzzer $(PKG_CFLAGS) \
-	  -o $@ $< $(FUZZ_OBJ) $(FUZZ_TWIN) $(PKG_LIBS)
+	  -o $@ $(FUZZ_API_SRC) $(FUZZ_OBJ) $(FUZZ_TWIN) $(PKG_LIBS)
 
 fuzz-build: fuzz-deps
 	@$(MAKE) --no-print-directory $(FUZZ_B)/fuzz_api
@@ -127,7 +131,7 @@ fuzz-cov: fuzz-deps fuzz-corpus
 	@mkdir -p $(FUZZ_B)/cov
 	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O0 -g -Iinclude -DEVD_FUZZ_STANDALONE \
 	  -DEVD_VERSION='"$(VERSION)"' -fprofile-instr-generate -fcoverage-mapping \
-	  $(PKG_CFLAGS) -o $(FUZZ_B)/cov/fuzz_api_cov tests/fuzz/fuzz_api.c \
+	  $(PKG_CFLAGS) -o $(FUZZ_B)/cov/fuzz_api_cov $(FUZZ_API_SRC) \
 	  $(DAEMON_SRC) $(CORE_SRC) $(PKG_LIBS)
 	@rm -f $(FUZZ_B)/cov/*.profraw
 	@find $(FUZZ_B)/seeds $(FUZZ_B)/corpus -type f | sort | \
