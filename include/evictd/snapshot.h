@@ -40,6 +40,11 @@ _Static_assert(EVD_SNAP_OP_STEP == EVD_RP_STEP &&
 _Static_assert(EVD_SNAP_TENTATIVE == EVD_RP_TENTATIVE &&
                    EVD_SNAP_COMMIT_ARG == EVD_RP_COMMIT_ARG,
                "snapshot step flags are on disk: keep EVD_RP_* 1 and 2");
+/* The runs form writes the session's replay area word for word (see
+ * replay.c for its layout): its size is part of the format too. */
+_Static_assert(EVD__RP_WORDS == 7 && EVD__RP_WORDS_PAGED == 11,
+               "a snapshot's runs form is 7 or 11 area words: a new layout "
+               "needs a new snapshot version");
 _Static_assert(EVD_SNAP_FIRST_TRANSIENT == EVD_RP_FIRST_TRANSIENT &&
                    EVD_SNAP_LAST_TRANSIENT == EVD_RP_LAST_TRANSIENT,
                "transient page bits are on disk: keep EVD_RP_* 1 and 2");
