@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,4 +20,17 @@ int cli_number(const char *who, const char *name, const char *arg,
   }
   *out = v;
   return 0;
+}
+
+int cli_say(int rc, const char *who, const char *help, const char *fmt, ...) {
+  va_list ap;
+
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", who);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  if (help != NULL)
+    fprintf(stderr, "(%s lists the options)\n", help);
+  va_end(ap);
+  return rc;
 }

@@ -10,4 +10,10 @@ int cli_number(const char *who, const char *name, const char *arg,
                unsigned long long lo, unsigned long long hi,
                unsigned long long *out);
 
+/* Prints "WHO: MESSAGE" on stderr, then, when `help` is not NULL, a line
+ * saying that "HELP" lists the options, and returns rc: every command's
+ * refusals (rc 2) and failures (rc 1) read alike. */
+int cli_say(int rc, const char *who, const char *help, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

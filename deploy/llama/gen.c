@@ -2,7 +2,6 @@
  * prompt, opens the evictd session, sizes llama.cpp's contexts from it,
  * runs the decode phases of loop.c, prints the text and cleans up. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +13,6 @@
 /* evictd's longest session id. */
 #define SESSION_MAX 128
 
-int gen_fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("evictd-llama: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
 
 int gen_evd_fail(gen_t *g, const char *what, const char *session) {
   const evd_client_err_t *e = evd_client_error(g->ev);

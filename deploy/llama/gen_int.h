@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "dump.h"
+#include "cli.h"
 #include "evictd/client.h"
 #include "gen.h"
 #include "lm.h"
@@ -65,7 +66,7 @@ typedef struct gen_s {
 } gen_t;
 
 /* Prints "evictd-llama: " and the message on stderr; returns 1. */
-int gen_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define gen_fail(...) cli_say(1, "evictd-llama", NULL, __VA_ARGS__)
 
 /* The last client error, as a sentence about `what` (e.g. "the step"), of
  * `session` when not NULL; returns 1. */

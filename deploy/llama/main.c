@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,15 +109,7 @@ static const struct option longopts[] = {
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0}};
 
-__attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("evictd-llama: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputs("\n(evictd-llama --help lists the options)\n", stderr);
-  va_end(ap);
-  return 2;
-}
+#define bad(...) cli_say(2, "evictd-llama", "evictd-llama --help", __VA_ARGS__)
 
 static int version(void) {
   printf("evictd-llama %s (llama.cpp %s)\n", EVD_CLIENT_VERSION,

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -87,25 +86,11 @@ typedef struct seq_s {
   bool created;
 } seq_t;
 
-__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("evictd-llama perplexity: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
+#define fail(...) cli_say(1, "evictd-llama perplexity", NULL, __VA_ARGS__)
 
-__attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("evictd-llama perplexity: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputs("\n(evictd-llama perplexity --help lists the options)\n", stderr);
-  va_end(ap);
-  return 2;
-}
+#define bad(...)                                                          \
+  cli_say(2, "evictd-llama perplexity", "evictd-llama perplexity --help",    \
+          __VA_ARGS__)
 
 static int number(const char *name, const char *arg, unsigned long long lo,
                   unsigned long long hi, uint32_t *out) {

@@ -11,7 +11,6 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,16 +84,7 @@ static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("evictd-llama serve: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
+#define fail(...) cli_say(1, "evictd-llama serve", NULL, __VA_ARGS__)
 
 /* A listening socket on addr; its address as bound in `bound`. */
 static int listen_on(const char *addr, char *bound, size_t blen) {
