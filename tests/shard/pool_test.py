@@ -17,16 +17,15 @@ Usage: pool_test.py [path/to/evictd]  (default: $EVICTD_BIN). Needs nginx.
 import asyncio
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "clients", "python"))
 
-from shard_test import Conn, Daemon, Fail, expect, start_nginx  # noqa: E402
+from shard_test import (Conn, Daemon, Fail, expect, harness_main,  # noqa: E402
+                        start_nginx, stop_all)
 from evictd_client import EvictdClient, StepResult  # noqa: E402
 from evictd_pool import EvictdPool, InstanceFailed, Unroutable  # noqa: E402
 from evictd_pool_aio import AsyncEvictdPool  # noqa: E402
@@ -206,36 +205,11 @@ def run(binary, nginx, tmp):
         check_instance_down(daemons, urls, addrs, routed, items)
         check_pool_of_one(daemons[0])
     finally:
-        if nginx_proc is not None:
-            nginx_proc.terminate()
-            nginx_proc.wait(10)
-        for d in daemons:
-            try:
-                d.stop()
-            except Fail:
-                pass
+        stop_all(nginx_proc, daemons)
 
 
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("EVICTD_BIN")
-    if not binary or not os.access(binary, os.X_OK):
-        print("pool_test: no evictd binary (argument or EVICTD_BIN)", file=sys.stderr)
-        return 2
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not os.access(nginx, os.X_OK):
-        print("pool_test: nginx is not installed", file=sys.stderr)
-        return 2
-    tmp = tempfile.mkdtemp(prefix="evictd-pool.")
-    os.chmod(tmp, 0o755)
-    try:
-        run(binary, nginx, tmp)
-    except Fail as e:
-        print(f"pool_test: FAIL {e}", file=sys.stderr)
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("pool: ok")
-    return 0
+    return harness_main("pool", run)
 
 
 if __name__ == "__main__":

@@ -366,44 +366,57 @@ def run(binary, nginx, tmp):
         print(f"shard: restarted {victim} without state: its {len(mine)} sessions "
               f"are reported lost (404), the other {len(others)} continued")
     finally:
-        if nginx_proc is not None:
-            nginx_proc.terminate()
-            try:
-                nginx_proc.wait(10)
-            except subprocess.TimeoutExpired:
-                nginx_proc.kill()
-                nginx_proc.wait()
-        for d in daemons:
-            try:
-                d.stop()
-            except Fail:
-                pass
+        stop_all(nginx_proc, daemons)
 
 
-def main():
+def stop_all(nginx_proc, daemons):
+    """Stops nginx (killed if it does not stop in 10 s) and the daemons."""
+    if nginx_proc is not None:
+        nginx_proc.terminate()
+        try:
+            nginx_proc.wait(10)
+        except subprocess.TimeoutExpired:
+            nginx_proc.kill()
+            nginx_proc.wait()
+    for d in daemons:
+        try:
+            d.stop()
+        except Fail:
+            pass
+
+
+def harness_main(name, run):
+    """The main() of a test behind nginx: the daemon binary (argument or
+    EVICTD_BIN) and nginx checked, run(binary, nginx, tmp) in a fresh
+    directory, its logs shown when it fails. Returns the exit status."""
     binary = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("EVICTD_BIN")
     if not binary or not os.access(binary, os.X_OK):
-        print("shard_test: no evictd binary (argument or EVICTD_BIN)", file=sys.stderr)
+        print(f"{name}_test: no evictd binary (argument or EVICTD_BIN)",
+              file=sys.stderr)
         return 2
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.access(nginx, os.X_OK):
-        print("shard_test: nginx is not installed", file=sys.stderr)
+        print(f"{name}_test: nginx is not installed", file=sys.stderr)
         return 2
-    tmp = tempfile.mkdtemp(prefix="evictd-shard.")
+    tmp = tempfile.mkdtemp(prefix=f"evictd-{name}.")
     os.chmod(tmp, 0o755)  # nginx workers drop to another user when run as root
     try:
         run(binary, nginx, tmp)
     except Fail as e:
-        print(f"shard_test: FAIL {e}", file=sys.stderr)
-        for name in sorted(os.listdir(tmp)):
-            if name.endswith(".log"):
-                print(f"--- {name}\n" + open(os.path.join(tmp, name)).read()[-1500:],
+        print(f"{name}_test: FAIL {e}", file=sys.stderr)
+        for log in sorted(os.listdir(tmp)):
+            if log.endswith(".log"):
+                print(f"--- {log}\n" + open(os.path.join(tmp, log)).read()[-1500:],
                       file=sys.stderr)
         return 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("shard: ok")
+    print(f"{name}: ok")
     return 0
+
+
+def main():
+    return harness_main("shard", run)
 
 
 if __name__ == "__main__":
