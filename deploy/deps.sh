@@ -28,6 +28,8 @@ for group in "$@"; do
     # on PATH (another vendor's nodejs package conflicts with Debian's npm).
     node)  command -v node >/dev/null && command -v npm >/dev/null ||
              want+=(nodejs npm) ;;
+    # llama.cpp's source arrives as a git bundle (deploy/llama/llama-source.sh).
+    git)   want+=(git ca-certificates) ;;
     *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
   esac
 done

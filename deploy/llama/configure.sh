@@ -4,15 +4,14 @@
 #
 #   deploy/llama/configure.sh OUTDIR
 #
-# Where llama.cpp comes from, first match wins:
+# Where llama.cpp comes from:
 #   LLAMA_CPP_SRC=DIR         a llama.cpp source tree (built here, cached)
 #   LLAMA_CPP_SRC=FILE.tar.gz a tarball of one (extracted here, cached)
 #   LLAMA_CPP_SRC=pkg-config  an installed libllama (pkg-config llama)
-#   ../shared/third_party/llama.cpp-*.tar.gz beside the repository
-#   an installed libllama (pkg-config llama, e.g. llama.cpp's cmake install)
-# The build uses the flags of the third_party README (CPU, shared libraries,
-# no tools) and lands in OUTDIR/build; a second run with the same source
-# reuses it.
+#   (unset)                   the pinned npm package's source (llama.cpp.pin,
+#                             fetched by llama-source.sh into OUTDIR/npm)
+# The build is CPU-only, shared libraries, no tools, and lands in
+# OUTDIR/build; a second run with the same source reuses it.
 set -euo pipefail
 out=${1:?usage: configure.sh OUTDIR}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,7 +22,7 @@ say() { echo "evictd-llama: $*" >&2; }
 
 src=${LLAMA_CPP_SRC:-}
 if [ -z "$src" ]; then
-  src=$(ls "$repo"/../shared/third_party/llama.cpp-*.tar.gz 2>/dev/null | head -n 1 || true)
+  src=$("$repo/deploy/llama/llama-source.sh" "$out/npm")
 fi
 
 tree= version= cflags= libs= gguf_py=
@@ -72,7 +71,7 @@ check_header() {
       *" llama_memory_seq_rm "*)
         say "that llama.cpp predates its memory API (llama_memory_seq_rm"
         say "replaced llama_kv_self_seq_rm in mid-2025); use a newer one,"
-        say "e.g. the tarball in ../shared/third_party (commit 81ff7abe)" ;;
+        say "e.g. the pinned one (leave LLAMA_CPP_SRC unset)" ;;
     esac
     exit 1
   fi
@@ -111,8 +110,8 @@ if [ -n "$tree" ]; then
   cflags="-I$tree/include -I$tree/ggml/include"
   libs="-L$out/build/bin -Wl,-rpath,$out/build/bin -lllama -lggml -lggml-base"
   gguf_py="$tree/gguf-py"
-elif pkg-config --exists llama 2>/dev/null; then
-  # gguf-py then comes from GGUF_PY, or Python's own gguf package.
+else
+  # LLAMA_CPP_SRC=pkg-config: gguf-py then comes from GGUF_PY, or Python's own gguf package.
   inc=$(pkg-config --variable=includedir llama)
   check_header "$inc/llama.h"
   cflags=$(pkg-config --cflags llama)
@@ -125,11 +124,6 @@ elif pkg-config --exists llama 2>/dev/null; then
   libs="$libs -Wl,--disable-new-dtags,-rpath,$libdir"
   version="installed libllama $(pkg-config --modversion llama)"
   gguf_py=${GGUF_PY:-}
-else
-  say "no llama.cpp: set LLAMA_CPP_SRC to a llama.cpp source tree or"
-  say "tarball, put llama.cpp-*.tar.gz in ../shared/third_party, or"
-  say "install libllama with its pkg-config file (llama.pc)"
-  exit 1
 fi
 
 cat >"$out/config.mk.tmp" <<EOF

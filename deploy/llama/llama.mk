@@ -1,7 +1,7 @@
 # evictd-llama (deploy/llama/): llama.cpp with its KV cache kept by evictd,
 # through the C client. `make evictd-llama` finds or builds llama.cpp
-# (deploy/llama/configure.sh: LLAMA_CPP_SRC=, the tarball in
-# ../shared/third_party, or an installed libllama) and builds
+# (deploy/llama/configure.sh: LLAMA_CPP_SRC=, else the pinned npm package's
+# source, deploy/llama/llama.cpp.pin) and builds
 # $(B)/evictd-llama; `make gguf` writes deploy/model's weights as GGUF;
 # `make e2e-llamacpp` checks every logit llama.cpp computes under evictd's
 # answers against a PyTorch reference (tests/llamacpp); `make bench-llama`
@@ -10,9 +10,6 @@
 LLAMA_OUT := $(B)/llama
 LLAMA_SRC := $(wildcard deploy/llama/*.c)
 LLAMA_HDR := $(wildcard deploy/llama/*.h) include/evictd/client.h
-# Is there a llama.cpp to build against? (CI has the tarball beside the
-# repository; elsewhere e2e-llamacpp says why it skips.)
-LLAMA_AVAILABLE = $(or $(LLAMA_CPP_SRC),$(wildcard ../shared/third_party/llama.cpp-*.tar.gz),$(shell pkg-config --exists llama 2>/dev/null && echo installed))
 
 .PHONY: evictd-llama gguf e2e-llamacpp bench-llama perplexity
 
@@ -61,11 +58,10 @@ gguf: evictd-llama
 	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  llama-models
 
+# Never skipped: a llama.cpp that cannot be had (no npm registry, no
+# LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
-	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \
-	  echo "e2e-llamacpp: skipped: no llama.cpp here (no LLAMA_CPP_SRC, no ../shared/third_party/llama.cpp-*.tar.gz, no installed libllama)"; \
-	  exit 0; fi; \
-	deploy/deps.sh build e2e llama && \
+	@deploy/deps.sh build e2e llama && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
@@ -86,10 +82,7 @@ e2e-llamacpp:
 	  /usr/bin/python3 tests/llamacpp/test_serve.py -v
 
 bench-llama:
-	@if [ -z "$(LLAMA_AVAILABLE)" ]; then \
-	  echo "bench-llama: skipped: no llama.cpp here (see e2e-llamacpp)"; \
-	  exit 0; fi; \
-	deploy/deps.sh build bench llama && \
+	@deploy/deps.sh build bench llama && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  $(LLAMA_OUT)/random-100M.gguf && \

@@ -4,7 +4,8 @@
 # after `make gguf` (make does both).
 #   deploy/llamacpp/build-image.sh TAG MODEL.gguf [IIDFILE]
 # Where llama.cpp comes from, as for `make evictd-llama`: LLAMA_CPP_SRC (a
-# source tree, or a tarball), else ../shared/third_party. It goes in as the
+# source tree, or a tarball), else the pinned npm package's source
+# (deploy/llama/llama-source.sh, cached in $B/llama/npm). It goes in as the
 # build context `llamacpp`; the model as the context `models`, staged in
 # $B/image/models (B defaults to build).
 set -euo pipefail
@@ -17,8 +18,7 @@ say() { echo "engine-image: $*" >&2; }
 src=${LLAMA_CPP_SRC:-}
 args=()
 if [ -z "$src" ]; then
-  src=$(ls ../shared/third_party/llama.cpp-*.tar.gz 2>/dev/null | head -n 1 || true)
-  [ -n "$src" ] || { say "no llama.cpp: set LLAMA_CPP_SRC to a llama.cpp source tree or tarball"; exit 1; }
+  src=$(deploy/llama/llama-source.sh "$b/llama/npm")
 fi
 if [ -d "$src" ]; then
   [ -f "$src/include/llama.h" ] || { say "$src is not a llama.cpp source tree (no include/llama.h)"; exit 1; }

@@ -618,7 +618,13 @@ class Installed(unittest.TestCase):
         with open(pc, "w") as f:
             f.write(text.replace(default, prefix))
         out = os.path.join(TMP.name, "inst-build")
-        env = dict(os.environ, LLAMA_CPP_SRC="pkg-config",
+        # A make of its own: `make e2e-llamacpp LLAMA_CPP_SRC=...` hands its
+        # command-line variables down through MAKEFLAGS, and they would
+        # override this environment's LLAMA_CPP_SRC.
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES",
+                            "MAKELEVEL")}
+        env.update(LLAMA_CPP_SRC="pkg-config",
                    PKG_CONFIG_PATH=os.path.dirname(pc))
         p = subprocess.run(["make", "--no-print-directory", "B=" + out,
                             "evictd-llama"], cwd=REPO, env=env,
