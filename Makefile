@@ -11,7 +11,7 @@ OPT     ?= -O2
 SAN     ?=
 PKGS    := libuv libmicrohttpd jansson gnutls
 CFLAGS  ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) $(SAN) -Iinclude
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) $(SAN) -Iinclude -iquote server
 LDFLAGS += $(SAN)
 VERSION := 0.1.0
 
@@ -47,9 +47,13 @@ BUILD_ALL  := $(B)/evictd $(B)/evictd-core.a $(B)/bench_window
 # the rules below, which list those variables as prerequisites.
 test-more::
 	@true
--include $(sort $(wildcard tests/*/*.mk deploy/*.mk deploy/*/*.mk server/*/*.mk))
+-include $(sort $(wildcard tests/*/*.mk deploy/*.mk deploy/*/*.mk deploy/*/*/*.mk server/*/*.mk))
 
-all: deps build-all
+# `all` builds the test programs too, so it needs the test packages (Check)
+# as well; they are installed before anything is built, also under -j.
+all:
+	@deploy/deps.sh build test
+	@$(MAKE) --no-print-directory build-all
 
 .PHONY: build-all
 build-all: $(BUILD_ALL) $(TEST_PROGS)
@@ -97,7 +101,7 @@ asan: deps-test
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  build-all test-check-programs test-durability
 
-bench: deps
+bench: deps-test
 	@deploy/deps.sh bench
 	@$(MAKE) --no-print-directory build-all
 	tests/bench/core.sh $(B)/bench_window

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Checks what yamllint cannot: that deploy/kubernetes.yaml, deploy/compose.yaml,
-the Dockerfile (evictd) and deploy/llamacpp/Dockerfile (the engine) agree
+the Dockerfile (evictd) and deploy/llama/image/Dockerfile (the engine) agree
 with each other and keep their promises.
 
 - Each image runs as a numeric non-root user, the same one (evictd's socket
@@ -215,12 +215,12 @@ def compose(uid, sock, k_engine, k_evictd):
 
 def main():
     uid, _, evictd_text = dockerfile("Dockerfile", "/healthz")
-    engine_uid, cmd, engine_text = dockerfile("deploy/llamacpp/Dockerfile", "/health")
-    check(engine_uid == uid, f"deploy/llamacpp/Dockerfile: USER {engine_uid}, evictd's is {uid}")
+    engine_uid, cmd, engine_text = dockerfile("deploy/llama/image/Dockerfile", "/health")
+    check(engine_uid == uid, f"deploy/llama/image/Dockerfile: USER {engine_uid}, evictd's is {uid}")
     url = flag(cmd, "--evictd") or ""
-    check(url.startswith("unix:"), "deploy/llamacpp/Dockerfile: CMD --evictd is not a unix: URL")
+    check(url.startswith("unix:"), "deploy/llama/image/Dockerfile: CMD --evictd is not a unix: URL")
     sock = url[5:]
-    for path, text in (("Dockerfile", evictd_text), ("deploy/llamacpp/Dockerfile", engine_text)):
+    for path, text in (("Dockerfile", evictd_text), ("deploy/llama/image/Dockerfile", engine_text)):
         check(makes_dir(text, os.path.dirname(sock)),
               f"{path}: does not create {os.path.dirname(sock)} (a fresh volume takes its owner)")
     k_engine, k_evictd = kubernetes(uid, sock)

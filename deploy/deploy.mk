@@ -34,7 +34,7 @@ uninstall::
 	  $(DESTDIR)$(MANDIR)/man8/evictd.8 \
 	  $(DESTDIR)$(UNITDIR)/evictd.service
 
-# The evictd image alone, then the pair (deploy/llamacpp/llamacpp.mk).
+# The evictd image alone, then the pair (deploy/llama/image/image.mk).
 image-test:
 	deploy/image-test.sh
 	@$(MAKE) --no-print-directory pair-test

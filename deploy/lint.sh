@@ -23,7 +23,7 @@ yamllint -s -d '{extends: default, rules: {comments-indentation: disable}}' \
 /usr/bin/python3 deploy/check-manifests.py
 # The deployment and container scripts: shellcheck's warnings and errors
 # (its style notes are left alone).
-shellcheck -S warning deploy/*.sh deploy/llamacpp/*.sh
+shellcheck -S warning deploy/*.sh deploy/llama/image/*.sh
 
 # The man page documents exactly the flags and variables of --help.
 "$bin" --help >"$tmp/help"

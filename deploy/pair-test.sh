@@ -10,7 +10,7 @@
 # the file brought evictd back with its state volume (the request's session
 # restored, not created again) and that the stream went on to the end with
 # the text of the uninterrupted run.
-# Builds the evictd image and the engine image first (deploy/llamacpp/
+# Builds the evictd image and the engine image first (deploy/llama/image/
 # build-image.sh; `make pair-test` makes the GGUF before). Run as root
 # from the repository; every pod, container and volume is removed on exit.
 # Environment: PROMPT, N (tokens to predict), KILL_AFTER (pieces streamed
@@ -77,7 +77,7 @@ trap 'exit 130' INT TERM
 say "building $evictd_image and $engine_image"
 podman build --isolation=chroot --format docker -t "$evictd_image" . \
   >"$tmp/build-evictd.log" 2>&1 || { tail -n 30 "$tmp/build-evictd.log"; fail "podman build $evictd_image"; }
-B=$b deploy/llamacpp/build-image.sh "$engine_image" "$b/llama/evictd-lm.gguf" \
+B=$b deploy/llama/image/build-image.sh "$engine_image" "$b/llama/evictd-lm.gguf" \
   >"$tmp/build-engine.log" 2>&1 || { tail -n 30 "$tmp/build-engine.log"; fail "engine image"; }
 grep '^engine-image: built' "$tmp/build-engine.log" | sed 's/^/pair-test: /'
 # The engine needs `evictd-llama serve` (issue 17, point 1).

@@ -2,7 +2,7 @@
  * that move a window are in api_step.c), and the one entry point that
  * dispatches a request. Responses are written straight into the caller's
  * buffer; nothing here knows about sockets. */
-#include "evictd/api.h"
+#include "api.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -11,8 +11,8 @@
 #include <strings.h>
 
 #include "api_int.h"
-#include "evictd/log.h"
-#include "evictd/pages.h"
+#include "log.h"
+#include "pages.h"
 
 void evd_config_defaults(evd_config_t *c) {
   memset(c, 0, sizeof *c);

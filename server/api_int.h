@@ -7,10 +7,10 @@
 
 #include <jansson.h>
 
-#include "evictd/api.h"
-#include "evictd/apierr.h"
-#include "evictd/journal.h"
-#include "evictd/metrics.h"
+#include "api.h"
+#include "apierr.h"
+#include "journal.h"
+#include "metrics.h"
 
 struct evd_api_s {
   evd_config_t cfg;

@@ -1,5 +1,5 @@
 /* The error table: status, code and default message of every API error. */
-#include "evictd/apierr.h"
+#include "apierr.h"
 
 #include <string.h>
 

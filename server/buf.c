@@ -1,11 +1,11 @@
 /* Growable byte buffer with a sticky out-of-memory flag, and the few JSON
  * writers the responses need. */
-#include "evictd/buf.h"
+#include "buf.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "evictd/error.h"
+#include "error.h"
 
 void evd_buf_init(evd_buf_t *b) {
   b->data = NULL;

@@ -2,7 +2,7 @@
  * where the CPU has it (8 bytes an instruction: loading a snapshot of
  * gigabytes is bound by it otherwise), else by tables, 8 bytes at a time
  * (slicing by 8). */
-#include "evictd/crc.h"
+#include "crc.h"
 
 #include <string.h>
 

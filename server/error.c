@@ -1,5 +1,5 @@
 /* Names for the EVD_E* error codes. */
-#include "evictd/error.h"
+#include "error.h"
 
 const char *evd_strerror(int err) {
   switch (err) {

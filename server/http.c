@@ -2,7 +2,7 @@
  * limit, and the single place where an API reply becomes an HTTP response.
  * Handlers answer on the access handler's final call (after the body), never
  * its first, which keeps connections alive. */
-#include "evictd/http.h"
+#include "http.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "evictd/apierr.h"
-#include "evictd/journal.h"
-#include "evictd/log.h"
-#include "evictd/metrics.h"
-#include "evictd/queue.h"
+#include "apierr.h"
+#include "journal.h"
+#include "log.h"
+#include "metrics.h"
+#include "queue.h"
 
 /* Buffers above this are freed after each request, so that one large
  * request does not pin memory to an idle connection. */

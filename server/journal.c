@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "evictd/log.h"
-#include "evictd/record.h"
-#include "evictd/snapshot.h"
+#include "log.h"
+#include "record.h"
+#include "snapshot.h"
 #include "fault.h"
 
 #define SYNC_EVERY_MS 1000

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "evictd/crc.h"
-#include "evictd/record.h"
+#include "crc.h"
+#include "record.h"
 #include "fault.h"
 
 int evd__write_all(int fd, const void *p, size_t n) {

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/buf.h"
-#include "evictd/record.h"
+#include "buf.h"
+#include "record.h"
 
 #define EVD__SEG_HDR EVD_SEG_MAGIC_LEN
 #define EVD__REC_HDR 12 /* u32 len + u64 lsn */

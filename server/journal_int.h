@@ -9,8 +9,8 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "evictd/buf.h"
-#include "evictd/journal.h"
+#include "buf.h"
+#include "journal.h"
 #include "journal_file.h"
 
 struct evd_journal_s {

@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "evictd/log.h"
-#include "evictd/record.h"
-#include "evictd/snapshot.h"
+#include "log.h"
+#include "record.h"
+#include "snapshot.h"
 
 /* Where a recovery stands, from one segment to the next. */
 typedef struct {

@@ -1,5 +1,5 @@
 /* Parsing --listen and opening the socket it names. */
-#include "evictd/listen.h"
+#include "listen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "evictd/error.h"
+#include "error.h"
 
 #define BACKLOG 4096
 

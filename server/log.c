@@ -1,13 +1,13 @@
 /* Log lines on stderr: a UTC timestamp, the level and the message, either
  * as text or as one JSON object per line. */
-#include "evictd/log.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "evictd/buf.h"
+#include "buf.h"
 
 static int max_level = EVD_LOG_INFO;
 static int line_format = EVD_LOG_TEXT;

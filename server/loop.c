@@ -2,7 +2,7 @@
  * (edge-triggered), so the loop polls that set's descriptor and also keeps a
  * timer armed from MHD_get_timeout after every run: the timer is what makes
  * MHD come back to work it left pending. */
-#include "evictd/loop.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -12,11 +12,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "evictd/http.h"
-#include "evictd/journal.h"
-#include "evictd/listen.h"
-#include "evictd/log.h"
-#include "evictd/metrics.h"
+#include "http.h"
+#include "journal.h"
+#include "listen.h"
+#include "log.h"
+#include "metrics.h"
 
 /* How often idle sessions are looked for, and how long a graceful stop
  * waits for requests in flight. */

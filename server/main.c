@@ -7,13 +7,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "evictd/api.h"
-#include "evictd/journal.h"
-#include "evictd/log.h"
-#include "evictd/loop.h"
+#include "api.h"
+#include "journal.h"
+#include "log.h"
+#include "loop.h"
 #include <gnutls/gnutls.h>
 
-#include "evictd/probe.h"
+#include "probe.h"
 #include "fault.h"
 
 enum kind {

@@ -1,12 +1,12 @@
 /* Prometheus exposition of the daemon's counters. */
-#include "evictd/metrics.h"
+#include "metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "evictd/journal.h"
+#include "journal.h"
 
 static const int statuses[EVD_METRICS_NSTATUS] = {
     200, 201, 204, 400, 401, 404, 405, 409, 413, 431, 500, 503, 0};

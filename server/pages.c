@@ -7,7 +7,7 @@
  * first appended one are exactly those held before and kept, plus the
  * removed positions that were there before (victims older than the first
  * appended position, and every dropped or truncated one). */
-#include "evictd/pages.h"
+#include "pages.h"
 
 /* A sorted source of touched positions with what it says of "before". */
 typedef struct {

@@ -2,7 +2,7 @@
  * the certificate unverified, as Kubernetes' HTTPS probes do) for https://
  * URLs. It runs instead of the daemon, so plain blocking sockets with
  * poll() are fine here. */
-#include "evictd/probe.h"
+#include "probe.h"
 
 #include <errno.h>
 #include <fcntl.h>

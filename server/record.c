@@ -1,5 +1,5 @@
 /* Journal ops to bytes and back; the format is described in record.h. */
-#include "evictd/record.h"
+#include "record.h"
 
 #include <stdlib.h>
 

@@ -14,12 +14,12 @@
  *         truncate's from (a record where they do not is not runs)
  *   HEAP  [1..2] the pooled record [3..4] the request's hash
  *   GONE  [3..4] the request's hash */
-#include "evictd/replay.h"
+#include "replay.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "evictd/error.h"
+#include "error.h"
 #include "session_int.h"
 #include "siphash.h"
 

@@ -4,7 +4,7 @@
  * of millions; an intrusive last-use list, so that idle sessions are reaped
  * oldest first at a cost proportional to the sessions reaped; and the replay
  * record of each session's last step, commit or truncate request. */
-#include "evictd/session.h"
+#include "session.h"
 
 #include <assert.h>
 #include <stdlib.h>

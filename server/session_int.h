@@ -5,7 +5,7 @@
 #ifndef EVICTD_SESSION_INT_H
 #define EVICTD_SESSION_INT_H
 
-#include "evictd/session.h"
+#include "session.h"
 
 /* A session block: the header (evd_session_t), the id, then, aligned for
  * uint32s, the replay area of EVD__RP_WORDS words (EVD__RP_WORDS_PAGED

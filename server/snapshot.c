@@ -32,10 +32,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "evictd/crc.h"
-#include "evictd/record.h"
-#include "evictd/replay.h"
-#include "evictd/snapshot.h"
+#include "crc.h"
+#include "record.h"
+#include "replay.h"
+#include "snapshot.h"
 #include "fault.h"
 #include "journal_file.h"
 

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "api_int.h"
-#include "evictd/log.h"
-#include "evictd/pages.h"
-#include "evictd/replay.h"
+#include "log.h"
+#include "pages.h"
+#include "replay.h"
 
 int evd__reserve(evd_api_t *api, size_t nvictims, size_t ngone,
                  size_t nadded, uint32_t page_size) {

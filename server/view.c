@@ -2,7 +2,7 @@
  * configuration, the held positions, their slots, the drafts and pages),
  * written straight from the window's runs of held positions. */
 #include "api_int.h"
-#include "evictd/pages.h"
+#include "pages.h"
 
 size_t evd__view_bound(const evd_session_t *s) {
   /* kept, slots, tentative and pages: at most one entry each per held

@@ -10,7 +10,7 @@
  * pop at the newest end. Whenever no unpinned position is held, head and the
  * ring's next slot are both `sinks`. Eviction never empties the ring
  * (budget > sinks keeps the newest), so only popping the newest can. */
-#include "evictd/window.h"
+#include "window.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -200,7 +200,7 @@ typedef struct evd_step_s {
  * batch naming a session twice (only a session's last step is replayed),
  * and a request that timed out (EVD_CLIENT_ETIMEOUT). libcurl's own resend
  * of a request on a reused keep-alive connection that died is held to
- * the same rules (server/client/transport.c). TLS verification failures
+ * the same rules (deploy/clients/c/transport.c). TLS verification failures
  * are not retried. */
 
 /* GET /healthz: 0 when the daemon answers 200. */

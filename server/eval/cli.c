@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "evictd/error.h"
+#include "error.h"
 
 #define MAX_BUDGETS 64
 #define MAX_POLICIES 16 /* as many as the chart's legend has room for */

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "evictd/error.h"
+#include "error.h"
 
 static int fail(int err, char *msg, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

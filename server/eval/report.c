@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "evictd/error.h"
+#include "error.h"
 
 /* Writes s as a JSON string: quotes, backslashes and control characters
  * escaped, other bytes as they are. */

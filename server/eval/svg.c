@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "evictd/error.h"
+#include "error.h"
 
 /* Okabe-Ito colours, told apart with colour-blindness too, and a dash pattern
  * per line as well, so lines that coincide (policies that tie) both show. */

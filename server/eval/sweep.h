@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "evictd/window.h"
+#include "window.h"
 
 typedef struct evd_sweep_s evd_sweep_t;
 

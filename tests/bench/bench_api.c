@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "evictd/api.h"
+#include "api.h"
 
 #define BUDGET 512u
 

@@ -8,7 +8,7 @@
  * to their Content-Length without parsing: the floor under any client on
  * this machine. With --parse it
  * times the parsing of one 256-item batch answer by jansson and by the
- * client's own parser (server/client/answer.c), which is why the client
+ * client's own parser (deploy/clients/c/answer.c), which is why the client
  * has one. Not a test: it prints figures. */
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../server/client/client_int.h"
+#include "../../deploy/clients/c/client_int.h"
 
 /* Every allocation of the process, libcurl's and GnuTLS's included: the
  * executable's malloc wins over libc's for every library. (Not under

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "evictd/window.h"
+#include "window.h"
 
 #define BUDGET 512u
 

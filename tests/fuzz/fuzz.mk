@@ -12,7 +12,7 @@ FUZZ_SMOKE_SECONDS ?= 20
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all \
                  -fno-omit-frame-pointer
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 \
-                 $(FUZZ_SAN) -Iinclude
+                 $(FUZZ_SAN) -Iinclude -iquote server
 FUZZ_OBJ      := $(patsubst server/%.c,$(FUZZ_B)/obj/%.o,$(DAEMON_SRC) $(CORE_SRC))
 FUZZ_FLAGS    := -max_len=8192 -dict=tests/fuzz/api.dict -print_final_stats=1 \
                  -artifact_prefix=$(FUZZ_B)/artifacts/ -timeout=10
@@ -129,7 +129,7 @@ fuzz-stats: fuzz-build fuzz-corpus | $(FUZZ_B)/corpus
 # coverage; the harness's standalone main replays the files).
 fuzz-cov: fuzz-deps fuzz-corpus
 	@mkdir -p $(FUZZ_B)/cov
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O0 -g -Iinclude -DEVD_FUZZ_STANDALONE \
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O0 -g -Iinclude -iquote server -DEVD_FUZZ_STANDALONE \
 	  -DEVD_VERSION='"$(VERSION)"' -fprofile-instr-generate -fcoverage-mapping \
 	  $(PKG_CFLAGS) -o $(FUZZ_B)/cov/fuzz_api_cov $(FUZZ_API_SRC) \
 	  $(DAEMON_SRC) $(CORE_SRC) $(PKG_LIBS)

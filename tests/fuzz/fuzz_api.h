@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/api.h"
-#include "evictd/error.h"
-#include "evictd/session.h"
-#include "evictd/window.h"
+#include "api.h"
+#include "error.h"
+#include "session.h"
+#include "window.h"
 
 /* ---- the harness (fuzz_api.c) ------------------------------------------- */
 

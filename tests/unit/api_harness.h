@@ -8,9 +8,9 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "evictd/api.h"
-#include "evictd/error.h"
-#include "evictd/replay.h"
+#include "api.h"
+#include "error.h"
+#include "replay.h"
 
 enum { GET = EVD_M_GET, HEAD = EVD_M_HEAD, PUT = EVD_M_PUT, POST = EVD_M_POST,
        DEL = EVD_M_DELETE, OTHER = EVD_M_OTHER };

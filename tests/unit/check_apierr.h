@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "evictd/apierr.h"
+#include "apierr.h"
 
 /* The status of an error code, or -1 when the daemon has no such code. */
 static inline int evd_check_status_of(const char *code) {

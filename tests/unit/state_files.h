@@ -12,16 +12,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "evictd/api.h"
-#include "evictd/buf.h"
-#include "evictd/crc.h"
-#include "evictd/error.h"
-#include "evictd/journal.h"
-#include "evictd/log.h"
-#include "evictd/record.h"
-#include "evictd/session.h"
-#include "evictd/snapshot.h"
-#include "evictd/window.h"
+#include "api.h"
+#include "buf.h"
+#include "crc.h"
+#include "error.h"
+#include "journal.h"
+#include "log.h"
+#include "record.h"
+#include "session.h"
+#include "snapshot.h"
+#include "window.h"
 
 /* Record header: u32 len + u64 lsn; a u32 CRC follows the payload. */
 #define SF_REC_HDR 12u

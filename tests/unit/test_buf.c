@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evictd/buf.h"
-#include "evictd/crc.h"
-#include "evictd/error.h"
+#include "buf.h"
+#include "crc.h"
+#include "error.h"
 #include "check_main.h"
 
 /* Asserts that the buffer holds exactly `want`. */

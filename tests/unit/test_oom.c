@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evictd/api.h"
+#include "api.h"
 #include "check_main.h"
 
 /* ---- failing allocations ------------------------------------------------ */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evictd/pages.h"
+#include "pages.h"
 #include "check_main.h"
 
 static uint64_t rng_next(uint64_t *s) {

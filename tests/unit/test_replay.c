@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evictd/replay.h"
+#include "replay.h"
 #include "check_main.h"
 
 static evd_table_t *t;

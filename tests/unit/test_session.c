@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "evictd/error.h"
-#include "evictd/session.h"
+#include "error.h"
+#include "session.h"
 #include "check_main.h"
 #include "test_session.h"
 

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "evictd/error.h"
-#include "evictd/session.h"
+#include "error.h"
+#include "session.h"
 
 /* Check records the place of every passing ck_assert with a write(2); in
  * loops of 10^5 operations that would dominate the run time, so the hot

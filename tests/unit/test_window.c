@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evictd/window.h"
+#include "window.h"
 #include "check_main.h"
 #include "test_window.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evictd/window.h"
+#include "window.h"
 #include "test_window.h"
 
 /* ---- edge cases ----------------------------------------------------- */

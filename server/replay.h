@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/session.h"
+#include "session.h"
 
 /* A list of uint32 in a replay record: the values v[0..n), or, when v is
  * NULL, a run from `first`: first, first + 1, ... (`ring`: slots, stepping

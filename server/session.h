@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/queue.h"
-#include "evictd/window.h"
+#include "queue.h"
+#include "window.h"
 
 /* Session ids are 1..EVD_SESSION_ID_MAX bytes of [A-Za-z0-9._~-]. */
 #define EVD_SESSION_ID_MAX 128

@@ -5,9 +5,9 @@
 
 #include <stdint.h>
 
-#include "evictd/api.h"
-#include "evictd/buf.h"
-#include "evictd/histogram.h"
+#include "api.h"
+#include "buf.h"
+#include "histogram.h"
 
 /* Statuses the daemon answers with, as histogram/counter columns. */
 #define EVD_METRICS_NSTATUS 13

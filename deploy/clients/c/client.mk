@@ -1,13 +1,13 @@
-# The C client library (include/evictd/client.h, server/client/):
+# The C client library (include/evictd/client.h, deploy/clients/c/):
 # $(B)/libevictd-client.a and $(B)/libevictd-client.so (soname
 # libevictd-client.so.0), both from -fPIC objects of their own, and
 # evictd-client.pc. It links libcurl (Debian's GnuTLS flavour), not the
 # daemon; `make install` puts the header, both libraries and the .pc under
 # PREFIX.
 
-CLIENT_SRC := $(sort $(wildcard server/client/*.c))
-CLIENT_HDR := include/evictd/client.h $(wildcard server/client/*.h)
-CLIENT_OBJ := $(CLIENT_SRC:server/client/%.c=$(B)/client/%.o)
+CLIENT_SRC := $(sort $(wildcard deploy/clients/c/*.c))
+CLIENT_HDR := include/evictd/client.h $(wildcard deploy/clients/c/*.h)
+CLIENT_OBJ := $(CLIENT_SRC:deploy/clients/c/%.c=$(B)/client/%.o)
 CLIENT_SO  := libevictd-client.so
 CLIENT_SONAME := $(CLIENT_SO).0
 CLIENT_REAL := $(CLIENT_SO).$(VERSION)
@@ -17,7 +17,7 @@ CLIENT_LIB := $(B)/libevictd-client.a $(B)/$(CLIENT_SO)
 
 BUILD_ALL += $(CLIENT_LIB) $(B)/evictd-client.pc
 
-$(B)/client/%.o: server/client/%.c $(CLIENT_HDR)
+$(B)/client/%.o: deploy/clients/c/%.c $(CLIENT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fPIC $(CLIENT_CFLAGS) -c -o $@ $<
 
@@ -25,18 +25,18 @@ $(B)/libevictd-client.a: $(CLIENT_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 # The real file, then the soname's and the linker's names pointing at it.
-$(B)/$(CLIENT_SO): $(CLIENT_OBJ) server/client/libevictd-client.map
+$(B)/$(CLIENT_SO): $(CLIENT_OBJ) deploy/clients/c/libevictd-client.map
 	$(CC) -shared -Wl,-soname,$(CLIENT_SONAME) \
-	  -Wl,--version-script=server/client/libevictd-client.map \
+	  -Wl,--version-script=deploy/clients/c/libevictd-client.map \
 	  -o $(B)/$(CLIENT_REAL) $(CLIENT_OBJ) $(LDFLAGS) $(CLIENT_LIBS)
 	ln -sf $(CLIENT_REAL) $(B)/$(CLIENT_SONAME)
 	ln -sf $(CLIENT_SONAME) $@
 
 # evictd-client.pc for PREFIX (the build's copy and the installed one).
 CLIENT_PC = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
-  server/client/evictd-client.pc.in
+  deploy/clients/c/evictd-client.pc.in
 
-$(B)/evictd-client.pc: server/client/evictd-client.pc.in
+$(B)/evictd-client.pc: deploy/clients/c/evictd-client.pc.in
 	@mkdir -p $(@D)
 	$(CLIENT_PC) >$@
 

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/buf.h"
-#include "evictd/session.h"
+#include "buf.h"
+#include "session.h"
 
 /* Everything a flag or environment variable can set (see main.c). */
 typedef struct evd_config_s {

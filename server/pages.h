@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "evictd/window.h"
+#include "window.h"
 
 /* What one request did to a window, for evd_pages_diff: the positions it
  * removed from the oldest end (`victims`) and from the newest end (`gone`:

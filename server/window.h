@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/error.h"
+#include "error.h"
 
 /* Random source of the common policy interface. Other policies draw from it;
  * this one is deterministic and never touches it, so NULL is fine. */

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "evictd/api.h"
+#include "api.h"
 
 typedef struct evd_http_s evd_http_t;
 

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/replay.h"
-#include "evictd/session.h"
+#include "replay.h"
+#include "session.h"
 
 #define EVD_SNAP_MAGIC_V1 "EVDSNAP1"
 #define EVD_SNAP_MAGIC_V2 "EVDSNAP2"

@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/histogram.h"
-#include "evictd/record.h"
-#include "evictd/session.h"
+#include "histogram.h"
+#include "record.h"
+#include "session.h"
 
 typedef enum { EVD_FSYNC_NO, EVD_FSYNC_EVERYSEC, EVD_FSYNC_ALWAYS } evd_fsync_t;
 

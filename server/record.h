@@ -28,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evictd/buf.h"
-#include "evictd/session.h"
+#include "buf.h"
+#include "session.h"
 
 #define EVD_SEG_MAGIC_V1 "EVDJRNL1"
 #define EVD_SEG_MAGIC_V2 "EVDJRNL2"

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "evictd/buf.h"
+#include "buf.h"
 
 typedef enum evd_apierr_e {
   EVD_AE_OK = 0, /* no error */

@@ -1,5 +1,5 @@
-# The engine image and the sidecar pair (deploy/llamacpp/): `make
-# engine-image` builds deploy/llamacpp/Dockerfile (evictd-llama serve with
+# The engine image and the sidecar pair (deploy/llama/image/): `make
+# engine-image` builds deploy/llama/image/Dockerfile (evictd-llama serve with
 # the tiny GGUF) as $(ENGINE_IMAGE); `make pair-test` (part of `make
 # image-test`) builds both images and starts deploy/kubernetes.yaml and
 # deploy/compose.yaml as written (root, podman; deploy/pair-test.sh).
@@ -16,7 +16,7 @@ engine-gguf:
 	@$(MAKE) --no-print-directory gguf
 
 engine-image: engine-gguf
-	B=$(B) deploy/llamacpp/build-image.sh $(ENGINE_IMAGE) $(LLAMA_OUT)/evictd-lm.gguf
+	B=$(B) deploy/llama/image/build-image.sh $(ENGINE_IMAGE) $(LLAMA_OUT)/evictd-lm.gguf
 
 pair-test:
 	@$(MAKE) --no-print-directory engine-gguf && B=$(B) deploy/pair-test.sh

@@ -3,7 +3,7 @@
 #ifndef EVICTD_LOOP_H
 #define EVICTD_LOOP_H
 
-#include "evictd/api.h"
+#include "api.h"
 
 /* Runs the daemon with `cfg` until SIGINT or SIGTERM. Prints one line
  * naming the bound address when ready. Returns the process exit status: 0

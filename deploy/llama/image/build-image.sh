@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# `make engine-image`: builds deploy/llamacpp/Dockerfile with podman (see
+# `make engine-image`: builds deploy/llama/image/Dockerfile with podman (see
 # ../shared/container/README.md) and tags it. Run from the repository top,
 # after `make gguf` (make does both).
-#   deploy/llamacpp/build-image.sh TAG MODEL.gguf [IIDFILE]
+#   deploy/llama/image/build-image.sh TAG MODEL.gguf [IIDFILE]
 # Where llama.cpp comes from, as for `make evictd-llama`: LLAMA_CPP_SRC (a
 # source tree, or a tarball), else the pinned npm package's source
 # (deploy/llama/llama-source.sh, cached in $B/llama/npm). It goes in as the
@@ -52,7 +52,7 @@ fi
 say "building $tag (llama.cpp from $src)"
 start=$(date +%s)
 # Docker format keeps HEALTHCHECK (OCI drops it).
-podman build --isolation=chroot --format docker -f deploy/llamacpp/Dockerfile \
+podman build --isolation=chroot --format docker -f deploy/llama/image/Dockerfile \
   --build-context "llamacpp=$context" --build-context "models=$stage" \
   "${args[@]}" -t "$tag" .
 say "built $tag in $(( $(date +%s) - start )) s"
