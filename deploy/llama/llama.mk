@@ -1,5 +1,7 @@
 # evictd-llama (deploy/llama/): llama.cpp with its KV cache kept by evictd,
-# through the C client. `make evictd-llama` finds or builds llama.cpp
+# through the C client; main.c over a folder per command (generate/,
+# serve/, perplexity/) and what they share (common/, and posmap.c, which
+# tests/unit tests too). `make evictd-llama` finds or builds llama.cpp
 # (deploy/llama/configure.sh: LLAMA_CPP_SRC=, else the pinned npm package's
 # source, deploy/llama/llama.cpp.pin) and builds
 # $(B)/evictd-llama; `make gguf` writes deploy/model's weights as GGUF;
@@ -8,12 +10,13 @@
 # prints evictd's share of a decode iteration.
 
 LLAMA_OUT := $(B)/llama
-LLAMA_SRC := $(wildcard deploy/llama/*.c)
-LLAMA_HDR := $(wildcard deploy/llama/*.h) include/evictd/client.h
+LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c)
+LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
+             include/evictd/client.h $(COMMON_HDR)
 
 .PHONY: evictd-llama gguf e2e-llamacpp bench-llama perplexity
 
-evictd-llama: $(B)/libevictd-client.a
+evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
 	@deploy/llama/configure.sh $(LLAMA_OUT)
 	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
@@ -25,12 +28,14 @@ include $(LLAMA_CONFIG)
 
 LLAMA_OBJ := $(LLAMA_SRC:deploy/llama/%.c=$(LLAMA_OUT)/obj/%.o)
 
+# Includes name their folder ("common/seq.h"); the daemon's shared pieces
+# (chart.h, prom.h, buf.h) come through the top Makefile's -iquote server.
 $(LLAMA_OUT)/obj/%.o: deploy/llama/%.c $(LLAMA_HDR) $(LLAMA_CONFIG)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LLAMA_CFLAGS) \
+	$(CC) $(CFLAGS) -iquote deploy/llama $(LLAMA_CFLAGS) \
 	  -DEVD_LLAMA_CPP_VERSION='"$(LLAMA_CPP_VERSION)"' -c -o $@ $<
 
-$(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a
+$(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a $(B)/evictd-common.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LLAMA_LIBS) \
 	  $(CLIENT_LIBS) $(shell pkg-config --libs libmicrohttpd jansson) -lm
 
@@ -61,7 +66,7 @@ gguf: evictd-llama
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
-	@deploy/deps.sh build e2e llama && \
+	@deploy/deps.sh build e2e llama tls && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \

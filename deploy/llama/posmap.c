@@ -1,6 +1,6 @@
 /* The position map: which absolute positions a sequence's cache holds, and
  * the arithmetic of removing some of them in either position mode. No
- * llama.cpp here (posmap_lm.c binds posmap_remove to it), so the unit
+ * llama.cpp here (common/seq.c binds posmap_remove_with to it), so the unit
  * tests run it against a model of the cache. */
 #include "posmap.h"
 

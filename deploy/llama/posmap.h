@@ -9,8 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct lm_s lm_t; /* lm.h; only posmap_remove needs it */
-
 typedef enum { POS_ORIGINAL, POS_CACHE } pos_mode_t;
 
 /* held: the absolute positions the cache holds, ascending; in cache mode
@@ -37,21 +35,8 @@ int posmap_copy(posmap_t *dst, const posmap_t *src);
  * is not above the held ones. */
 int32_t posmap_add(posmap_t *m, uint32_t p);
 
-/* Removes v[0..n) (absolute, ascending, each held) from the map and from
- * lm's cache of sequence seq: one llama_memory_seq_rm per run of
- * consecutive cache positions, then in cache mode one llama_memory_seq_add
- * per stretch of cells above a gap, moving them down by the number removed
- * below them (llama.cpp re-rotates those keys at its next decode). 0, or
- * -1 when a position is not held or v is not ascending (nothing changed)
- * or llama.cpp refused a removal (the map unchanged, the cache possibly
- * short of earlier runs: the caller stops). */
-int posmap_remove(posmap_t *m, lm_t *lm, int32_t seq, const uint32_t *v,
-                  size_t n);
-
 /* "original" or "cache" into *out; 0, or -1 for anything else. */
 int posmap_parse(const char *s, pos_mode_t *out);
-
-/* ---- beyond the agreed interface ---------------------------------------- */
 
 /* "original" or "cache". */
 const char *posmap_name(pos_mode_t mode);
@@ -60,10 +45,17 @@ const char *posmap_name(pos_mode_t mode);
  * its index in cache mode), or -1 when p is not held. */
 int32_t posmap_find(const posmap_t *m, uint32_t p);
 
-/* posmap_remove with the cache edited through callbacks (the unit tests
- * give a model of llama.cpp's cells): rm removes the cells at positions
- * [p0, p1) and returns 0 or -1; shift adds delta to the positions of the
- * cells in [p0, p1), p1 -1 meaning no upper bound. */
+/* Removes v[0..n) (absolute, ascending, each held) from the map, and from
+ * a cache of sequence seq through ops (common/seq.c binds them to
+ * llama.cpp's llama_memory_seq_rm and llama_memory_seq_add; the unit tests
+ * to a model of its cells): rm removes the cells at positions [p0, p1)
+ * and returns 0 or -1, one call per run of consecutive positions llama.cpp
+ * knows them by; shift adds delta to the positions of the cells in
+ * [p0, p1), p1 -1 meaning no upper bound: in cache mode each stretch of
+ * cells above a gap moves down by the number removed below it (llama.cpp
+ * re-rotates those keys at its next decode). 0, or -1 when a position is
+ * not held or v is not ascending (nothing changed) or rm failed (the map
+ * unchanged, the cache possibly short of earlier runs: the caller stops). */
 typedef struct posmap_ops_s {
   int (*rm)(void *ud, int32_t seq, int32_t p0, int32_t p1);
   void (*shift)(void *ud, int32_t seq, int32_t p0, int32_t p1,

@@ -11,12 +11,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lm.h"
+#include "common/lm.h"
 
 typedef struct dump_s {
   FILE *events;
   FILE *logits;
   uint64_t rows; /* rows written to the .f32 file */
+  bool failed;   /* an event could not be made */
 } dump_t;
 
 /* Opens PREFIX.jsonl and PREFIX.f32 (truncating). 0, or -1 with errno. */

@@ -1,6 +1,6 @@
-/* The llama.cpp side of evictd-llama: loading, one reusable batch, decoding
- * and removing positions. Nothing here knows about evictd. */
-#include "lm.h"
+/* The llama.cpp side of evictd-llama: loading, the context, one reusable
+ * batch, decoding, tokens and their bytes. */
+#include "common/lm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,15 +49,16 @@ int lm_load(lm_t *lm, const char *label, const char *path, char *err,
   return 0;
 }
 
-int lm_context(lm_t *lm, const lm_opts_t *o, char *err, size_t errlen) {
+int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
+               char *err, size_t errlen) {
   const char *label = lm->label;
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = o->n_ctx * o->n_seq; /* split evenly into the streams */
   cp.n_batch = o->n_batch;
   cp.n_ubatch = o->n_batch; /* one pass is one ubatch: one causal mask */
   cp.n_seq_max = o->n_seq;
-  cp.n_threads = o->threads;
-  cp.n_threads_batch = o->threads;
+  cp.n_threads = set->threads;
+  cp.n_threads_batch = set->threads;
   /* A stream of cells per sequence: a token's attention then spans its own
    * sequence's cells, not all of them (with 16 sequences of the tiny
    * model, 3.8 ms per pass instead of 7.1 ms); a fork's
@@ -65,13 +66,11 @@ int lm_context(lm_t *lm, const lm_opts_t *o, char *err, size_t errlen) {
    * stream once, and after budget steps nothing is shared anyway. */
   cp.kv_unified = false;
   cp.no_perf = true;
-  if (o->exact) {
-    /* The defaults (flash attention, F16 K/V) differ from a float64
-     * reference by about 5e-3 in the logits; these by about 1e-6. */
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_k = GGML_TYPE_F32;
-    cp.type_v = GGML_TYPE_F32;
-  }
+  /* llama.cpp's defaults (flash attention, F16 K/V) differ from a float64
+   * reference by about 5e-3 in the logits; these by about 1e-6. */
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.type_k = GGML_TYPE_F32;
+  cp.type_v = GGML_TYPE_F32;
   lm->ctx = llama_init_from_model(lm->model, cp);
   if (lm->ctx == NULL) {
     snprintf(err, errlen, "cannot make a llama.cpp context for the %s model "
@@ -136,19 +135,6 @@ const float *lm_logits(lm_t *lm, int32_t i) {
   return llama_get_logits_ith(lm->ctx, i);
 }
 
-int lm_remove(lm_t *lm, int32_t seq, const uint32_t *v, size_t n) {
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
-    while (j < n && v[j] == v[j - 1] + 1)
-      j++;
-    if (!llama_memory_seq_rm(lm->mem, seq, (llama_pos)v[i],
-                             (llama_pos)v[j - 1] + 1))
-      return -1;
-    i = j;
-  }
-  return 0;
-}
-
 int32_t lm_pos_min(lm_t *lm, int32_t seq) {
   return llama_memory_seq_pos_min(lm->mem, seq);
 }
@@ -157,7 +143,8 @@ int32_t lm_pos_max(lm_t *lm, int32_t seq) {
   return llama_memory_seq_pos_max(lm->mem, seq);
 }
 
-int lm_tokenize(lm_t *lm, const char *text, size_t len, llama_token **out) {
+int lm_tokenize(const lm_t *lm, const char *text, size_t len,
+                llama_token **out) {
   int32_t cap = (int32_t)len + 8;
   llama_token *toks = malloc(sizeof(*toks) * (size_t)cap);
   if (toks == NULL)
@@ -182,10 +169,13 @@ int lm_tokenize(lm_t *lm, const char *text, size_t len, llama_token **out) {
   return n;
 }
 
-void lm_write_piece(lm_t *lm, llama_token tok, FILE *f) {
+int lm_piece(const lm_t *lm, llama_token tok, char *buf, size_t cap) {
+  return llama_token_to_piece(lm->vocab, tok, buf, (int32_t)cap, 0, false);
+}
+
+void lm_write_piece(const lm_t *lm, llama_token tok, FILE *f) {
   char small[64];
-  int n = llama_token_to_piece(lm->vocab, tok, small, sizeof(small), 0,
-                               false);
+  int n = lm_piece(lm, tok, small, sizeof(small));
   if (n >= 0) {
     fwrite(small, 1, (size_t)n, f);
     return;
@@ -193,8 +183,12 @@ void lm_write_piece(lm_t *lm, llama_token tok, FILE *f) {
   char *big = malloc((size_t)-n); /* -n bytes are needed */
   if (big == NULL)
     return;
-  n = llama_token_to_piece(lm->vocab, tok, big, -n, 0, false);
+  n = lm_piece(lm, tok, big, (size_t)-n);
   if (n > 0)
     fwrite(big, 1, (size_t)n, f);
   free(big);
+}
+
+bool lm_is_end(const lm_t *lm, llama_token tok) {
+  return llama_vocab_is_eog(lm->vocab, tok);
 }

@@ -1,6 +1,7 @@
 /* A llama.cpp model and context as evictd-llama uses them: exact settings
- * (F32 K/V, no flash attention, one thread), one batch reused for every
- * pass, and the cache edited only by position. */
+ * (F32 K/V, no flash attention), one batch reused for every pass, and the
+ * cache edited only by position (common/seq.c). Nothing here knows about
+ * evictd. */
 #ifndef EVICTD_LLAMA_LM_H
 #define EVICTD_LLAMA_LM_H
 
@@ -11,12 +12,20 @@
 
 #include "llama.h"
 
+/* What every command's command line says about the model (cli.c's
+ * cli_model_opts). */
+typedef struct lm_settings_s {
+  const char *model;  /* the GGUF */
+  int threads;        /* llama.cpp threads (1: no spin-waits on a busy
+                         machine) */
+  bool debug;         /* llama.cpp's whole log */
+} lm_settings_t;
+
+/* The context's size, from the command's sessions. */
 typedef struct lm_opts_s {
   uint32_t n_ctx;     /* KV cells per sequence (a multiple of 256) */
   uint32_t n_batch;   /* most tokens one pass may hold */
   uint32_t n_seq;     /* sequences (each its own llama seq id) */
-  int threads;        /* 1 unless asked: spin-waits on a busy machine */
-  bool exact;         /* F32 K/V and no flash attention (the default) */
 } lm_opts_t;
 
 typedef struct lm_s {
@@ -43,8 +52,10 @@ void lm_init(bool debug);
 int lm_load(lm_t *lm, const char *label, const char *path, char *err,
             size_t errlen);
 
-/* Makes the context of a loaded model. 0, or -1 with err set. */
-int lm_context(lm_t *lm, const lm_opts_t *o, char *err, size_t errlen);
+/* Makes the context of a loaded model, sized by o, run as set says. 0, or
+ * -1 with err set. */
+int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
+               char *err, size_t errlen);
 
 void lm_close(lm_t *lm);
 
@@ -59,20 +70,23 @@ int lm_decode(lm_t *lm, char *err, size_t errlen);
  * have been added with output set). */
 const float *lm_logits(lm_t *lm, int32_t i);
 
-/* Removes the positions v[0..n) (ascending) of sequence seq from the cache,
- * one llama_memory_seq_rm per run of consecutive positions. Returns 0, or
- * -1 when llama.cpp refused a removal. */
-int lm_remove(lm_t *lm, int32_t seq, const uint32_t *v, size_t n);
-
 /* The smallest and largest positions sequence seq holds (-1 when none). */
 int32_t lm_pos_min(lm_t *lm, int32_t seq);
 int32_t lm_pos_max(lm_t *lm, int32_t seq);
 
 /* Tokenizes text (adding the model's BOS when it has one). Returns the
  * number of tokens written to *out (malloc'd, the caller frees), or -1. */
-int lm_tokenize(lm_t *lm, const char *text, size_t len, llama_token **out);
+int lm_tokenize(const lm_t *lm, const char *text, size_t len,
+                llama_token **out);
 
-/* Writes the bytes of a token (none for control tokens) to f. */
-void lm_write_piece(lm_t *lm, llama_token tok, FILE *f);
+/* The bytes of a token (none for control tokens) into buf[0..cap): their
+ * count, or -N when N bytes are needed. */
+int lm_piece(const lm_t *lm, llama_token tok, char *buf, size_t cap);
+
+/* Writes the bytes of a token to f. */
+void lm_write_piece(const lm_t *lm, llama_token tok, FILE *f);
+
+/* Whether tok ends a generation (EOS, EOT, ...). */
+bool lm_is_end(const lm_t *lm, llama_token tok);
 
 #endif

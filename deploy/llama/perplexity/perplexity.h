@@ -1,9 +1,9 @@
 /* evictd-llama perplexity: the negative log-likelihood of each token of a
  * text decoded token by token with full attention and with evictd's window
- * and sinks policies at several budgets (ppl.c runs it, ppl_out.c prints
- * the table, the JSON and the SVG). */
-#ifndef EVICTD_LLAMA_PPL_H
-#define EVICTD_LLAMA_PPL_H
+ * and sinks policies at several budgets (perplexity.c runs it, summary.c
+ * prints the table, the JSON and the SVG). */
+#ifndef EVICTD_LLAMA_PERPLEXITY_H
+#define EVICTD_LLAMA_PERPLEXITY_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -47,9 +47,9 @@ typedef struct ppl_run_s {
 
 /* The command: evictd-llama perplexity FILE [options]. Returns the exit
  * status (0, 1 failure, 2 usage). */
-int ppl_main(int argc, char **argv);
+int perplexity_main(int argc, char **argv);
 
-/* ppl_out.c: the trailing perplexities and crossings (after the run), the
+/* summary.c: the trailing perplexities and crossings (after the run), the
  * table, the JSON and the SVG (at budget b). The writers return 0 or -1
  * (errno set by stdio). */
 void ppl_summarize(ppl_run_t *r);

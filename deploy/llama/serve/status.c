@@ -1,0 +1,69 @@
+/* GET /health (200 while evictd answers; for probes) and GET /metrics
+ * (Prometheus text, written with the daemon's prom.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "prom.h"
+#include "serve/http.h"
+
+enum MHD_Result status_health(call_t *c) {
+  link_opts_t o = c->site->o->link;
+  link_t l;
+  fault_t f;
+  o.timeout_ms = 2000;
+  o.reconnect_ms = 0;
+  int rc = link_open(&l, &o, &f);
+  if (rc == 0 && (rc = evd_client_health(l.c)) != 0)
+    fault_set(&f, 503, "evictd_unavailable", "evictd: %s: %s",
+              evd_client_error(l.c)->code, evd_client_error(l.c)->message);
+  link_close(&l);
+  if (rc != 0)
+    return reply_json(c, 503, json_pack("{s:s,s:s}", "status", "unavailable",
+                                        "error", f.msg));
+  return reply_json(c, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+/* A counter of seconds (a float). */
+static void seconds(evd_buf_t *b, const char *name, const char *help,
+                    double v) {
+  evd_prom_family(b, name, "counter", help);
+  evd_prom_line(b, "%s %.6f\n", name, v);
+}
+
+enum MHD_Result status_metrics(call_t *c) {
+  stats_t s;
+  evd_buf_t b;
+  tq_stats(c->site->q, &s);
+  evd_buf_init(&b);
+  evd_prom_counter(&b, "evictd_llama_requests_total", "Completion requests "
+                   "received.", s.requests);
+  evd_prom_counter(&b, "evictd_llama_requests_failed_total", "Completion "
+                   "requests that ended in an error.", s.failed + s.rejected);
+  evd_prom_counter(&b, "evictd_llama_tokens_predicted_total", "Tokens "
+                   "generated.", s.tokens);
+  evd_prom_gauge(&b, "evictd_llama_requests_active", "Requests decoding.",
+                 s.running);
+  evd_prom_gauge(&b, "evictd_llama_requests_queued", "Requests waiting for "
+                 "a sequence.", s.queued);
+  evd_prom_counter(&b, "evictd_llama_iterations_total", "Decode iterations "
+                   "(one evictd batch and one llama_decode each).",
+                   s.iterations);
+  evd_prom_counter(&b, "evictd_llama_steps_total", "Steps sent to evictd.",
+                   s.steps);
+  evd_prom_counter(&b, "evictd_llama_evictd_connections_total", "Connections "
+                   "the evictd client opened.", s.connections);
+  evd_prom_counter(&b, "evictd_llama_evictd_resends_total", "Requests the "
+                   "evictd client sent again.", s.resends);
+  seconds(&b, "evictd_llama_evictd_seconds_total", "Time spent waiting for "
+          "evictd.", s.evictd_s);
+  seconds(&b, "evictd_llama_decode_seconds_total", "Time spent in "
+          "llama_decode.", s.decode_s);
+  seconds(&b, "evictd_llama_iteration_seconds_total", "Time of the decode "
+          "iterations in all.", s.total_s);
+  if (b.oom) {
+    evd_buf_free(&b);
+    return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+  }
+  /* The buffer's memory is taken by the answer. */
+  return reply_text(c, 200, "text/plain; version=0.0.4", b.data, b.len);
+}
