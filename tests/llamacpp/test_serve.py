@@ -318,7 +318,7 @@ class Serve(unittest.TestCase):
             ("POST", "/completion", {}, 400),
             ("POST", "/completion", {"prompt": 5}, 400),
             ("POST", "/completion", {"prompt": "a", "n_predict": 0}, 400),
-            ("POST", "/completion", {"prompt": "a", "n_predict": 5000}, 400),
+            ("POST", "/completion", {"prompt": "a", "n_predict": 40000}, 400),
             ("POST", "/completion", {"prompt": "a", "n_predict": "9"}, 400),
             ("POST", "/completion", {"prompt": "a", "stream": "yes"}, 400),
             ("POST", "/completion", {"prompt": "a", "temperature": -1}, 400),

@@ -55,6 +55,14 @@ typedef struct cli_cmd_s {
   size_t *n_rest;
 } cli_cmd_t;
 
+/* The cli_cmd_t of a command whose options struct `o` holds the shared
+ * blocks' values as its fields lm, link and cfg, and whose own table is
+ * the array `table`. */
+#define CLI_CMD(who_, synopsis_, table_, o)                                  \
+  {.who = (who_), .synopsis = (synopsis_), .opts = (table_),                \
+   .n = sizeof(table_) / sizeof((table_)[0]), .base = &(o),                 \
+   .lm = &(o).lm, .link = &(o).link, .session = &(o).cfg}
+
 /* What cli_command returns when the command should run. */
 #define CLI_RUN (-1)
 

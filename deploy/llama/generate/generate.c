@@ -392,9 +392,7 @@ int generate_main(int argc, char **argv) {
   gen_opts_t o = {.lm = {.threads = 1}, .link = LINK_OPTS_DEFAULT,
                   .n_predict = 128, .cfg = EVD_SESSION_CFG_DEFAULT,
                   .draft_n = 4};
-  cli_cmd_t c = {.who = WHO, .synopsis = synopsis, .opts = options,
-                 .n = sizeof(options) / sizeof(options[0]), .base = &o,
-                 .lm = &o.lm, .link = &o.link, .session = &o.cfg};
+  cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);
   int rc = cli_command(&c, argc, argv);
   if (rc != CLI_RUN)
     return rc;

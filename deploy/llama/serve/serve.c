@@ -183,10 +183,8 @@ int serve_main(int argc, char **argv) {
       .lm = {.threads = 1}, .link = LINK_OPTS_DEFAULT,
       .listen = env_listen && *env_listen ? env_listen : "127.0.0.1:8080",
       .cfg = EVD_SESSION_CFG_DEFAULT, .parallel = 8,
-      .queue = 64, .n_predict_max = 4096};
-  cli_cmd_t c = {.who = WHO, .synopsis = synopsis, .opts = options,
-                 .n = sizeof(options) / sizeof(options[0]), .base = &o,
-                 .lm = &o.lm, .link = &o.link, .session = &o.cfg};
+      .queue = 64, .n_predict_max = 32768};
+  cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);
   int rc = cli_command(&c, argc, argv);
   if (rc != CLI_RUN)
     return rc;
