@@ -143,7 +143,18 @@ static int apply(const cli_t *c, const cli_opt_t *o, void *field,
     break;
   }
   case CLI_FLAG: *(bool *)field = true; break;
-  case CLI_CALL: return o->parse(c->who, arg, field);
+  case CLI_CALL: return o->with.parse(c->who, arg, field);
+  case CLI_CHOICE:
+    for (int i = 0; o->with.names[i] != NULL; i++)
+      if (strcmp(arg, o->with.names[i]) == 0) {
+        *(int *)field = i;
+        return 0;
+      }
+    fprintf(stderr, "%s: --%s is one of", c->who, o->name);
+    for (int i = 0; o->with.names[i] != NULL; i++)
+      fprintf(stderr, " %s", o->with.names[i]);
+    fprintf(stderr, ", not '%s'\n", arg);
+    return -1;
   case CLI_HELP:
   case CLI_VERSION: break;
   }
@@ -245,6 +256,13 @@ static void default_of(const cli_opt_t *o, const void *field, char *out,
   case CLI_DOUBLE: snprintf(out, len, " (default %g)",
                             *(const double *)field);
     break;
+  case CLI_CHOICE: snprintf(out, len, " (default %s)",
+                            o->with.names[*(const int *)field]);
+    break;
+  case CLI_FLAG:
+    if (*(const bool *)field)
+      snprintf(out, len, " (the default)");
+    break;
   default: break;
   }
 }
@@ -280,11 +298,22 @@ int cli_parse_positions(const char *who, const char *arg, void *field) {
 #define LINK(f) offsetof(link_opts_t, f)
 
 static const cli_opt_t model_opts[] = {
-    {"model", "m", "FILE", CLI_STR, LM(model), 0, 0, NULL,
+    {"model", "m", "FILE", CLI_STR, LM(model), 0, 0, {NULL},
      "the model (GGUF)"},
-    {"threads", "t", "N", CLI_INT, LM(threads), 1, 256, NULL,
+    {"threads", "t", "N", CLI_INT, LM(threads), 1, 1024, {NULL},
      "llama.cpp threads"},
-    {"debug", NULL, NULL, CLI_FLAG, LM(debug), 0, 0, NULL,
+    {"flash-attn", "fa", "WHEN", CLI_CHOICE, LM(flash_attn), 0, 0,
+     {.names = lm_fa_names}, "flash attention: off, on or auto"},
+    {"cache-type-k", "ctk", "TYPE", CLI_CHOICE, LM(type_k), 0, 0,
+     {.names = lm_type_names}, "the K cache's type: f32, f16 or q8_0"},
+    {"cache-type-v", "ctv", "TYPE", CLI_CHOICE, LM(type_v), 0, 0,
+     {.names = lm_type_names},
+     "the V cache's type: f32, f16 or q8_0 (q8_0 with flash attention)"},
+    {"exact", NULL, NULL, CLI_FLAG, LM(exact), 0, 0, {NULL},
+     "the settings whose logits match a float64 reference within about "
+     "1e-6: F32 K and V, flash attention off, one thread (over -t, -fa, "
+     "-ctk and -ctv)"},
+    {"debug", NULL, NULL, CLI_FLAG, LM(debug), 0, 0, {NULL},
      "llama.cpp's whole log on stderr"},
 };
 static const size_t model_n = sizeof(model_opts) / sizeof(model_opts[0]);
@@ -292,36 +321,36 @@ static const size_t model_n = sizeof(model_opts) / sizeof(model_opts[0]);
 #define CFG(f) offsetof(evd_session_cfg_t, f)
 
 static const cli_opt_t session_opts[] = {
-    {"budget", NULL, "N", CLI_I64, CFG(budget), 1, UINT32_MAX, NULL,
+    {"budget", NULL, "N", CLI_I64, CFG(budget), 1, UINT32_MAX, {NULL},
      "each session's budget (default: the daemon's)"},
-    {"sinks", NULL, "N", CLI_I64, CFG(sinks), 0, UINT32_MAX, NULL,
+    {"sinks", NULL, "N", CLI_I64, CFG(sinks), 0, UINT32_MAX, {NULL},
      "positions pinned at the start (streaming-llm: 4; default: the "
      "daemon's)"},
-    {"lookahead", NULL, "N", CLI_I64, CFG(lookahead), 1, 1u << 24, NULL,
+    {"lookahead", NULL, "N", CLI_I64, CFG(lookahead), 1, 1u << 24, {NULL},
      "positions a step may add: the prompt's chunk (and with --draft the "
      "pending drafts) (default: the daemon's)"},
 };
 static const size_t session_n = sizeof(session_opts) / sizeof(session_opts[0]);
 
 static const cli_opt_t evictd_opts[] = {
-    {"evictd", NULL, "URL", CLI_STR, LINK(url), 0, 0, NULL,
+    {"evictd", NULL, "URL", CLI_STR, LINK(url), 0, 0, {NULL},
      "the daemon: http://host:port, https://..., unix:/path (default "
      "$EVICTD_URL, else http://127.0.0.1:8090, the daemon's own default)"},
-    {"token-file", NULL, "FILE", CLI_STR, LINK(token_file), 0, 0, NULL,
+    {"token-file", NULL, "FILE", CLI_STR, LINK(token_file), 0, 0, {NULL},
      "evictd's bearer token (the file's first line)"},
-    {"cafile", NULL, "FILE", CLI_STR, LINK(cafile), 0, 0, NULL,
+    {"cafile", NULL, "FILE", CLI_STR, LINK(cafile), 0, 0, {NULL},
      "the CA (or self-signed certificate) of an https:// evictd"},
-    {"timeout-ms", NULL, "MS", CLI_U32, LINK(timeout_ms), 1, 3600000, NULL,
+    {"timeout-ms", NULL, "MS", CLI_U32, LINK(timeout_ms), 1, 3600000, {NULL},
      "the longest wait for one answer of evictd"},
     {"reconnect-ms", NULL, "MS", CLI_U32, LINK(reconnect_ms), 0, 3600000,
-     NULL, "how long a request is sent again while evictd restarts or "
+     {NULL}, "how long a request is sent again while evictd restarts or "
      "answers too late"},
 };
 static const size_t evictd_n = sizeof(evictd_opts) / sizeof(evictd_opts[0]);
 
 static const cli_opt_t info_opts[] = {
-    {"help", "h", NULL, CLI_HELP, 0, 0, 0, NULL, "this text"},
-    {"version", NULL, NULL, CLI_VERSION, 0, 0, 0, NULL, "the versions"},
+    {"help", "h", NULL, CLI_HELP, 0, 0, 0, {NULL}, "this text"},
+    {"version", NULL, NULL, CLI_VERSION, 0, 0, 0, {NULL}, "the versions"},
 };
 static const size_t info_n = sizeof(info_opts) / sizeof(info_opts[0]);
 
@@ -345,5 +374,8 @@ int cli_command(const cli_cmd_t *cmd, int argc, char **argv) {
   snprintf(way, sizeof(way), "%s --help", cmd->who);
   if (rc == CLI_RUN && cmd->lm->model == NULL)
     return cli_say(2, cmd->who, way, "-m MODEL.gguf is required");
+  char err[256];
+  if (rc == CLI_RUN && lm_settle(cmd->lm, err, sizeof(err)) != 0)
+    return cli_say(2, cmd->who, way, "%s", err);
   return rc;
 }

@@ -19,6 +19,7 @@ typedef enum {
   CLI_DOUBLE,  /* double in [lo, hi] */
   CLI_FLAG,    /* bool, set to true; takes no argument */
   CLI_CALL,    /* parse(who, arg, field): 0, or -1 having said why */
+  CLI_CHOICE,  /* int: the index of the argument in names */
   CLI_HELP,    /* prints the help, exit 0 */
   CLI_VERSION  /* prints the versions, exit 0 */
 } cli_kind_t;
@@ -30,7 +31,10 @@ typedef struct cli_opt_s {
   cli_kind_t kind;
   size_t off;             /* the field, at this offset in the group's base */
   unsigned long long lo, hi; /* the range of numbers */
-  int (*parse)(const char *who, const char *arg, void *field);
+  union {
+    int (*parse)(const char *who, const char *arg, void *field); /* CALL */
+    const char *const *names; /* CLI_CHOICE: the values, NULL-terminated */
+  } with;
   const char *help;       /* one sentence or two, the default included */
 } cli_opt_t;
 

@@ -6,6 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const lm_fa_names[] = {"off", "on", "auto", NULL};
+const char *const lm_type_names[] = {"f32", "f16", "q8_0", NULL};
+
+static const enum ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16,
+                                       GGML_TYPE_Q8_0};
+static const enum llama_flash_attn_type fa_types[] = {
+    LLAMA_FLASH_ATTN_TYPE_DISABLED, LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    LLAMA_FLASH_ATTN_TYPE_AUTO};
+
+int lm_settle(lm_settings_t *s, char *err, size_t errlen) {
+  if (s->exact) {
+    s->threads = 1;
+    s->flash_attn = LM_FA_OFF;
+    s->type_k = s->type_v = LM_F32;
+  }
+  if (s->type_v == LM_Q8_0 && s->flash_attn == LM_FA_OFF) {
+    snprintf(err, errlen, "--cache-type-v q8_0 needs flash attention "
+             "(-fa on or auto): llama.cpp keeps a quantized V cache only "
+             "with it");
+    return -1;
+  }
+  return 0;
+}
+
 static bool log_debug;
 
 static void on_log(enum ggml_log_level level, const char *text, void *ud) {
@@ -59,6 +83,9 @@ int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
   cp.n_seq_max = o->n_seq;
   cp.n_threads = set->threads;
   cp.n_threads_batch = set->threads;
+  cp.flash_attn_type = fa_types[set->flash_attn];
+  cp.type_k = types[set->type_k];
+  cp.type_v = types[set->type_v];
   /* A stream of cells per sequence: a token's attention then spans its own
    * sequence's cells, not all of them (with 16 sequences of the tiny
    * model, 3.8 ms per pass instead of 7.1 ms); a fork's
@@ -66,16 +93,13 @@ int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
    * stream once, and after budget steps nothing is shared anyway. */
   cp.kv_unified = false;
   cp.no_perf = true;
-  /* llama.cpp's defaults (flash attention, F16 K/V) differ from a float64
-   * reference by about 5e-3 in the logits; these by about 1e-6. */
-  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  cp.type_k = GGML_TYPE_F32;
-  cp.type_v = GGML_TYPE_F32;
   lm->ctx = llama_init_from_model(lm->model, cp);
   if (lm->ctx == NULL) {
     snprintf(err, errlen, "cannot make a llama.cpp context for the %s model "
-             "(%u cells per sequence, n_batch %u, %u sequences)", label,
-             o->n_ctx, o->n_batch, o->n_seq);
+             "(%u cells per sequence, n_batch %u, %u sequences, K/V %s/%s, "
+             "flash attention %s)", label, o->n_ctx, o->n_batch, o->n_seq,
+             lm_type_names[set->type_k], lm_type_names[set->type_v],
+             lm_fa_names[set->flash_attn]);
     return -1;
   }
   lm->mem = llama_get_memory(lm->ctx);
@@ -143,14 +167,14 @@ int32_t lm_pos_max(lm_t *lm, int32_t seq) {
   return llama_memory_seq_pos_max(lm->mem, seq);
 }
 
-int lm_tokenize(const lm_t *lm, const char *text, size_t len,
+int lm_tokenize(const lm_t *lm, const char *text, size_t len, bool special,
                 llama_token **out) {
   int32_t cap = (int32_t)len + 8;
   llama_token *toks = malloc(sizeof(*toks) * (size_t)cap);
   if (toks == NULL)
     return -1;
   int32_t n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap, true,
-                             false);
+                             special);
   if (n < 0) { /* -n tokens needed */
     cap = -n;
     llama_token *t = realloc(toks, sizeof(*toks) * (size_t)cap);
@@ -159,7 +183,8 @@ int lm_tokenize(const lm_t *lm, const char *text, size_t len,
       return -1;
     }
     toks = t;
-    n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap, true, false);
+    n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap, true,
+                       special);
   }
   if (n < 0) {
     free(toks);
@@ -191,4 +216,14 @@ void lm_write_piece(const lm_t *lm, llama_token tok, FILE *f) {
 
 bool lm_is_end(const lm_t *lm, llama_token tok) {
   return llama_vocab_is_eog(lm->vocab, tok);
+}
+
+int lm_end_tokens(const lm_t *lm, llama_token out[2]) {
+  llama_token eos = llama_vocab_eos(lm->vocab), eot = llama_vocab_eot(lm->vocab);
+  int n = 0;
+  if (eos != LLAMA_TOKEN_NULL)
+    out[n++] = eos;
+  if (eot != LLAMA_TOKEN_NULL && eot != eos)
+    out[n++] = eot;
+  return n;
 }

@@ -1,7 +1,7 @@
-/* A llama.cpp model and context as evictd-llama uses them: exact settings
- * (F32 K/V, no flash attention), one batch reused for every pass, and the
- * cache edited only by position (common/seq.c). Nothing here knows about
- * evictd. */
+/* A llama.cpp model and context as evictd-llama uses them: the settings
+ * of the command line (exact ones, or llama.cpp's fast ones), one batch
+ * reused for every pass, and the cache edited only by position
+ * (common/seq.c). Nothing here knows about evictd. */
 #ifndef EVICTD_LLAMA_LM_H
 #define EVICTD_LLAMA_LM_H
 
@@ -12,14 +12,34 @@
 
 #include "llama.h"
 
-/* What every command's command line says about the model (cli.c's
- * cli_model_opts). */
+/* How llama.cpp runs: --flash-attn off|on|auto, --cache-type-k/-v
+ * f32|f16|q8_0 (indices into these names, lm.c). */
+enum { LM_FA_OFF, LM_FA_ON, LM_FA_AUTO };
+enum { LM_F32, LM_F16, LM_Q8_0 };
+extern const char *const lm_fa_names[];
+extern const char *const lm_type_names[];
+
+/* What every command's command line says about the model (cli.c's model
+ * block). The exact settings (F32 K/V, flash attention off, one thread)
+ * give logits within about 1e-6 of a float64 reference; llama.cpp's fast
+ * defaults (F16 K/V, flash attention) within about 5e-3. */
 typedef struct lm_settings_s {
   const char *model;  /* the GGUF */
   int threads;        /* llama.cpp threads (1: no spin-waits on a busy
                          machine) */
+  int flash_attn;     /* LM_FA_* */
+  int type_k, type_v; /* LM_F32, LM_F16, LM_Q8_0 */
+  bool exact;         /* --exact: the exact settings, whatever else says */
   bool debug;         /* llama.cpp's whole log */
 } lm_settings_t;
+
+/* The exact settings, for a command's defaults and --exact. */
+#define LM_EXACT .threads = 1, .flash_attn = LM_FA_OFF, .type_k = LM_F32, \
+                 .type_v = LM_F32
+
+/* Applies --exact; then checks the settings go together (a quantized V
+ * cache needs flash attention). 0, or -1 with a sentence in err. */
+int lm_settle(lm_settings_t *s, char *err, size_t errlen);
 
 /* The context's size, from the command's sessions. */
 typedef struct lm_opts_s {
@@ -74,9 +94,11 @@ const float *lm_logits(lm_t *lm, int32_t i);
 int32_t lm_pos_min(lm_t *lm, int32_t seq);
 int32_t lm_pos_max(lm_t *lm, int32_t seq);
 
-/* Tokenizes text (adding the model's BOS when it has one). Returns the
- * number of tokens written to *out (malloc'd, the caller frees), or -1. */
-int lm_tokenize(const lm_t *lm, const char *text, size_t len,
+/* Tokenizes text (adding the model's BOS when it has one; with special,
+ * the text of special tokens, as a chat template writes them, becomes
+ * those tokens). Returns the number of tokens written to *out (malloc'd,
+ * the caller frees), or -1. */
+int lm_tokenize(const lm_t *lm, const char *text, size_t len, bool special,
                 llama_token **out);
 
 /* The bytes of a token (none for control tokens) into buf[0..cap): their
@@ -88,5 +110,8 @@ void lm_write_piece(const lm_t *lm, llama_token tok, FILE *f);
 
 /* Whether tok ends a generation (EOS, EOT, ...). */
 bool lm_is_end(const lm_t *lm, llama_token tok);
+
+/* The model's EOS and EOT tokens into out (those it has); their count. */
+int lm_end_tokens(const lm_t *lm, llama_token out[2]);
 
 #endif

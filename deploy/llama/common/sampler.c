@@ -3,12 +3,28 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
+
+#include "common/grow.h"
+
+typedef struct sampler_prob_s {
+  double p;
+  llama_token id;
+} prob_t;
 
 static uint64_t splitmix(uint64_t *x) {
   uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+
+/* The logit of token i as drawn: -inf when it is banned. */
+static inline float logit(const sampler_t *s, const float *l, int i) {
+  for (int k = 0; k < s->n_ban; k++)
+    if (s->ban[k] == i)
+      return -INFINITY;
+  return l[i];
 }
 
 llama_token sampler_argmax(const float *l, int n, llama_token *alt) {
@@ -26,17 +42,69 @@ llama_token sampler_argmax(const float *l, int n, llama_token *alt) {
   return best;
 }
 
+void sampler_free(sampler_t *s) {
+  free(s->prob);
+  s->prob = NULL;
+  s->cap = 0;
+}
+
+/* The most likely first; the lower id on a tie. */
+static int by_prob(const void *a, const void *b) {
+  const prob_t *x = a, *y = b;
+  if (x->p != y->p)
+    return x->p < y->p ? 1 : -1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Nucleus sampling: the smallest set of the most likely tokens whose
+ * probability reaches top_p (at least the best), drawn from in order. */
+static llama_token draw_top_p(sampler_t *s, const float *l, int n,
+                              llama_token best) {
+  double z = 0, keep = 0, c = 0;
+  for (int i = 0; i < n; i++) {
+    s->prob[i] = (prob_t){exp(((double)logit(s, l, i) - l[best]) / s->temp),
+                          i};
+    z += s->prob[i].p;
+  }
+  qsort(s->prob, (size_t)n, sizeof(*s->prob), by_prob);
+  int k = 0;
+  do
+    keep += s->prob[k++].p;
+  while (k < n && keep < s->top_p * z);
+  double u = (double)(splitmix(&s->state) >> 11) * 0x1.0p-53 * keep;
+  for (int i = 0; i < k; i++) {
+    c += s->prob[i].p;
+    if (u < c)
+      return s->prob[i].id;
+  }
+  return s->prob[0].id;
+}
+
+/* The best token that is not banned. */
+static llama_token best_allowed(const sampler_t *s, const float *l, int n) {
+  int best = -1;
+  for (int i = 0; i < n; i++)
+    if (logit(s, l, i) != -INFINITY && (best < 0 || l[i] > l[best]))
+      best = i;
+  return best < 0 ? 0 : best;
+}
+
 llama_token sampler_draw(sampler_t *s, const float *l, int n,
                          llama_token *alt) {
   llama_token best = sampler_argmax(l, n, alt);
+  if (s->n_ban > 0 && logit(s, l, best) == -INFINITY)
+    best = best_allowed(s, l, n);
   if (s->temp <= 0)
     return best;
+  if (s->top_p < 1 && grow(&s->prob, &s->cap, (size_t)n,
+                           sizeof(*s->prob)) == 0)
+    return draw_top_p(s, l, n, best);
   double t = s->temp, z = 0;
   for (int i = 0; i < n; i++)
-    z += exp(((double)l[i] - l[best]) / t);
+    z += exp(((double)logit(s, l, i) - l[best]) / t);
   double u = (double)(splitmix(&s->state) >> 11) * 0x1.0p-53 * z, c = 0;
   for (int i = 0; i < n; i++) {
-    c += exp(((double)l[i] - l[best]) / t);
+    c += exp(((double)logit(s, l, i) - l[best]) / t);
     if (u < c)
       return i;
   }

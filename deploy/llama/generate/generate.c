@@ -37,44 +37,44 @@ static int parse_rewind(const char *who, const char *arg, void *field) {
 #define GEN(f) offsetof(gen_opts_t, f)
 
 static const cli_opt_t options[] = {
-    {"prompt", "p", "TEXT", CLI_STR, GEN(prompt), 0, 0, NULL,
+    {"prompt", "p", "TEXT", CLI_STR, GEN(prompt), 0, 0, {NULL},
      "the prompt (default: empty, the BOS alone)"},
-    {"file", "f", "FILE", CLI_STR, GEN(file), 0, 0, NULL,
+    {"file", "f", "FILE", CLI_STR, GEN(file), 0, 0, {NULL},
      "the prompt from a file ('-': stdin)"},
-    {"n-predict", "n", "N", CLI_U32, GEN(n_predict), 0, 1u << 30, NULL,
+    {"n-predict", "n", "N", CLI_U32, GEN(n_predict), 0, 1u << 30, {NULL},
      "tokens to generate per sequence"},
-    {"session", NULL, "ID", CLI_STR, GEN(session), 0, 0, NULL,
+    {"session", NULL, "ID", CLI_STR, GEN(session), 0, 0, {NULL},
      "the evictd session (default evictd-llama-PID; samples are ID.0, "
      "ID.1, ...)"},
-    {"draft", NULL, "FILE", CLI_STR, GEN(draft), 0, 0, NULL,
+    {"draft", NULL, "FILE", CLI_STR, GEN(draft), 0, 0, {NULL},
      "speculative decoding with this draft model (greedy, one sequence)"},
-    {"draft-n", NULL, "K", CLI_U32, GEN(draft_n), 1, 64, NULL,
+    {"draft-n", NULL, "K", CLI_U32, GEN(draft_n), 1, 64, {NULL},
      "drafts per iteration"},
-    {"parallel", NULL, "N", CLI_U32, GEN(parallel), 1, 256, NULL,
+    {"parallel", NULL, "N", CLI_U32, GEN(parallel), 1, 256, {NULL},
      "N samples of one prompt: evictd fork and llama_memory_seq_cp, one "
      "batch per iteration (default 1)"},
-    {"temp", NULL, "T", CLI_DOUBLE, GEN(temp), 0, 100, NULL,
+    {"temp", NULL, "T", CLI_DOUBLE, GEN(temp), 0, 100, {NULL},
      "sampling temperature (default 0: greedy)"},
-    {"seed", NULL, "S", CLI_U64, GEN(seed), 0, UINT64_MAX, NULL,
+    {"seed", NULL, "S", CLI_U64, GEN(seed), 0, UINT64_MAX, {NULL},
      "sampling seed (sample i uses S + i)"},
-    {"rewind", NULL, "AT:K", CLI_CALL, GEN(rewind_at), 0, 0, parse_rewind,
+    {"rewind", NULL, "AT:K", CLI_CALL, GEN(rewind_at), 0, 0, {parse_rewind},
      "once AT tokens are generated, take the last K back (evictd truncate; "
      "K <= budget - sinks with original positions) and continue with the "
      "runner-up token"},
     {"positions", NULL, "MODE", CLI_CALL, GEN(positions), 0, 0,
-     cli_parse_positions,
+     {cli_parse_positions},
      "RoPE positions: original (each token its absolute position, the "
      "default) or cache (streaming-llm: its index in the kept cache; keys "
      "above an evicted gap move down with llama_memory_seq_add)"},
-    {"n-ctx", NULL, "N", CLI_U32, GEN(n_ctx), 1, INT32_MAX, NULL,
+    {"n-ctx", NULL, "N", CLI_U32, GEN(n_ctx), 1, INT32_MAX, {NULL},
      "KV cells per sequence (default: budget + lookahead, rounded up to "
      "256)"},
-    {"keep-session", NULL, NULL, CLI_FLAG, GEN(keep_session), 0, 0, NULL,
+    {"keep-session", NULL, NULL, CLI_FLAG, GEN(keep_session), 0, 0, {NULL},
      "leave the sessions in evictd at the end"},
-    {"dump", NULL, "PREFIX", CLI_STR, GEN(dump), 0, 0, NULL,
+    {"dump", NULL, "PREFIX", CLI_STR, GEN(dump), 0, 0, {NULL},
      "record every request, removal and logit (PREFIX.jsonl, PREFIX.f32; "
      "see README.md)"},
-    {"stats", NULL, NULL, CLI_FLAG, GEN(stats), 0, 0, NULL,
+    {"stats", NULL, NULL, CLI_FLAG, GEN(stats), 0, 0, {NULL},
      "time per iteration, and evictd's share, on stderr"},
 };
 
@@ -118,7 +118,7 @@ static int setup(gen_t *g) {
     sample_t *s = &g->samples[i];
     char id[SEQ_ID_MAX + 8];
     snprintf(id, sizeof(id), g->n_samples == 1 ? "%s" : "%s.%u", base, i);
-    s->smp = (sampler_t){.temp = o->temp, .state = o->seed + i};
+    s->smp = (sampler_t){.temp = o->temp, .top_p = 1, .state = o->seed + i};
     if (seq_init(&s->s, (int32_t)i, id, o->positions) != 0 ||
         posmap_init(&s->dmap, o->positions, 64) != 0)
       return gen_fail("out of memory");
@@ -141,7 +141,7 @@ static int load_models(gen_t *g) {
   }
   sample_t *s0 = &g->samples[0];
   llama_token *toks;
-  int n = lm_tokenize(&g->target, o->prompt, o->prompt_len, &toks);
+  int n = lm_tokenize(&g->target, o->prompt, o->prompt_len, false, &toks);
   if (n <= 0)
     return gen_fail(n == 0 ? "the prompt is empty (and the model adds no "
                              "BOS)" : "cannot tokenize the prompt");
@@ -389,7 +389,7 @@ static int check(gen_opts_t *o) {
 }
 
 int generate_main(int argc, char **argv) {
-  gen_opts_t o = {.lm = {.threads = 1}, .link = LINK_OPTS_DEFAULT,
+  gen_opts_t o = {.lm = {LM_EXACT}, .link = LINK_OPTS_DEFAULT,
                   .n_predict = 128, .cfg = EVD_SESSION_CFG_DEFAULT,
                   .draft_n = 4};
   cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);

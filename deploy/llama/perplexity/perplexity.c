@@ -42,25 +42,25 @@ typedef struct opts_s {
 #define OPT(f) offsetof(opts_t, f)
 
 static const cli_opt_t options[] = {
-    {"budgets", NULL, "LIST", CLI_STR, OPT(budgets), 0, 0, NULL,
+    {"budgets", NULL, "LIST", CLI_STR, OPT(budgets), 0, 0, {NULL},
      "comma-separated budgets"},
-    {"sinks", NULL, "N", CLI_U32, OPT(sinks), 0, 1u << 24, NULL,
+    {"sinks", NULL, "N", CLI_U32, OPT(sinks), 0, 1u << 24, {NULL},
      "the sinks policy's pinned positions (each budget must be larger)"},
     {"positions", NULL, "MODE", CLI_CALL, OPT(positions), 0, 0,
-     cli_parse_positions,
+     {cli_parse_positions},
      "RoPE positions: original (absolute, the default) or cache (index in "
      "the kept cache, keys shifted as streaming-llm does)"},
-    {"tokens", "n", "N", CLI_U32, OPT(n_max), 1, 1u << 30, NULL,
+    {"tokens", "n", "N", CLI_U32, OPT(n_max), 1, 1u << 30, {NULL},
      "score at most N tokens (default: all)"},
-    {"trail", NULL, "W", CLI_U32, OPT(trail), 1, 1u << 30, NULL,
+    {"trail", NULL, "W", CLI_U32, OPT(trail), 1, 1u << 30, {NULL},
      "the trailing window of the running perplexity"},
-    {"json", NULL, NULL, CLI_FLAG, OPT(json), 0, 0, NULL,
+    {"json", NULL, NULL, CLI_FLAG, OPT(json), 0, 0, {NULL},
      "JSON on stdout instead of the table: each policy's summary and "
      "per-token NLL"},
-    {"svg", NULL, "FILE", CLI_STR, OPT(svg), 0, 0, NULL,
+    {"svg", NULL, "FILE", CLI_STR, OPT(svg), 0, 0, {NULL},
      "trailing perplexity against position, every policy at one budget (an "
      "SVG file)"},
-    {"svg-budget", NULL, "B", CLI_U32, OPT(svg_budget), 1, 1u << 24, NULL,
+    {"svg-budget", NULL, "B", CLI_U32, OPT(svg_budget), 1, 1u << 24, {NULL},
      "that budget (default: the smallest)"},
 };
 
@@ -226,7 +226,7 @@ static int perplexity(const opts_t *o, ppl_run_t *r, const char *file) {
     goto out_text;
   }
   r->n_ctx_train = llama_model_n_ctx_train(st.lm.model);
-  int nt = lm_tokenize(&st.lm, text, len, &toks);
+  int nt = lm_tokenize(&st.lm, text, len, false, &toks);
   if (nt < 0) {
     fail("cannot tokenize %s", file);
     goto out_model;
@@ -318,7 +318,7 @@ static int check(opts_t *o, ppl_run_t *r, size_t n_rest) {
 }
 
 int perplexity_main(int argc, char **argv) {
-  opts_t o = {.lm = {.threads = 1}, .link = LINK_OPTS_DEFAULT,
+  opts_t o = {.lm = {LM_EXACT}, .link = LINK_OPTS_DEFAULT,
               .budgets = "64,128,256", .trail = 256, .sinks = 4};
   ppl_run_t r = {.positions = POS_ORIGINAL};
   const char *file = NULL;

@@ -104,8 +104,10 @@ static void admit(engine_t *e, task_t *t) {
      * holds position 0), the others' by the fork. */
     c->s.held = 1;
     c->s.created = c->index == 0;
-    c->smp = (sampler_t){.temp = t->want.temp,
-                         .state = t->want.seed + c->index};
+    c->smp.temp = t->want.temp;
+    c->smp.top_p = t->want.top_p;
+    c->smp.state = t->want.seed + c->index;
+    c->smp.n_ban = t->want.ignore_eos ? lm_end_tokens(e->lm, c->smp.ban) : 0;
     c->forked = c->failed = false;
     e->used++;
     if (c->index == 0)
@@ -156,7 +158,7 @@ static void emit(engine_t *e, choice_t *c, const float *logits) {
   c->hist[c->n] = tok;
   c->tokens++;
   e->tokens++;
-  if (lm_is_end(e->lm, tok)) {
+  if (lm_is_end(e->lm, tok) && !t->want.ignore_eos) {
     end_choice(e, c, FIN_EOS);
     return;
   }
@@ -387,6 +389,7 @@ static void engine_free(engine_t *e) {
   for (uint32_t i = 0; e->slot != NULL && i < e->n_slot; i++) {
     free(e->slot[i].hist);
     text_free(&e->slot[i].text);
+    sampler_free(&e->slot[i].smp);
   }
   free(e->slot);
   free(e->steps);

@@ -91,10 +91,10 @@ int field_stop(fields_t *f, const char *name, uint32_t max, want_t *w) {
 }
 
 int field_prompt(fields_t *f, const site_t *site, const char *name,
-                 const char *text, size_t len, task_t *t) {
+                 const char *text, size_t len, bool special, task_t *t) {
   /* The vocabulary is only read: tokenizing here is safe beside the
    * engine's decoding. */
-  int n = lm_tokenize(site->lm, text, len, &t->prompt);
+  int n = lm_tokenize(site->lm, text, len, special, &t->prompt);
   if (n <= 0)
     return bad(f, name, n == 0 ? "the prompt has no tokens (and the model "
                "adds no BOS)" : "cannot tokenize the prompt");

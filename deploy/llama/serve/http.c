@@ -17,6 +17,9 @@ typedef struct route_s {
 } route_t;
 
 static const route_t routes[] = {
+    {"/v1/chat/completions", "POST", openai_chat},
+    {"/v1/completions", "POST", openai_completions},
+    {"/v1/models", "GET", openai_models},
     {"/completion", "POST", native_completion},
     {"/health", "GET", status_health},
     {"/metrics", "GET", status_metrics},
@@ -62,8 +65,29 @@ static enum MHD_Result route(call_t *c, const char *url, const char *method) {
     return reply_error(c, 405, "method_not_allowed", NULL, "%s %s", r->method,
                        r->path);
   }
-  return reply_error(c, 404, "not_found", NULL, "no such path (POST "
-                     "/completion, GET /health, GET /metrics)");
+  return reply_error(c, 404, "not_found", NULL, "no such path: %s (POST "
+                     "/v1/chat/completions, POST /v1/completions, GET "
+                     "/v1/models, POST /completion, GET /health, GET "
+                     "/metrics)", url);
+}
+
+/* Whether a request may pass: no --api-key, or its bearer token is the
+ * key (compared in time independent of where they differ), or the route
+ * is /health, which probes reach without a key. */
+static bool allowed(call_t *c, const char *url) {
+  const char *key = c->site->o->api_key;
+  if (key == NULL || strcmp(url, "/health") == 0)
+    return true;
+  const char *auth = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_AUTHORIZATION);
+  if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
+    return false;
+  auth += 7;
+  size_t n = strlen(key), m = strlen(auth);
+  unsigned char diff = n != m;
+  for (size_t i = 0; i < n; i++)
+    diff |= (unsigned char)(key[i] ^ (i < m ? auth[i] : 0));
+  return diff == 0;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
@@ -86,6 +110,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
     *upload_size = 0;
     return add_body(c, upload, n) == 0 ? MHD_YES : MHD_NO;
   }
+  if (!allowed(c, url))
+    return reply_error(c, 401, "invalid_api_key", NULL, "no valid API key: "
+                       "send 'Authorization: Bearer KEY' with the server's "
+                       "--api-key");
   return route(c, url, method);
 }
 

@@ -1,9 +1,10 @@
 /* evictd-llama serve's HTTP side: libmicrohttpd with a thread per
- * connection (http.c: bodies, the route table), the answers it sends
- * (reply.c: JSON with jansson, the one error shape, event streams), and
- * the APIs that turn requests into tasks and a task's events into answers
- * (native.c: llama.cpp's /completion; status.c: /health, /metrics). All
- * formatting is here; the engine only emits events. */
+ * connection (http.c: bodies, the API key, the route table), the answers
+ * it sends (reply.c: JSON with jansson, the one error shape, event
+ * streams), and the APIs that turn requests into tasks and a task's
+ * events into answers (openai.c with chat.c: OpenAI's /v1; native.c:
+ * llama.cpp's /completion; status.c: /health, /metrics). All formatting
+ * is here; the engine only emits events. */
 #ifndef EVICTD_LLAMA_HTTP_H
 #define EVICTD_LLAMA_HTTP_H
 
@@ -23,6 +24,9 @@ typedef struct site_s {
   const serve_opts_t *o;
   const lm_t *lm;         /* tokenizing only: the vocabulary is read-only */
   tq_t *q;
+  const char *model;      /* the model's name in answers (--alias) */
+  long long created;      /* when serve started (GET /v1/models) */
+  const char *tmpl;       /* the chat template (chat_template) */
 } site_t;
 
 /* A task's outcome gathered for an answer that is not streamed. */
@@ -61,10 +65,14 @@ struct call_s {
   evd_buf_t out;          /* SSE frames not sent yet, from out_off on */
   size_t out_off;
   bool ended;
-  /* the API's (openai.c): chunks' id and time, per-choice flags */
-  char id[64];
+  /* the API's (openai.c): chunks' id and time, the choices that sent a
+   * chunk, usage */
+  bool chat;
+  bool usage;             /* stream_options.include_usage */
+  char id[80];
   long long created;
-  uint32_t *seen;
+  bool *seen;
+  uint64_t tokens;        /* the choices' tokens, for usage */
 };
 
 /* ---- http.c -------------------------------------------------------------- */
@@ -117,12 +125,27 @@ int field_bool(fields_t *f, const char *name, bool def, bool *out);
  * task's stop strings. */
 int field_stop(fields_t *f, const char *name, uint32_t max, want_t *w);
 
-/* The prompt text into t's tokens; -1 with why set (empty, too long). */
+/* The prompt text into t's tokens (special: a chat template's text, whose
+ * special tokens' text becomes those tokens); -1 with why set. */
 int field_prompt(fields_t *f, const site_t *site, const char *name,
-                 const char *text, size_t len, task_t *t);
+                 const char *text, size_t len, bool special, task_t *t);
+
+/* ---- chat.c ------------------------------------------------------------------ */
+
+/* The model's chat template, or "chatml" (*fallback set) when the GGUF has
+ * none that llama.cpp's llama_chat_apply_template knows. */
+const char *chat_template(const lm_t *lm, bool *fallback);
+
+/* The request's "messages" through site's template, ending where the
+ * assistant's answer begins, into out. 0, or -1 with f's why set. */
+int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
+                evd_buf_t *out);
 
 /* ---- the routes ---------------------------------------------------------- */
 
+enum MHD_Result openai_models(call_t *c);       /* openai.c */
+enum MHD_Result openai_completions(call_t *c);
+enum MHD_Result openai_chat(call_t *c);
 enum MHD_Result native_completion(call_t *c);   /* native.c */
 enum MHD_Result status_health(call_t *c);       /* status.c */
 enum MHD_Result status_metrics(call_t *c);

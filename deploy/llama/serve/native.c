@@ -60,8 +60,9 @@ enum MHD_Result native_completion(call_t *c) {
           field_num(&f, "temperature", 0, 100, 0, &t->want.temp) ||
           field_bool(&f, "stream", false, &stream) ||
           field_stop(&f, "stop", 16, &t->want) ||
+          field_bool(&f, "ignore_eos", false, &t->want.ignore_eos) ||
           field_prompt(&f, c->site, "prompt", json_string_value(p),
-                       json_string_length(p), t);
+                       json_string_length(p), false, t);
   }
   json_decref(body);
   if (bad) {
@@ -69,6 +70,7 @@ enum MHD_Result native_completion(call_t *c) {
     return reply_error(c, 400, "invalid_request", f.bad, "%s", f.why);
   }
   t->want.n = 1;
+  t->want.top_p = 1;
   t->want.n_predict = (uint32_t)n_predict;
   t->want.seed = (uint64_t)seed;
   return reply_task(c, t, &native, stream);

@@ -16,6 +16,11 @@ typedef struct serve_opts_s {
   lm_settings_t lm;
   link_opts_t link;
   const char *listen;        /* HOST:PORT or unix:/path */
+  const char *host;          /* --host and --port: llama-server's spelling */
+  uint32_t port;             /* of --listen HOST:PORT (0: not given) */
+  const char *alias;         /* the model's name in answers */
+  const char *api_key;       /* --api-key, or read from --api-key-file */
+  const char *api_key_file;
   evd_session_cfg_t cfg;     /* budget, sinks, lookahead (< 0: the
                                 daemon's defaults) */
   uint32_t parallel;         /* sequences decoding at once */

@@ -39,12 +39,23 @@ enum MHD_Result status_metrics(call_t *c) {
                    "received.", s.requests);
   evd_prom_counter(&b, "evictd_llama_requests_failed_total", "Completion "
                    "requests that ended in an error.", s.failed + s.rejected);
+  evd_prom_family(&b, "evictd_llama_requests_finished_total", "counter",
+                  "Completion requests that ended, by outcome: ok, failed, "
+                  "cancelled (the client went away), rejected (queue full "
+                  "or shutting down).");
+  const char *outcome[] = {"ok", "failed", "cancelled", "rejected"};
+  uint64_t count[] = {s.ok, s.failed, s.cancelled, s.rejected};
+  for (int i = 0; i < 4; i++)
+    evd_prom_line(&b, "evictd_llama_requests_finished_total{outcome=\"%s\"} "
+                  "%llu\n", outcome[i], (unsigned long long)count[i]);
   evd_prom_counter(&b, "evictd_llama_tokens_predicted_total", "Tokens "
                    "generated.", s.tokens);
   evd_prom_gauge(&b, "evictd_llama_requests_active", "Requests decoding.",
                  s.running);
   evd_prom_gauge(&b, "evictd_llama_requests_queued", "Requests waiting for "
                  "a sequence.", s.queued);
+  evd_prom_gauge(&b, "evictd_llama_sequences_active", "Sequences decoding "
+                 "(a request of n choices has n).", s.sequences);
   evd_prom_counter(&b, "evictd_llama_iterations_total", "Decode iterations "
                    "(one evictd batch and one llama_decode each).",
                    s.iterations);
@@ -60,6 +71,11 @@ enum MHD_Result status_metrics(call_t *c) {
           "llama_decode.", s.decode_s);
   seconds(&b, "evictd_llama_iteration_seconds_total", "Time of the decode "
           "iterations in all.", s.total_s);
+  evd_prom_family(&b, "evictd_llama_evictd_round_trip_seconds", "histogram",
+                  "evictd's answer to an iteration's batch of steps, from "
+                  "send to answer.");
+  evd_prom_histogram(&b, "evictd_llama_evictd_round_trip_seconds", "",
+                     &s.evictd_rtt);
   if (b.oom) {
     evd_buf_free(&b);
     return reply_error(c, 500, "out_of_memory", NULL, "out of memory");

@@ -54,6 +54,7 @@ typedef struct want_s {
   uint64_t seed;          /* choice i draws with seed + i */
   char **stop;            /* stop strings (the task owns them) */
   uint32_t n_stop;
+  bool ignore_eos;        /* llama-server's: end tokens are never drawn */
 } want_t;
 
 typedef enum { TASK_QUEUED, TASK_RUNNING, TASK_DONE } task_state_t;
