@@ -63,10 +63,26 @@ gguf: evictd-llama
 	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  llama-models
 
+# stories260K, a real trained model (../shared/models, README beside it),
+# for the OpenAI client's tests; and the client itself, npm's `openai` as
+# tests/llamacpp/openai/package-lock.json pins it, installed with the test
+# into $(LLAMA_OUT)/openai by `npm ci` (no install scripts).
+STORIES260K ?= ../shared/models/stories260K.gguf
+OPENAI_DIR := $(LLAMA_OUT)/openai
+OPENAI_SRC := $(addprefix tests/llamacpp/openai/,package.json \
+                package-lock.json openai.test.mjs)
+
+$(OPENAI_DIR)/node_modules/.installed: $(OPENAI_SRC)
+	@deploy/deps.sh node
+	@mkdir -p $(OPENAI_DIR)
+	cp $(OPENAI_SRC) $(OPENAI_DIR)/
+	cd $(OPENAI_DIR) && npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
-	@deploy/deps.sh build e2e llama tls && \
+	@deploy/deps.sh build e2e llama tls metrics && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
@@ -84,7 +100,14 @@ e2e-llamacpp:
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_serve.py -v
+	  /usr/bin/python3 tests/llamacpp/test_serve.py -v && \
+	$(MAKE) --no-print-directory $(OPENAI_DIR)/node_modules/.installed && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  STORIES_GGUF=$(abspath $(STORIES260K)) \
+	  OPENAI_NODE_DIR=$(abspath $(OPENAI_DIR)) \
+	  /usr/bin/python3 tests/llamacpp/test_openai.py -v
 
 bench-llama:
 	@deploy/deps.sh build bench llama && \
