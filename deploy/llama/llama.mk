@@ -64,19 +64,19 @@ gguf: evictd-llama
 	  llama-models
 
 # stories260K, a real trained model (../shared/models, README beside it),
-# for the OpenAI client's tests; and the client itself, npm's `openai` as
-# tests/llamacpp/openai/package-lock.json pins it, installed with the test
-# into $(LLAMA_OUT)/openai by `npm ci` (no install scripts).
+# for the OpenAI client's tests; and the client itself, npm's `openai` at
+# the exact version tests/llamacpp/openai/package-lock.json pins, installed
+# by `npm ci` into tests/llamacpp/openai/node_modules (git-ignored; no
+# install scripts) when the lock file changes, as tests/contract does.
 STORIES260K ?= ../shared/models/stories260K.gguf
-OPENAI_DIR := $(LLAMA_OUT)/openai
-OPENAI_SRC := $(addprefix tests/llamacpp/openai/,package.json \
-                package-lock.json openai.test.mjs)
+OPENAI_DIR := tests/llamacpp/openai
+OPENAI_STAMP := $(OPENAI_DIR)/node_modules/.installed
 
-$(OPENAI_DIR)/node_modules/.installed: $(OPENAI_SRC)
+$(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 	@deploy/deps.sh node
-	@mkdir -p $(OPENAI_DIR)
-	cp $(OPENAI_SRC) $(OPENAI_DIR)/
-	cd $(OPENAI_DIR) && npm ci --ignore-scripts --no-audit --no-fund
+	@echo "== npm ci in $(OPENAI_DIR) (versions pinned by package-lock.json)"
+	@npm ci --prefix $(OPENAI_DIR) --ignore-scripts --no-audit --no-fund \
+	  --loglevel=error
 	@touch $@
 
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
@@ -101,12 +101,11 @@ e2e-llamacpp:
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
 	  /usr/bin/python3 tests/llamacpp/test_serve.py -v && \
-	$(MAKE) --no-print-directory $(OPENAI_DIR)/node_modules/.installed && \
+	$(MAKE) --no-print-directory $(OPENAI_STAMP) && \
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
 	  STORIES_GGUF=$(abspath $(STORIES260K)) \
-	  OPENAI_NODE_DIR=$(abspath $(OPENAI_DIR)) \
 	  /usr/bin/python3 tests/llamacpp/test_openai.py -v
 
 bench-llama:

@@ -1,7 +1,7 @@
 """evictd-llama serve against the official OpenAI client: the real daemon
 and the real servers on ephemeral loopback ports, spoken to by npm's
 `openai` package (pinned by tests/llamacpp/openai/package-lock.json,
-installed by `npm ci` into $OPENAI_NODE_MODULES' folder) run with node's
+installed beside it by `npm ci`: make e2e-llamacpp does) run with node's
 test runner (tests/llamacpp/openai/openai.test.mjs names the cases), on
 stories260K ($STORIES_GGUF). The servers: the main one (exact settings,
 4 sequences, a window of 64), one on llama.cpp's fast defaults, one with a
@@ -23,9 +23,8 @@ import test_serve as ts  # noqa: E402
 
 STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
     REPO, "..", "shared", "models", "stories260K.gguf")
-# The folder npm ci filled: package.json, node_modules and the test.
-NODE_DIR = os.environ.get("OPENAI_NODE_DIR") or os.path.join(
-    REPO, "build", "llama", "openai")
+# The test, its package.json and the node_modules npm ci filled.
+NODE_DIR = os.path.join(HERE, "openai")
 WINDOW = ["--budget", "64", "--sinks", "4", "--lookahead", "16"]
 
 
