@@ -14,6 +14,9 @@
         {"content", "pieces", "after_kill", "last": the final event, "gap":
         the longest wait between two events after the kill, in s,
         "landed": whether the kill came while the request was decoding}.
+    pair-client.py chat http://HOST:PORT PROMPT N
+        POST /v1/chat/completions (OpenAI's API) with PROMPT as the user's
+        message, N tokens at most, greedy; prints the answer's JSON.
     pair-client.py metrics unix:/PATH
         GET /metrics from evictd over its socket; prints the text.
     pair-client.py get http://HOST:PORT/PATH
@@ -55,18 +58,25 @@ def connect(base, timeout):
                                       timeout=timeout), url.path
 
 
-def post(base, body, timeout):
+def post(base, body, timeout, path="/completion"):
     conn, _ = connect(base, timeout)
-    conn.request("POST", "/completion", body=json.dumps(body).encode(),
+    conn.request("POST", path, body=json.dumps(body).encode(),
                  headers={"Content-Type": "application/json"})
     r = conn.getresponse()
     if r.status != 200:
-        die(f"POST /completion: {r.status} {r.read().decode(errors='replace')}")
+        die(f"POST {path}: {r.status} {r.read().decode(errors='replace')}")
     return r
 
 
 def complete(base, prompt, n):
     r = post(base, {"prompt": prompt, "n_predict": n, "temperature": 0}, 600)
+    print(json.dumps(json.loads(r.read())))
+
+
+def chat(base, prompt, n):
+    r = post(base, {"messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": n, "temperature": 0}, 600,
+             "/v1/chat/completions")
     print(json.dumps(json.loads(r.read())))
 
 
@@ -147,6 +157,8 @@ def main(argv):
         sys.exit(0 if r.status == 200 else 1)
     elif len(argv) == 4 and argv[0] == "complete":
         complete(argv[1], argv[2], int(argv[3]))
+    elif len(argv) == 4 and argv[0] == "chat":
+        chat(argv[1], argv[2], int(argv[3]))
     elif len(argv) == 10 and argv[0] == "stream" and \
             argv[4] == "--kill-after" and argv[6] == "--stop" and \
             argv[8] == "--kill":

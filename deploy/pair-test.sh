@@ -3,7 +3,8 @@
 # deploy/compose.yaml (Debian's podman-compose) exactly as written, and for
 # each: waits for both containers' probes as the file writes them, checks
 # the containers' users, read-only roots and capabilities, completes a
-# prompt through the engine (POST /completion) and reads evictd's /metrics
+# prompt through the engine (POST /v1/chat/completions, then POST
+# /completion) and reads evictd's /metrics
 # over its socket (from the host, through the shared volume) to see the
 # steps, evictions and deleted session; then streams the same completion,
 # SIGKILLs evictd's process midway (frozen with SIGSTOP first, when the
@@ -214,6 +215,22 @@ exercise() {
     podman exec "$c" grep -q '^CapBnd:[[:space:]]*0*$' /proc/1/status ||
       fail "$label: $c keeps capabilities: $(podman exec "$c" grep CapBnd /proc/1/status)"
   done
+
+  # A chat through OpenAI's API: the chat template's prompt, decoded and
+  # its session deleted like any other.
+  client chat "$url" "$prompt" 300 >"$tmp/chat.json" || fail "$label: POST /v1/chat/completions"
+  /usr/bin/python3 - "$tmp/chat.json" "$label" <<'PY' || fail "$label: the chat's answer"
+import json, sys
+a, label = json.load(open(sys.argv[1])), sys.argv[2]
+c = a["choices"][0]
+assert a["object"] == "chat.completion" and c["message"]["role"] == "assistant", a
+assert c["message"]["content"] and c["finish_reason"] in ("stop", "length"), a
+assert a["usage"]["completion_tokens"] > 0, a
+print(f"pair-test: {label}: /v1/chat/completions: {a['usage']['completion_tokens']} "
+      f"tokens ({c['finish_reason']}) after a {a['usage']['prompt_tokens']}-token prompt")
+PY
+  client metrics "unix:$sock" >"$tmp/mc" || fail "$label: evictd /metrics over $sock"
+  [ "$(metric evictd_sessions "$tmp/mc")" = 0 ] || fail "$label: the chat's session was not deleted"
 
   # An uninterrupted completion, then the same streamed with evictd killed
   # midway; a kill that came after the engine had finished (a loaded
