@@ -95,13 +95,13 @@ def events(resp) -> List[dict]:
 class Server:
     def __init__(self, evictd: str, *args: str,
                  listen: Optional[str] = "127.0.0.1:0",
-                 model: str = GGUF) -> None:
+                 model: Optional[str] = None) -> None:
         self.log_path = tempfile.mktemp(prefix="serve-", suffix=".log",
                                         dir=TMP.name)
         where = ["--listen", listen] if listen else []
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [BIN, "serve", "-m", model] + where + ["--evictd",
+                [BIN, "serve", "-m", model or GGUF] + where + ["--evictd",
                  evictd] + list(args), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 30
