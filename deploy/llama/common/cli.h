@@ -71,13 +71,14 @@ typedef struct cli_cmd_s {
 #define CLI_RUN (-1)
 
 /* Parses argv[1..argc) (argv[0] is the command's name) against the
- * command's table and the shared blocks (the model, the sessions'
- * settings, the evictd client, --help, --version): "--name VALUE", "--name=VALUE", "-alias VALUE",
- * flags alone, "--" ending the options; names are matched whole (no
- * abbreviations). Then a model must have been given. Returns CLI_RUN, or
- * the exit status: 0 after --help or --version (the help written from the
- * tables, defaults included), 2 after a refusal (said on stderr with the
- * way to the help). */
+ * command's table and the shared blocks (the model and llama.cpp's
+ * settings, the sessions' settings, the evictd client, --help,
+ * --version): "--name VALUE", "--name=VALUE", "-alias VALUE", flags alone,
+ * "--" ending the options; names are matched whole (no abbreviations).
+ * Then a model must have been given, and the settings go together
+ * (lm_settle). Returns CLI_RUN, or the exit status: 0 after --help or
+ * --version (the help written from the tables, defaults included), 2
+ * after a refusal (said on stderr with the way to the help). */
 int cli_command(const cli_cmd_t *cmd, int argc, char **argv);
 
 /* The argument as a whole number in [lo, hi] into *out; else "WHO: --name

@@ -219,7 +219,8 @@ bool lm_is_end(const lm_t *lm, llama_token tok) {
 }
 
 int lm_end_tokens(const lm_t *lm, llama_token out[2]) {
-  llama_token eos = llama_vocab_eos(lm->vocab), eot = llama_vocab_eot(lm->vocab);
+  llama_token eos = llama_vocab_eos(lm->vocab);
+  llama_token eot = llama_vocab_eot(lm->vocab);
   int n = 0;
   if (eos != LLAMA_TOKEN_NULL)
     out[n++] = eos;

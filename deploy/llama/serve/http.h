@@ -105,7 +105,7 @@ enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
 enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
                            bool stream);
 
-/* ---- fields.c: a request's fields, checked --------------------------------- */
+/* ---- fields.c: a request's fields, checked ------------------------------ */
 
 /* Each reader takes the field `name` of body: 0 and the value (def when it
  * is missing or null), or -1 with `bad` (the field) and `why` (a sentence)
@@ -130,7 +130,7 @@ int field_stop(fields_t *f, const char *name, uint32_t max, want_t *w);
 int field_prompt(fields_t *f, const site_t *site, const char *name,
                  const char *text, size_t len, bool special, task_t *t);
 
-/* ---- chat.c ------------------------------------------------------------------ */
+/* ---- chat.c -------------------------------------------------------------- */
 
 /* The model's chat template, or "chatml" (*fallback set) when the GGUF has
  * none that llama.cpp's llama_chat_apply_template knows. */

@@ -23,22 +23,50 @@ enum MHD_Result status_health(call_t *c) {
   return reply_json(c, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-/* A counter of seconds (a float). */
-static void seconds(evd_buf_t *b, const char *name, const char *help,
-                    double v) {
-  evd_prom_family(b, name, "counter", help);
-  evd_prom_line(b, "%s %.6f\n", name, v);
-}
+/* The families of one sample each: a counter or a gauge, its help, its
+ * value (counters of seconds are floats). */
+typedef struct family_s {
+  const char *name, *type, *help;
+  double v;
+} family_t;
 
 enum MHD_Result status_metrics(call_t *c) {
   stats_t s;
   evd_buf_t b;
   tq_stats(c->site->q, &s);
+  const family_t one[] = {
+      {"evictd_llama_requests_total", "counter", "Completion requests "
+       "received.", (double)s.requests},
+      {"evictd_llama_requests_failed_total", "counter", "Completion "
+       "requests that ended in an error.", (double)(s.failed + s.rejected)},
+      {"evictd_llama_tokens_predicted_total", "counter", "Tokens generated.",
+       (double)s.tokens},
+      {"evictd_llama_requests_active", "gauge", "Requests decoding.",
+       s.running},
+      {"evictd_llama_requests_queued", "gauge", "Requests waiting for a "
+       "sequence.", s.queued},
+      {"evictd_llama_sequences_active", "gauge", "Sequences decoding (a "
+       "request of n choices has n).", s.sequences},
+      {"evictd_llama_iterations_total", "counter", "Decode iterations (one "
+       "evictd batch and one llama_decode each).", (double)s.iterations},
+      {"evictd_llama_steps_total", "counter", "Steps sent to evictd.",
+       (double)s.steps},
+      {"evictd_llama_evictd_connections_total", "counter", "Connections the "
+       "evictd client opened.", (double)s.connections},
+      {"evictd_llama_evictd_resends_total", "counter", "Requests the evictd "
+       "client sent again.", (double)s.resends},
+      {"evictd_llama_evictd_seconds_total", "counter", "Time spent waiting "
+       "for evictd.", s.evictd_s},
+      {"evictd_llama_decode_seconds_total", "counter", "Time spent in "
+       "llama_decode.", s.decode_s},
+      {"evictd_llama_iteration_seconds_total", "counter", "Time of the "
+       "decode iterations in all.", s.total_s},
+  };
   evd_buf_init(&b);
-  evd_prom_counter(&b, "evictd_llama_requests_total", "Completion requests "
-                   "received.", s.requests);
-  evd_prom_counter(&b, "evictd_llama_requests_failed_total", "Completion "
-                   "requests that ended in an error.", s.failed + s.rejected);
+  for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++) {
+    evd_prom_family(&b, one[i].name, one[i].type, one[i].help);
+    evd_prom_line(&b, "%s %.17g\n", one[i].name, one[i].v);
+  }
   evd_prom_family(&b, "evictd_llama_requests_finished_total", "counter",
                   "Completion requests that ended, by outcome: ok, failed, "
                   "cancelled (the client went away), rejected (queue full "
@@ -48,29 +76,6 @@ enum MHD_Result status_metrics(call_t *c) {
   for (int i = 0; i < 4; i++)
     evd_prom_line(&b, "evictd_llama_requests_finished_total{outcome=\"%s\"} "
                   "%llu\n", outcome[i], (unsigned long long)count[i]);
-  evd_prom_counter(&b, "evictd_llama_tokens_predicted_total", "Tokens "
-                   "generated.", s.tokens);
-  evd_prom_gauge(&b, "evictd_llama_requests_active", "Requests decoding.",
-                 s.running);
-  evd_prom_gauge(&b, "evictd_llama_requests_queued", "Requests waiting for "
-                 "a sequence.", s.queued);
-  evd_prom_gauge(&b, "evictd_llama_sequences_active", "Sequences decoding "
-                 "(a request of n choices has n).", s.sequences);
-  evd_prom_counter(&b, "evictd_llama_iterations_total", "Decode iterations "
-                   "(one evictd batch and one llama_decode each).",
-                   s.iterations);
-  evd_prom_counter(&b, "evictd_llama_steps_total", "Steps sent to evictd.",
-                   s.steps);
-  evd_prom_counter(&b, "evictd_llama_evictd_connections_total", "Connections "
-                   "the evictd client opened.", s.connections);
-  evd_prom_counter(&b, "evictd_llama_evictd_resends_total", "Requests the "
-                   "evictd client sent again.", s.resends);
-  seconds(&b, "evictd_llama_evictd_seconds_total", "Time spent waiting for "
-          "evictd.", s.evictd_s);
-  seconds(&b, "evictd_llama_decode_seconds_total", "Time spent in "
-          "llama_decode.", s.decode_s);
-  seconds(&b, "evictd_llama_iteration_seconds_total", "Time of the decode "
-          "iterations in all.", s.total_s);
   evd_prom_family(&b, "evictd_llama_evictd_round_trip_seconds", "histogram",
                   "evictd's answer to an iteration's batch of steps, from "
                   "send to answer.");
