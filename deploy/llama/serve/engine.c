@@ -66,6 +66,7 @@ static void leave(engine_t *e, choice_t *c, bool quick) {
   if (seq_close(&e->link, &c->s, quick, &f) != 0)
     say("deleting session %s failed: %s\n", c->s.session, f.msg);
   seq_free(&c->s);
+  text_clear(&c->text);
   c->task = NULL;
   e->used--;
 }

@@ -89,6 +89,8 @@ int text_flush(text_t *t, const char **show, size_t *len) {
   return show_bytes(t, h->data, n, show, len);
 }
 
+void text_clear(text_t *t) { t->held.len = 0; }
+
 void text_free(text_t *t) {
   evd_buf_free(&t->held);
   evd_buf_free(&t->out);

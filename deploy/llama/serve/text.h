@@ -28,6 +28,10 @@ int text_push(text_t *t, const char *piece, size_t n, char *const *stops,
  * after all; an unfinished character, dropped). */
 int text_flush(text_t *t, const char **show, size_t *len);
 
+/* Forgets what was held back (a choice that ended without its flush: its
+ * task failed or was cancelled), keeping the memory for the next. */
+void text_clear(text_t *t);
+
 /* A text_t starts zeroed; text_free releases its memory. */
 void text_free(text_t *t);
 
