@@ -78,11 +78,13 @@ cleanup() { teardown; rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "building $evictd_image and $engine_image"
-podman build --isolation=chroot --format docker -t "$evictd_image" . \
-  >"$tmp/build-evictd.log" 2>&1 || { tail -n 30 "$tmp/build-evictd.log"; fail "podman build $evictd_image"; }
+say "building $engine_image and $evictd_image"
+# The engine's first: build-image.sh makes the Debian base images both
+# builds start from when the machine has none (no registry here).
 B=$b deploy/llama/image/build-image.sh "$engine_image" "$b/llama/evictd-lm.gguf" \
   >"$tmp/build-engine.log" 2>&1 || { tail -n 30 "$tmp/build-engine.log"; fail "engine image"; }
+podman build --isolation=chroot --format docker -t "$evictd_image" . \
+  >"$tmp/build-evictd.log" 2>&1 || { tail -n 30 "$tmp/build-evictd.log"; fail "podman build $evictd_image"; }
 grep '^engine-image: built' "$tmp/build-engine.log" | sed 's/^/pair-test: /'
 # The engine needs `evictd-llama serve` (issue 17, point 1).
 # (output captured first: `cmd | grep -q` can fail cmd with SIGPIPE under
