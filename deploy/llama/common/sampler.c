@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/grow.h"
 
@@ -17,14 +18,6 @@ static uint64_t splitmix(uint64_t *x) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
-}
-
-/* The logit of token i as drawn: -inf when it is banned. */
-static inline float logit(const sampler_t *s, const float *l, int i) {
-  for (int k = 0; k < s->n_ban; k++)
-    if (s->ban[k] == i)
-      return -INFINITY;
-  return l[i];
 }
 
 llama_token sampler_argmax(const float *l, int n, llama_token *alt) {
@@ -44,8 +37,10 @@ llama_token sampler_argmax(const float *l, int n, llama_token *alt) {
 
 void sampler_free(sampler_t *s) {
   free(s->prob);
+  free(s->masked);
   s->prob = NULL;
-  s->cap = 0;
+  s->masked = NULL;
+  s->cap = s->masked_cap = 0;
 }
 
 /* The most likely first; the lower id on a tie. */
@@ -62,8 +57,7 @@ static llama_token draw_top_p(sampler_t *s, const float *l, int n,
                               llama_token best) {
   double z = 0, keep = 0, c = 0;
   for (int i = 0; i < n; i++) {
-    s->prob[i] = (prob_t){exp(((double)logit(s, l, i) - l[best]) / s->temp),
-                          i};
+    s->prob[i] = (prob_t){exp(((double)l[i] - l[best]) / s->temp), i};
     z += s->prob[i].p;
   }
   qsort(s->prob, (size_t)n, sizeof(*s->prob), by_prob);
@@ -80,20 +74,19 @@ static llama_token draw_top_p(sampler_t *s, const float *l, int n,
   return s->prob[0].id;
 }
 
-/* The best token that is not banned. */
-static llama_token best_allowed(const sampler_t *s, const float *l, int n) {
-  int best = -1;
-  for (int i = 0; i < n; i++)
-    if (logit(s, l, i) != -INFINITY && (best < 0 || l[i] > l[best]))
-      best = i;
-  return best < 0 ? 0 : best;
-}
-
 llama_token sampler_draw(sampler_t *s, const float *l, int n,
                          llama_token *alt) {
+  /* Banned tokens: a copy of the logits with theirs at -inf (the loops
+   * below stay those of an unbanned draw). */
+  if (s->n_ban > 0 &&
+      grow(&s->masked, &s->masked_cap, (size_t)n, sizeof(float)) == 0) {
+    memcpy(s->masked, l, (size_t)n * sizeof(float));
+    for (int k = 0; k < s->n_ban; k++)
+      if (s->ban[k] >= 0 && s->ban[k] < n)
+        s->masked[s->ban[k]] = -INFINITY;
+    l = s->masked;
+  }
   llama_token best = sampler_argmax(l, n, alt);
-  if (s->n_ban > 0 && logit(s, l, best) == -INFINITY)
-    best = best_allowed(s, l, n);
   if (s->temp <= 0)
     return best;
   if (s->top_p < 1 && grow(&s->prob, &s->cap, (size_t)n,
@@ -101,10 +94,10 @@ llama_token sampler_draw(sampler_t *s, const float *l, int n,
     return draw_top_p(s, l, n, best);
   double t = s->temp, z = 0;
   for (int i = 0; i < n; i++)
-    z += exp(((double)logit(s, l, i) - l[best]) / t);
+    z += exp(((double)l[i] - l[best]) / t);
   double u = (double)(splitmix(&s->state) >> 11) * 0x1.0p-53 * z, c = 0;
   for (int i = 0; i < n; i++) {
-    c += exp(((double)logit(s, l, i) - l[best]) / t);
+    c += exp(((double)l[i] - l[best]) / t);
     if (u < c)
       return i;
   }

@@ -19,9 +19,11 @@ typedef struct sampler_s {
   size_t cap;
   llama_token ban[2];  /* never drawn (ignore_eos: EOS and EOT), n_ban */
   int n_ban;
+  float *masked;       /* the logits with the banned ones at -inf */
+  size_t masked_cap;
 } sampler_t;
 
-/* Frees what top_p used. */
+/* Frees what top_p and the bans used. */
 void sampler_free(sampler_t *s);
 
 /* The token with the largest logit of l[0..n) (the lowest id on a tie);
