@@ -94,20 +94,11 @@ def logsumexp(x: np.ndarray) -> float:
     return m + math.log(float(np.exp(x - m).sum()))
 
 
-def config_gguf_py() -> str:
-    """The gguf-py of the llama.cpp evictd-llama was configured with (the
-    GGUF_PY line configure.sh wrote into config.mk)."""
-    with open(os.path.join(tl.MODELS, "config.mk")) as f:
-        for line in f:
-            if line.startswith("GGUF_PY"):
-                return line.split(":=", 1)[1].strip()
-    raise AssertionError("config.mk names no GGUF_PY")
-
-
 def gguf_embedding(path: str) -> np.ndarray:
     """token_embd.weight of a GGUF, read with llama.cpp's own gguf-py."""
-    gp = os.environ.get("GGUF_PY") or config_gguf_py()
-    sys.path.insert(0, gp)
+    gp = tl.gguf_py_dir()
+    if gp:
+        sys.path.insert(0, gp)
     import gguf
     r = gguf.GGUFReader(path)
     t = next(t for t in r.tensors if t.name == "token_embd.weight")
