@@ -24,9 +24,9 @@ are used as the file has them, rotated in adjacent pairs (llama.cpp's
 LLAMA_ROPE_TYPE_NORM): llama.cpp's converters already permuted Hugging
 Face checkpoints into that order, and llama2.c's models (stories260K)
 were trained in it. Checked, not assumed: test_stories.py's
-test_reference_layout compares the logits with llama.cpp's and finds the
-other readings (Q/K permuted either way, the KV heads tiled instead of
-repeated) far off.
+test_stories_reference_layout compares the logits with llama.cpp's and
+finds the other readings (Q/K permuted either way, the KV heads tiled
+instead of repeated) far off.
 """
 
 import os
