@@ -17,10 +17,12 @@ engine's removals and llama.cpp's cache checked against it, every logit
 of every pass within TOL): the window, sinks with original and cache
 positions, chunked prefill, fork, speculative decoding (the draft: the
 model's first four layers, an early exit, written by gguf_lm.derive) and
-a rewind. Controls that must fail: an engine window one wider than the
-reference's, the cache-position record checked as original or unshifted
-positions, and the model read with any other layout (Q/K permuted, KV
-heads tiled) or with the metadata ignored. The tokenizer, end to end: the
+a rewind (speculative decoding, chunked prefill and fork also with sinks
+in cache mode). Controls that must fail: an engine window one wider than
+the reference's, a record with one removal moved, the cache-position
+record checked as original or unshifted positions, and the model read
+with any other layout (Q/K permuted, KV heads tiled) or with the
+metadata ignored. The tokenizer, end to end: the
 greedy text from BOS is the README's, and the tokens llama.cpp made of a
 prompt and printed spell them, piece by piece, through the file's own
 token list.
@@ -207,14 +209,13 @@ class Stories(tl.Engine):
     def test_stories_fork_sinks_cache(self) -> None:
         self.fork("--sinks", "4", *CACHE)
 
-    def test_stories_speculative(self) -> None:
-        # Drafts from the model's first four layers: some accepted, some
-        # rejected, both caches replayed; every token is the target's own
-        # greedy choice given its cache.
-        text = STORY[:51]
+    def speculate(self, *extra: str) -> None:
+        """Drafts from the model's first four layers: some accepted, some
+        rejected, both caches replayed; every token is the target's own
+        greedy choice given its cache."""
         out, err, prefix = self.run_engine(
-            "--budget", "32", "-n", "200", "-p", text, "--lookahead", "5",
-            "--draft", DRAFT_GGUF, "--draft-n", "4")
+            "--budget", "32", "-n", "200", "-p", STORY[:51], "--lookahead",
+            "5", "--draft", DRAFT_GGUF, "--draft-n", "4", *extra)
         self.check(prefix)
         events, rows = ref.load_dump(prefix)
         self.assertTrue(any(ev["op"] == "pass" and ev["model"] == "draft"
@@ -237,6 +238,14 @@ class Stories(tl.Engine):
         self.assertGreater(checked, 100)
         tl.RESULTS[self.name] += " (%s)" % accepted[0].split(": ", 1)[1]
 
+    def test_stories_speculative(self) -> None:
+        self.speculate()
+
+    def test_stories_speculative_sinks_cache(self) -> None:
+        # Both caches in cache mode, with a gap above the sinks: the
+        # target's rejected drafts leave the top, the victims shift keys.
+        self.speculate("--sinks", "4", *CACHE)
+
     def test_stories_rewind(self) -> None:
         # After 100 tokens take 20 back and go on with the runner-up: the
         # first 80 generated tokens are plain greedy decoding's, the 81st
@@ -252,19 +261,31 @@ class Stories(tl.Engine):
         self.assertNotEqual(a[first + 80], b[first + 80])
 
     def test_stories_negative_control(self) -> None:
-        # The engine evicts with a budget one too large; checked against
-        # the budget meant, the rows and the logits must be far off.
+        # A run at budget 33 checks as budget 33. Checked against budget
+        # 32 (an engine whose window is one wider than meant), the rows
+        # and the logits must be far off; and a record whose removals say
+        # the engine evicted one position late must fail too.
         out, _, prefix = self.run_engine("--budget", "33", "-n", "200", "-p",
                                          STORY[:51])
+        self.check(prefix)
         res = self.verify(prefix, budget=32)
         self.assertTrue(res.row_mismatches)
         self.assertTrue(res.removal_mismatches)
         self.assertGreater(res.max_diff, 100 * TOL, res.summary())
+        events, rows = ref.load_dump(prefix)
+        removes = [ev for ev in events if ev["op"] == "remove"]
+        self.assertGreater(len(removes), 100)
+        removes[50]["positions"] = [p + 1 for p in removes[50]["positions"]]
+        late = ref.replay(events, rows, MODEL, DRAFT)
+        self.assertTrue(late.removal_mismatches)
+        self.assertTrue(late.row_mismatches)
         tl.RESULTS[self.name] = (
             "budget 33 checked as 32: %d row, %d removal mismatches, max "
-            "diff %.3g (%.0f x TOL)" % (
+            "diff %.3g (%.0f x TOL); a removal moved one up: %d row, %d "
+            "removal mismatches" % (
                 len(res.row_mismatches), len(res.removal_mismatches),
-                res.max_diff, res.max_diff / TOL))
+                res.max_diff, res.max_diff / TOL, len(late.row_mismatches),
+                len(late.removal_mismatches)))
 
     # -- the model and its tokenizer --
 
