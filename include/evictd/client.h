@@ -28,7 +28,8 @@ enum {
                                 could not be resent (or resending gave up) */
   EVD_CLIENT_ETIMEOUT = -3,  /* no whole answer within the timeout; the
                                 request may have been applied (resend it:
-                                a step, commit or truncate is replayed) */
+                                a step, commit or truncate is replayed;
+                                or let opts.resend_timeouts do it) */
   EVD_CLIENT_EPROTO = -4,    /* an answer that is not the contract's */
   EVD_CLIENT_EINVAL = -5,    /* a bad argument, refused before sending */
   EVD_CLIENT_ENOMEM = -6     /* the client could not allocate */
@@ -59,6 +60,16 @@ typedef struct evd_client_opts_s {
   const char *cafile;         /* https: the CA (or self-signed certificate)
                                  of the daemon; NULL: the system's store */
   bool insecure;              /* https: do not verify the certificate */
+  bool resend_timeouts;       /* a request with no whole answer within
+                                 timeout_ms is sent again, like one whose
+                                 connection failed, when it may be repeated
+                                 (a step, commit or truncate, which the
+                                 daemon answers from its replay record; a
+                                 batch naming no session twice; create,
+                                 get, delete, fork), on a new connection,
+                                 with the same backoff, within the same
+                                 reconnect_ms. An evict is never sent
+                                 again. false: EVD_CLIENT_ETIMEOUT at once */
 } evd_client_opts_t;
 
 typedef struct evd_client_s evd_client_t;
@@ -198,10 +209,18 @@ typedef struct evd_step_s {
  * once it may have been delivered (a second evict would evict nothing and
  * the victims would be lost: read the session with evd_client_get), a
  * batch naming a session twice (only a session's last step is replayed),
- * and a request that timed out (EVD_CLIENT_ETIMEOUT). libcurl's own resend
- * of a request on a reused keep-alive connection that died is held to
- * the same rules (deploy/clients/c/transport.c). TLS verification failures
- * are not retried. */
+ * and, unless opts.resend_timeouts is set, a request that timed out
+ * (EVD_CLIENT_ETIMEOUT). With resend_timeouts a timeout is one more kind
+ * of failure under the same rules and the same clock: the request is sent
+ * again when it may be repeated (a step, commit or truncate comes back
+ * with `replayed` if its first attempt had been applied) until
+ * reconnect_ms after the first failure has passed (so a call returns
+ * within about reconnect_ms + timeout_ms), once when reconnect_ms is 0;
+ * the call then fails with the last attempt's error (EVD_CLIENT_ETIMEOUT
+ * or _ECONNECT). An evict that timed out is never sent again. libcurl's
+ * own resend of a request on a reused keep-alive connection that died is
+ * held to the same rules (deploy/clients/c/transport.c). TLS verification
+ * failures are not retried. */
 
 /* GET /healthz: 0 when the daemon answers 200. */
 int evd_client_health(evd_client_t *c);

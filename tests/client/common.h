@@ -66,6 +66,7 @@ static inline evd_step_t tc_step(const char *session, const uint32_t *pos,
 void tc_add_pages_tests(TCase *tc);
 void tc_add_refusal_tests(TCase *tc);
 void tc_add_transport_tests(TCase *tc);
+void tc_add_resend_tests(TCase *tc);
 
 Suite *vectors_suite(void);
 Suite *faults_suite(void);

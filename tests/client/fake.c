@@ -229,6 +229,7 @@ struct relay_s {
   volatile bool stop;
   void (*lost)(void *);
   void *lost_arg;
+  bool hold;
   char *lost_body;
 };
 
@@ -262,6 +263,18 @@ static void keep_answer(relay_t *r, int dfd, char *buf, size_t have,
   pthread_mutex_unlock(&r->lock);
 }
 
+/* Says nothing on the client's connection until the client closes it
+ * (or the relay stops), reading and dropping whatever it sends. */
+static void wait_closed(relay_t *r, int cfd) {
+  char sink[4096];
+
+  while (wait_in(cfd, 100, &r->stop) >= 0) {
+    ssize_t n = recv(cfd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+      return;
+  }
+}
+
 /* Forwards bytes both ways until either side closes, or an answer is to
  * be lost. */
 static void pump(relay_t *r, int cfd, int dfd) {
@@ -277,6 +290,7 @@ static void pump(relay_t *r, int cfd, int dfd) {
     for (i = 0; i < 2; i++) {
       ssize_t n;
       void (*lost)(void *);
+      bool hold;
       if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
         continue;
       n = recv(p[i].fd, buf, sizeof buf - 1, 0);
@@ -284,9 +298,15 @@ static void pump(relay_t *r, int cfd, int dfd) {
         return;
       pthread_mutex_lock(&r->lock);
       lost = i == 1 ? r->lost : NULL;
-      if (lost != NULL)
-        r->lost = NULL;
+      hold = i == 1 && r->hold;
+      if (i == 1)
+        r->lost = NULL, r->hold = false;
       pthread_mutex_unlock(&r->lock);
+      if (hold) {
+        keep_answer(r, dfd, buf, (size_t)n, sizeof buf);
+        wait_closed(r, cfd);
+        return;
+      }
       if (lost != NULL) {
         keep_answer(r, dfd, buf, (size_t)n, sizeof buf);
         lost(r->lost_arg);
@@ -346,6 +366,12 @@ void relay_lose_next(relay_t *r, void (*lost)(void *), void *arg) {
   pthread_mutex_lock(&r->lock);
   r->lost = lost;
   r->lost_arg = arg;
+  pthread_mutex_unlock(&r->lock);
+}
+
+void relay_hold_next(relay_t *r) {
+  pthread_mutex_lock(&r->lock);
+  r->hold = true;
   pthread_mutex_unlock(&r->lock);
 }
 

@@ -54,6 +54,11 @@ relay_t *relay_start(const char *path, const char *daemon_path);
  * daemon applied the request. */
 void relay_lose_next(relay_t *r, void (*lost)(void *arg), void *arg);
 
+/* The next answer that comes from the daemon is kept, not forwarded, and
+ * the client's connection stays open and silent until the client closes
+ * it: the client times out after the daemon applied the request. */
+void relay_hold_next(relay_t *r);
+
 /* The body of the answer the relay lost (NUL-terminated), or NULL. */
 const char *relay_lost_body(relay_t *r);
 

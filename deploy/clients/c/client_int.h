@@ -26,7 +26,7 @@ struct evd_client_s {
   size_t base_len;
   char *unix_path, *cafile;
   unsigned timeout_ms, connect_timeout_ms, reconnect_ms;
-  bool insecure;
+  bool insecure, resend_timeouts;
 
   evd__cbuf_t url, body, ans; /* this request's URL, body and answer */
   evd__method_t method;       /* what the easy handle is set up for */

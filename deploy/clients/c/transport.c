@@ -11,12 +11,15 @@
  *    only when that is safe (the daemon replays an identical step, commit
  *    or truncate; PUT, GET, DELETE and fork are idempotent), never an
  *    evict, nor a batch that names a session twice.
- *  - a timeout: never sent again (EVD_CLIENT_ETIMEOUT); the request may
- *    still be running.
+ *  - a timeout: the request may have been applied, or may still be
+ *    running. Returned as EVD_CLIENT_ETIMEOUT, unless the client was made
+ *    with resend_timeouts: then it is sent again as an answer lost is
+ *    (only when that is safe), or as one not delivered when no attempt
+ *    began (connecting took the time).
  * Sending again happens on a new connection, once (reconnect_ms 0), or
  * with a backoff of 10 ms doubling to 500 ms for up to reconnect_ms after
- * the first failure, which is what carries an engine across a daemon
- * restart.
+ * the first failure of any kind (one clock for the whole call), which is
+ * what carries an engine across a daemon restart or a stall.
  *
  * libcurl resends on its own too: when a request on a reused keep-alive
  * connection gets no byte of answer, it sends it again on a new connection
@@ -31,6 +34,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -222,6 +226,24 @@ static CURLcode prepare(evd_client_t *c, evd__method_t m) {
   return rc;
 }
 
+/* What a failed call returns once sending again is over: the last
+ * attempt's kind, a timeout or a failed connection. */
+static int give_up(evd_client_t *c, bool timed_out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int give_up(evd_client_t *c, bool timed_out, const char *fmt, ...) {
+  char msg[sizeof c->err_msg];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return timed_out ? evd__client_fail(c, EVD_CLIENT_ETIMEOUT, "timeout", "%s",
+                                      msg)
+                   : evd__client_fail(c, EVD_CLIENT_ECONNECT,
+                                      "connection_failed", "%s", msg);
+}
+
 int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
   struct timespec first_failure;
   unsigned backoff = BACKOFF_FIRST_MS, resent = 0;
@@ -239,6 +261,7 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
     long conns = 0;
     outcome_t what;
     const char *why;
+    bool timed_out = false;
 
     c->prereqs = c->refused = 0;
     c->write_failed = false;
@@ -268,11 +291,27 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
     what = classify(c, rc);
     switch (what) {
     case TIMED_OUT:
-      return evd__client_fail(
-          c, EVD_CLIENT_ETIMEOUT, "timeout",
-          "No whole answer to %s %s within %u ms (it may have been "
-          "applied; a step, commit or truncate can be sent again): %s",
-          evd__method_name(m), c->url.p, c->timeout_ms, why);
+      /* Sent again only when asked to (resend_timeouts) and when that is
+       * safe: the request never began (no attempt reached the
+       * pre-request callback: connecting or the TLS handshake took the
+       * time), or it may be repeated. */
+      timed_out = true;
+      if (c->prereqs > 0)
+        applied_maybe = true;
+      if (!c->resend_timeouts || (applied_maybe && !repeatable(c)))
+        return evd__client_fail(
+            c, EVD_CLIENT_ETIMEOUT, "timeout",
+            "No whole answer to %s %s within %u ms (it may have been "
+            "applied; %s): %s",
+            evd__method_name(m), c->url.p, c->timeout_ms,
+            !c->resend_timeouts
+                ? "a step, commit or truncate can be sent again"
+            : c->batch_steps != NULL
+                ? "not sent again: a batch naming a session twice"
+                : "not sent again: an evict; GET the session to see what "
+                  "it holds",
+            why);
+      break;
     case NO_MEMORY:
       return evd__client_fail(c, EVD_CLIENT_ENOMEM, "out_of_memory",
                               "Out of memory during %s %s: %s",
@@ -305,17 +344,16 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
     failing = true;
     if (c->reconnect_ms == 0) {
       if (resent > 0)
-        return evd__client_fail(c, EVD_CLIENT_ECONNECT, "connection_failed",
-                                "%s %s failed, sent again too: %s",
-                                evd__method_name(m), c->url.p, why);
+        return give_up(c, timed_out, "%s %s failed, sent again too: %s",
+                       evd__method_name(m), c->url.p, why);
     } else {
       long left = (long)c->reconnect_ms - ms_since(&first_failure);
       if (left <= 0)
-        return evd__client_fail(
-            c, EVD_CLIENT_ECONNECT, "connection_failed",
-            "%s %s failed, and kept failing for %u ms (reconnect_ms), sent "
-            "%u times: %s",
-            evd__method_name(m), c->url.p, c->reconnect_ms, resent + 1, why);
+        return give_up(c, timed_out,
+                       "%s %s failed, and kept failing for %u ms "
+                       "(reconnect_ms), sent %u times: %s",
+                       evd__method_name(m), c->url.p, c->reconnect_ms,
+                       resent + 1, why);
       sleep_ms(backoff < (unsigned long)left ? backoff : (unsigned)left);
       backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
     }
