@@ -92,8 +92,9 @@ size_t evd_session_footprint(size_t idlen, const evd_session_config_t *cfg) {
          evd_window_footprint(cfg->budget, cfg->lookahead);
 }
 
+/* Frees a session block, and its replay record when that is pooled. */
 static void session_free(evd_table_t *t, evd_session_t *s) {
-  evd_replay_clear(t, s);
+  evd_rpool_release(&t->pool, evd__session_rp(s));
   free(s);
 }
 
@@ -117,10 +118,9 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions,
     return EVD_ENOMEM;
   }
   evd_queue_init(&t->lru->lru);
-  evd_queue_init(&t->pool.records);
+  evd_rpool_init(&t->pool, pool_bytes);
   t->mask[0] = MIN_BUCKETS - 1;
   t->max = max_sessions;
-  t->pool.limit = pool_bytes;
   if (getrandom(t->key, sizeof t->key, 0) != (ssize_t)sizeof t->key) {
     /* No entropy source: a clock-derived key is weaker but still keyed. */
     struct timespec ts;

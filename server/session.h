@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "queue.h"
+#include "rpool.h"
 #include "window.h"
 
 /* Session ids are 1..EVD_SESSION_ID_MAX bytes of [A-Za-z0-9._~-]. */
@@ -165,15 +166,8 @@ void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now);
 evd_session_t *evd_table_oldest(const evd_table_t *t);
 evd_session_t *evd_table_younger(const evd_session_t *s);
 
-/* The table's pool of replay records kept on the heap (replay.h): the
- * records, oldest first, and their bytes against the limit. */
-typedef struct evd_rpool_s {
-  evd_queue_t records; /* oldest first */
-  size_t bytes, limit;
-  uint64_t let_go; /* records let go for room, ever */
-} evd_rpool_t;
-
-/* The table's pool of replay records, with its limit in bytes. */
+/* The table's pool of replay records kept on the heap (rpool.h, replay.h),
+ * with its limit in bytes. */
 evd_rpool_t *evd_table_pool(evd_table_t *t);
 
 #endif
