@@ -409,6 +409,7 @@ static const struct {
     [EVD_R_COMMIT] = {EVD_M_POST, "POST", NULL, NULL, evd__h_commit, NULL},
     [EVD_R_TRUNCATE] = {EVD_M_POST, "POST", NULL, NULL, evd__h_truncate, NULL},
     [EVD_R_FORK] = {EVD_M_POST, "POST", NULL, NULL, h_fork, NULL},
+    [EVD_R_ADOPT] = {EVD_M_POST, "POST", NULL, NULL, evd__h_adopt, NULL},
 };
 
 /* Compares the bearer credentials in an Authorization header with the
@@ -469,6 +470,8 @@ static evd_route_t route_of(const char *p, size_t n, const char **id,
     return EVD_R_TRUNCATE;
   if (path_is(slash, (size_t)(p + n - slash), "/fork"))
     return EVD_R_FORK;
+  if (path_is(slash, (size_t)(p + n - slash), "/adopt"))
+    return EVD_R_ADOPT;
   return EVD_R_NONE;
 }
 

@@ -45,6 +45,20 @@ typedef struct evd__ctx_s {
  * (api.c). */
 int evd__fail(evd__ctx_t *c, evd_apierr_t e, const char *message);
 
+/* api_adopt.c: the handler of POST /session/{id}/adopt. */
+int evd__h_adopt(evd__ctx_t *c);
+
+/* Puts session `id` in state st (which evd_window_check must accept) with
+ * configuration cfg: replaces s, the existing session, or creates the
+ * session when s is NULL, without its replay record either way; stores it
+ * in *out. The adopt handler and journal recovery (apply.c) share it.
+ * Returns 0, EVD_EINVAL for a state or configuration the window refuses,
+ * EVD_ELIMIT at --max-sessions, or EVD_ENOMEM; nothing changes on
+ * failure. */
+int evd__adopt_apply(evd_api_t *api, evd_session_t *s, const char *id,
+                     size_t idlen, const evd_session_config_t *cfg,
+                     const evd_window_state_t *st, evd_session_t **out);
+
 /* api_step.c: the handlers of POST /session/{id}/step, /commit,
  * /truncate and of the batch POST /step. */
 int evd__h_step(evd__ctx_t *c);

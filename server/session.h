@@ -139,6 +139,17 @@ int evd_table_add_prepared(evd_table_t *t, const char *id, size_t len,
                            const evd_session_config_t *cfg, uint32_t now,
                            evd_session_t **out);
 
+/* Replaces session `old` by a new one with the same id and configuration
+ * cfg whose window is only prepared, as evd_table_add_prepared makes it
+ * (the caller builds its state before anything else reads it); the old
+ * session and its replay record are freed. The new one is marked used at
+ * `now`; the session count does not change. Returns 0, or EVD_EINVAL for
+ * a configuration the window refuses or EVD_ENOMEM, with `old` left as it
+ * was. */
+int evd_table_replace(evd_table_t *t, evd_session_t *old,
+                      const evd_session_config_t *cfg, uint32_t now,
+                      evd_session_t **out);
+
 /* Creates session `id` (which must not exist yet) as an exact copy of
  * `parent`'s configuration and window, without its replay record; marks it
  * used at `now`. O(budget). Returns 0, EVD_ELIMIT or EVD_ENOMEM; nothing
