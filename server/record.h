@@ -83,10 +83,14 @@ typedef struct evd_op_s {
   uint32_t flags, arg;      /* STEP2, ADOPT; arg also of COMMIT and
                                TRUNCATE, and ADOPT's newest */
   const uint32_t *positions; /* ADOPT: kept */
-  const uint32_t *slots;     /* ADOPT: the slot of each kept position */
   uint32_t n;
-  const char *child; /* FORK */
-  size_t childlen;
+  union { /* (one or the other: an op is no bigger for ADOPT's slots) */
+    struct {
+      const char *child; /* FORK */
+      size_t childlen;
+    };
+    const uint32_t *slots; /* ADOPT: the slot of each kept position */
+  };
 } evd_op_t;
 
 /* Applies one op read back from disk; returns 0 or a negative EVD_E*. */
