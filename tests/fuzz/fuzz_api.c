@@ -2,7 +2,7 @@
  * requests, hands them to ONE long-lived evd_api_t (state accumulates across
  * inputs, as in a running daemon) and checks every answer against the spec
  * (/work/spec9.md: lookahead, page_size, drafts and commit, truncate, fork,
- * pages, replay; /work/wt/API-26.md: adopt and expect_newest) and against
+ * pages, replay; proto/openapi.yaml: adopt and expect_newest) and against
  * the harness's own model of every session.
  *
  * Input framing (text-friendly, so that seeds can be written by hand):
