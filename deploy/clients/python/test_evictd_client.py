@@ -388,6 +388,27 @@ class ErrorsTest(Case):
                                 "GET", "/session/a/step")
         self.assertEqual(e.allow, "POST")
 
+    def test_diverged_carries_newest_and_view(self) -> None:
+        s = self.sid()
+        self.client.step(s, [1, 2])
+        e = self.assertApiError(ec.Diverged, 409, self.client.step, s, 3,
+                                expect_newest=1)
+        self.assertEqual((e.newest, e.view), (2, self.client.get(s)))
+        self.assertIsInstance(e, EvictdError)
+        # Built from a body alone too, as a batch item's error is.
+        e = ec.error_from_body(None, {"error": {
+            "code": "diverged", "message": "m", "status": 409, "newest": 4,
+            "view": {"id": "x", "budget": 2, "sinks": 0, "size": 1,
+                     "newest": 4, "kept": [4], "slots": [1]}}})
+        self.assertEqual((type(e), e.status, e.newest, e.view.kept),
+                         (ec.Diverged, 409, 4, [4]))
+        self.assertIsNone(ec.Diverged("m").view)
+
+    def test_invalid_state(self) -> None:
+        e = self.assertApiError(ec.InvalidState, 400, self.client.adopt,
+                                self.sid(), [0, 3, 2], 3)
+        self.assertIn("strictly increase", e.message)
+
     def test_session_exists(self) -> None:
         s = self.sid()
         self.client.create(s, budget=8)
@@ -777,6 +798,17 @@ class RetryThroughProxyTest(Case):
         self.assertEqual(self.pc.retries, 4)
         self.assertEqual(self.client.get(s).tentative, [4, 5])
 
+    def test_lost_adopt_answer_finds_its_state_on_retry(self) -> None:
+        s = self.sid()
+        self.proxy.drop = 1
+        v = self.pc.adopt(s, [0, 4, 5], 6, budget=4, sinks=1)
+        self.assertEqual((v.created, v.kept, v.newest), (False, [0, 4, 5], 6))
+        self.proxy.drop = 1
+        v = self.pc.adopt(s, [0, 7], 7, budget=4, sinks=1, replace=True)
+        self.assertEqual((v.created, v.kept), (False, [0, 7]))
+        self.assertEqual(self.pc.retries, 2)
+        self.assertEqual(self.client.get(s).kept, [0, 7])
+
     def test_lost_evict_answer_is_not_retried(self) -> None:
         s = self.sid()
         self.client.step(s, [1, 2, 3])
@@ -1118,6 +1150,28 @@ async def replay_vector(test: unittest.TestCase, client: Any,
         test.assertEqual(got, want, where)
     for sid in names.values():
         await client.delete(sid)
+
+
+class PoolAdoptTest(Case):
+    """EvictdPool sends an adoption and changes that expect a newest to
+    the session's instance, as nginx routes them."""
+
+    def test_adopt_and_expect_go_to_the_session_instance(self) -> None:
+        import evictd_pool
+        other = start_daemon()
+        pool = evictd_pool.EvictdPool([MAIN.url, other.url])
+        self.addCleanup(pool.close)
+        for k in range(6):
+            s = self.sid(str(k))
+            v = pool.adopt(s, [0, 3], 3, budget=4)
+            self.assertTrue(v.created)
+            home = pool.client_for(s)
+            self.assertEqual(home.get(s).kept, [0, 3])
+            self.assertEqual(pool.step(s, 4, expect_newest=3).newest, 4)
+            self.assertEqual(pool.fork(s, s + "~f", expect_newest=4).kept,
+                             [0, 3, 4])
+            with self.assertRaises(ec.Diverged):
+                pool.commit(s, 4, expect_newest=9)
 
 
 class VectorsTest(Case):
