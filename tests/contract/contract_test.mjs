@@ -441,18 +441,24 @@ const req = (d, method, target, body, expect, more = {}) =>
 // ---- the vectors ----------------------------------------------------------
 
 const CODE_STATUS = { invalid_position: 400, too_many_positions: 400, invalid_budget: 400,
-                      stale_position: 409, tentative_pending: 409 };
-const REQUEST_KEYS = ['session', 'step', 'tentative', 'commit', 'evict', 'truncate', 'fork', 'check', 'error'];
+                      stale_position: 409, tentative_pending: 409, invalid_state: 400,
+                      session_exists: 409, diverged: 409 };
+const REQUEST_KEYS = ['session', 'step', 'tentative', 'commit', 'evict', 'truncate', 'fork', 'check', 'error',
+                      'adopt', 'expect_newest'];
 
 function deepEqual(a, b) { return JSON.stringify(a) === JSON.stringify(b); }
 
+// proto/vectors/*.json, then rehome/*.json (adopt and expect_newest).
 async function replayVectors(d) {
-  const files = fs.readdirSync(VECTORS).filter((f) => f.endsWith('.json')).sort();
+  const list = (dir, pre) => fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort()
+    .map((f) => pre + f);
+  const files = [...list(VECTORS, ''), ...list(path.join(VECTORS, 'rehome'), 'rehome/')];
   for (const f of files) {
     const v = JSON.parse(fs.readFileSync(path.join(VECTORS, f), 'utf8'));
     const main = `v.${v.name}`;
     const idOf = (name) => (name ? `${main}.${name}` : main);
     const last = new Map(); // session id -> its last applied request
+    const made = new Set([main]); // the sessions the vector has made
     await req(d, 'PUT', `/session/${main}`, { budget: v.budget, sinks: v.sinks,
       lookahead: v.lookahead ?? 1, page_size: v.page_size ?? 0 }, 201);
     for (const [i, op] of v.ops.entries()) {
@@ -478,6 +484,23 @@ async function replayVectors(d) {
         target = `/session/${id}/fork`;
         body = { into: idOf(op.fork) };
         ok = 201;
+      } else if ('adopt' in op) {
+        // 201 for a name the vector has not made, else 200: a resend
+        // (the view unchanged) or a replacement, which drops the replay
+        // record; the answer is the view, compared without its id.
+        const before = made.has(id)
+          ? (await req(d, 'GET', `/session/${id}`, undefined, 200, { note: `${f} op ${i}` })).value : null;
+        const expect = op.error ? [CODE_STATUS[op.error], op.error] : (before ? 200 : 201);
+        const { value } = await req(d, 'POST', `/session/${id}/adopt`, op.adopt, expect,
+                                    { note: `${f} op ${i}` });
+        if (op.error) continue;
+        const { id: got, ...view } = value;
+        const want = Object.fromEntries(Object.entries(op).filter(([k]) => !REQUEST_KEYS.includes(k)));
+        if (got !== id || !deepEqual(view, want))
+          fail(`${f} op ${i}: adopt answered ${JSON.stringify(value)}, the vector says ${JSON.stringify(want)}`);
+        if (before && !deepEqual(before, value)) last.delete(id);
+        made.add(id);
+        continue;
       } else if ('check' in op) {
         const { value } = await req(d, 'GET', `/session/${id}`, undefined, 200,
                                     { note: `${f} op ${i}` });
@@ -489,8 +512,10 @@ async function replayVectors(d) {
       } else {
         fail(`${f} op ${i}: unknown op ${JSON.stringify(op)}`);
       }
+      if ('expect_newest' in op) body.expect_newest = op.expect_newest;
       const expect = op.error ? [CODE_STATUS[op.error], op.error] : ok;
       const { value } = await req(d, 'POST', target, body, expect, { note: `${f} op ${i}` });
+      if ('fork' in op && !op.error) made.add(idOf(op.fork));
       if (!op.error && !('fork' in op)) {
         const want = Object.fromEntries(Object.entries(op).filter(([k]) => !REQUEST_KEYS.includes(k)));
         if (!deepEqual(value, want)) fail(`${f} op ${i}: answer ${JSON.stringify(value)}, the vector says ${JSON.stringify(want)}`);

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the API fuzzer (tests/fuzz/fuzz_api.c).
 
-Seeds come from two places: every test vector in proto/vectors, turned into
-the requests the HTTP tests would send (PUT the session, then one request per
-op, also as a batch and as retries), and a hand-written list of requests that
+Seeds come from two places: every test vector in proto/vectors and
+proto/vectors/rehome, turned into the requests the HTTP tests would send
+(PUT the session, then one request per op, also as a batch and as
+retries), and a hand-written list of requests that
 reach every error code of the spec (lookahead, page_size, drafts, commit,
 truncate and fork included). The framing is the harness's: records
 separated by the byte 0xFF, each record an op byte (G H U P D X, or T for the
@@ -62,6 +63,13 @@ def step_body(op):
     return body
 
 
+def expecting(op, body):
+    """`body` with the op's expect_newest, if it has one."""
+    if "expect_newest" in op:
+        body["expect_newest"] = op["expect_newest"]
+    return body
+
+
 def vector_config(v):
     cfg = {"budget": v["budget"], "sinks": v["sinks"]}
     for k in ("lookahead", "page_size"):
@@ -84,18 +92,22 @@ def vector_seeds(path):
             target = sid if "session" not in op else f"{sid}.{op['session']}"
             base = f"/session/{target}"
             if "step" in op:
-                recs.append(rec("P", base + "/step", step_body(op)))
+                recs.append(rec("P", base + "/step",
+                                expecting(op, step_body(op))))
             elif "evict" in op:
-                recs.append(rec("P", base + "/evict", {"budget": op["evict"]}))
+                recs.append(rec("P", base + "/evict",
+                                expecting(op, {"budget": op["evict"]})))
             elif "truncate" in op:
                 recs.append(rec("P", base + "/truncate",
-                                {"from": op["truncate"]}))
+                                expecting(op, {"from": op["truncate"]})))
             elif "fork" in op:
-                recs.append(rec("P", base + "/fork",
-                                {"into": f"{sid}.{op['fork']}"}))
+                recs.append(rec("P", base + "/fork", expecting(
+                    op, {"into": f"{sid}.{op['fork']}"})))
             elif "commit" in op:
                 recs.append(rec("P", base + "/commit",
-                                {"newest": op["commit"]}))
+                                expecting(op, {"newest": op["commit"]})))
+            elif "adopt" in op:
+                recs.append(rec("P", base + "/adopt", op["adopt"]))
             else:
                 recs.append(rec("G", base))
         return recs
@@ -496,7 +508,8 @@ def main():
         "vectors")
     os.makedirs(outdir, exist_ok=True)
     seeds = []
-    for path in sorted(glob.glob(os.path.join(vdir, "*.json"))):
+    for path in sorted(glob.glob(os.path.join(vdir, "*.json"))) + sorted(
+            glob.glob(os.path.join(vdir, "rehome", "*.json"))):
         seeds += vector_seeds(path)
     seeds += error_seeds()
     for data in seeds:

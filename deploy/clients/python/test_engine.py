@@ -779,9 +779,9 @@ class AsyncEngineTest(Engine, unittest.IsolatedAsyncioTestCase):
 
 
 class AsyncVectorsTest(unittest.IsolatedAsyncioTestCase):
-    """Every proto/vectors/*.json through the asyncio client, with single
-    steps and with batch items (test_evictd_client replays them through the
-    blocking one)."""
+    """Every proto/vectors/*.json and rehome/*.json through the asyncio
+    client, with single steps and with batch items (test_evictd_client
+    replays them through the blocking one)."""
 
     async def test_vectors(self) -> None:
         self.assertGreaterEqual(len(VECTORS), 20)
