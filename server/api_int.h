@@ -140,12 +140,6 @@ int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
 evd_apierr_t evd__expect_field(evd_api_t *api, json_t *obj, uint8_t *has,
                                uint32_t *expect, const char **message);
 
-/* Writes the error object of a change refused because session s's newest
- * is not `expect`: 409 diverged with the session's newest and its view (a
- * batch result carries its status too). Counts it. Returns 409. */
-int evd__write_diverged(evd_api_t *api, evd_buf_t *out,
-                        const evd_session_t *s, uint32_t expect,
-                        int in_batch);
 
 /* Validates a step object (a batch item when in_batch, whose id comes from
  * its "session" field; else the id is already in r) into *r and api->pos.
@@ -206,6 +200,13 @@ void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
 /* Grows the scratch array a view of s needs (its pages), so that writing
  * it later cannot fail. Returns 0 or EVD_ENOMEM. */
 int evd__view_room(evd_api_t *api, const evd_session_t *s);
+
+/* Writes the error object of a change refused because session s's newest
+ * is not `expect`: 409 diverged with the session's newest and its view (a
+ * batch result carries its status too). Counts it. Returns 409. */
+int evd__write_diverged(evd_api_t *api, evd_buf_t *out,
+                        const evd_session_t *s, uint32_t expect,
+                        int in_batch);
 
 /* fastpath.c: the hot bodies without jansson. Each returns 1 when the
  * body is a valid step (batch) and fills *r (api->items[0..*nitems)) and

@@ -167,31 +167,6 @@ int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
   return evd_apierr_status(e);
 }
 
-int evd__write_diverged(evd_api_t *api, evd_buf_t *out,
-                        const evd_session_t *s, uint32_t expect,
-                        int in_batch) {
-  uint32_t newest = evd_window_newest(evd_session_window(s));
-
-  api->metrics.diverged++;
-  snprintf(api->msg, sizeof api->msg,
-           "The session's newest position is %u, not %u (expect_newest): "
-           "its window is not the one the engine holds. Nothing changed; "
-           "adopt the engine's state (with replace) and resend.", newest,
-           expect);
-  evd_buf_str(out, "{\"error\":{");
-  evd_apierr_fields(out, EVD_AE_DIVERGED, api->msg);
-  evd_buf_str(out, ",\"newest\":");
-  evd_buf_u32(out, newest);
-  evd_buf_str(out, ",\"view\":");
-  evd__write_view(api, out, s);
-  if (in_batch) {
-    evd_buf_str(out, ",\"status\":");
-    evd_buf_u32(out, (uint32_t)evd_apierr_status(EVD_AE_DIVERGED));
-  }
-  evd_buf_str(out, "}}");
-  return evd_apierr_status(EVD_AE_DIVERGED);
-}
-
 evd_apierr_t evd__expect_field(evd_api_t *api, json_t *obj, uint8_t *has,
                                uint32_t *expect, const char **message) {
   json_t *v = obj != NULL ? json_object_get(obj, "expect_newest") : NULL;

@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
   fill(api, "s", "{\"budget\":512,\"lookahead\":5}");
   fill(api, "e", "{\"budget\":512}");
   for (v = 0; v < BATCH; v++) {
-    char id[8];
+    char id[16];
     snprintf(id, sizeof id, "b%d", v);
     fill(api, id, "{\"budget\":512}");
   }
