@@ -140,9 +140,9 @@ fuzz-cov: fuzz-deps fuzz-corpus
 	@llvm-profdata merge -o $(FUZZ_B)/cov/run.profdata $(FUZZ_B)/cov/*.profraw
 	@llvm-cov report $(FUZZ_B)/cov/fuzz_api_cov \
 	  -instr-profile=$(FUZZ_B)/cov/run.profdata \
-	  $(filter server/api.c server/apierr.c server/buf.c server/fastpath.c \
-	    server/pages.c server/request.c server/step.c server/session.c \
-	    server/window.c, \
+	  $(filter server/api.c server/api_adopt.c server/apierr.c server/buf.c \
+	    server/fastpath.c server/pages.c server/request.c server/step.c \
+	    server/session.c server/window.c server/window_state.c, \
 	    $(DAEMON_SRC) $(CORE_SRC))
 
 # ---- the on-disk formats ---------------------------------------------------
