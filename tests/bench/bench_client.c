@@ -8,8 +8,8 @@
  * to their Content-Length without parsing: the floor under any client on
  * this machine. With --parse it
  * times the parsing of one 256-item batch answer by jansson and by the
- * client's own parser (deploy/clients/c/answer.c), which is why the client
- * has one. Not a test: it prints figures. */
+ * client's own reader (deploy/clients/c/reader.h, answer.c), which is why
+ * the client has one. Not a test: it prints figures. */
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <netinet/in.h>
@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../deploy/clients/c/client_int.h"
+#include "../../deploy/clients/c/reader.h"
 
 /* Every allocation of the process, libcurl's and GnuTLS's included: the
  * executable's malloc wins over libc's for every library. (Not under
@@ -147,20 +147,14 @@ static int cmp_double(const void *a, const void *b) {
 
 static void parse_bench(int reps) {
   static evd_batch_result_t out[256];
-  evd_client_opts_t o = {.url = "http://127.0.0.1:1"};
+  evd__arena_t arena = {0};
   double tj[16], tc[16];
   size_t len;
-  char *body = batch_answer(256, &len), err[256];
-  evd_client_t *c;
+  char *body = batch_answer(256, &len);
   int r, k, iters = 200;
 
   if (reps > 16)
     reps = 16;
-  if (evd_client_new(&c, &o, err, sizeof err) != 0)
-    die(NULL, err);
-  free(c->ans.p);
-  c->ans.p = body;
-  c->ans.len = c->ans.cap = len;
   for (r = 0; r < reps; r++) {
     double t0 = now();
     for (k = 0; k < iters; k++) {
@@ -172,17 +166,22 @@ static void parse_bench(int reps) {
     }
     tj[r] = (now() - t0) / iters * 1e6;
     t0 = now();
-    for (k = 0; k < iters * 10; k++)
-      if (evd__client_pools(c) || evd__parse_batch(c, out, 256) ||
-          out[255].answer.newest != 100767)
-        die(NULL, "the client's parser");
+    for (k = 0; k < iters * 10; k++) {
+      evd__reader_t rd;
+      if (evd__arena_fit(&arena, len))
+        die(NULL, "out of memory");
+      evd__reader_init(&rd, body, len, &arena);
+      if (evd__read_batch(&rd, out, 256) || out[255].answer.newest != 100767)
+        die(NULL, rd.why);
+    }
     tc[r] = (now() - t0) / (iters * 10) * 1e6;
   }
   qsort(tj, (size_t)reps, sizeof *tj, cmp_double);
   qsort(tc, (size_t)reps, sizeof *tc, cmp_double);
   printf("parse bytes=%zu jansson_us=%.1f client_us=%.2f\n", len,
          tj[reps / 2], tc[reps / 2]);
-  evd_client_free(c); /* frees body as c->ans.p */
+  evd__arena_free(&arena);
+  free(body);
 }
 
 int main(int argc, char **argv) {

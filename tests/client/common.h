@@ -71,5 +71,6 @@ void tc_add_resend_tests(TCase *tc);
 Suite *vectors_suite(void);
 Suite *faults_suite(void);
 Suite *restart_suite(void);
+Suite *reader_suite(void);
 
 #endif

@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -71,12 +72,37 @@ static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg) {
   return n;
 }
 
+/* Whether a batch names no session twice (else it is never sent again:
+ * only a session's last step is replayed). Asked only when a batch's
+ * connection failed, so the sort's allocation is off the hot path. */
+static int cmp_ids(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool batch_repeatable(const evd_step_t *steps, size_t n) {
+  const char **ids;
+  bool ok = true;
+  size_t i;
+
+  if (n < 2)
+    return true;
+  if ((ids = malloc(n * sizeof *ids)) == NULL)
+    return false;
+  for (i = 0; i < n; i++)
+    ids[i] = steps[i].session;
+  qsort(ids, n, sizeof *ids, cmp_ids);
+  for (i = 1; i < n && ok; i++)
+    ok = strcmp(ids[i - 1], ids[i]) != 0;
+  free(ids);
+  return ok;
+}
+
 /* Whether the request in flight may be sent again once it may have been
  * applied. A batch's answer is worked out only when asked, which is only
  * when its connection failed. */
 static bool repeatable(evd_client_t *c) {
   if (c->batch_steps != NULL && !c->batch_checked) {
-    c->may_repeat = evd__batch_repeatable(c->batch_steps, c->batch_n);
+    c->may_repeat = batch_repeatable(c->batch_steps, c->batch_n);
     c->batch_checked = true;
   }
   return c->may_repeat;
