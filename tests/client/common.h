@@ -61,6 +61,14 @@ static inline evd_step_t tc_step(const char *session, const uint32_t *pos,
 #define EXPECT(l, ...) tc_expect_list((l), LIST(__VA_ARGS__), N(__VA_ARGS__), #l)
 #define EMPTY(l) tc_expect_list((l), NULL, 0, #l)
 
+/* The daemon on a unix socket, a relay (fake.h) in front of it, and in *c
+ * a client of the relay with a 500 ms timeout that sends timed-out
+ * requests again (resend_timeouts, reconnect_ms 10 s); tc_relayed_stop
+ * frees them all (resend.c). */
+typedef struct relay_s relay_t;
+relay_t *tc_relayed(evd_client_t **c);
+void tc_relayed_stop(evd_client_t *c, relay_t *r);
+
 /* The "client" suite's "daemon" case is test_client.c's operations, then
  * these files' tests, each in its file's order. */
 void tc_add_pages_tests(TCase *tc);
@@ -72,5 +80,7 @@ Suite *vectors_suite(void);
 Suite *faults_suite(void);
 Suite *restart_suite(void);
 Suite *reader_suite(void);
+Suite *adopt_suite(void);
+void tc_add_rehome_tests(Suite *s);
 
 #endif

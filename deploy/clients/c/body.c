@@ -123,6 +123,11 @@ int evd__put_step(evd_client_t *c, const evd_step_t *s, bool item) {
   }
   if (s->create != NULL)
     p = w_cfg(p, s->create, &first);
+  if (s->has_expect) {
+    p = first ? W_LIT(p, "\"expect_newest\":")
+              : W_LIT(p, ",\"expect_newest\":");
+    p = w_u64(p, s->expect_newest);
+  }
   *p++ = '}';
   c->body.len = (size_t)(p - c->body.p);
   return 0;
@@ -175,12 +180,31 @@ int evd__session_url(evd_client_t *c, const char *session,
   return evd__put_url(c, "/session/", session, suffix);
 }
 
-/* The body "{"key":v}" (or "{}" when v < 0). */
-int evd__put_int_body(evd_client_t *c, const char *key, int64_t v) {
-  char *p;
+/* ,"expect_newest":e when e >= 0. */
+static char *w_expect(char *p, int64_t expect, bool first) {
+  if (expect < 0)
+    return p;
+  p = first ? W_LIT(p, "\"expect_newest\":") : W_LIT(p, ",\"expect_newest\":");
+  return w_u64(p, (uint64_t)expect);
+}
 
+/* expect_newest, when given, is a position. */
+static int check_expect(evd_client_t *c, int64_t expect) {
+  if (expect != EVD_NO_EXPECT && (expect < 0 || expect > UINT32_MAX))
+    return evd__einval(c, "expect_newest is a position (0..4294967295) or "
+                          "EVD_NO_EXPECT.");
+  return 0;
+}
+
+int evd__put_int_body(evd_client_t *c, const char *key, int64_t v,
+                      int64_t expect) {
+  char *p;
+  int rc;
+
+  if ((rc = check_expect(c, expect)) != 0)
+    return rc;
   c->body.len = 0;
-  if (evd__cbuf_reserve(&c->body, strlen(key) + 32))
+  if (evd__cbuf_reserve(&c->body, strlen(key) + 64))
     return evd__enomem(c);
   p = c->body.p;
   *p++ = '{';
@@ -191,6 +215,7 @@ int evd__put_int_body(evd_client_t *c, const char *key, int64_t v) {
     p = W_LIT(p, "\":");
     p = w_u64(p, (uint64_t)v);
   }
+  p = w_expect(p, expect, v < 0);
   *p++ = '}';
   c->body.len = (size_t)(p - c->body.p);
   return 0;
@@ -212,16 +237,20 @@ int evd__put_create(evd_client_t *c, const evd_session_cfg_t *cfg) {
   return 0;
 }
 
-int evd__put_fork(evd_client_t *c, const char *into) {
+int evd__put_fork(evd_client_t *c, const char *into, int64_t expect) {
   char *p;
+  int rc;
 
   if (into == NULL)
     return evd__einval(c, "A fork needs the new session's id (into).");
+  if ((rc = check_expect(c, expect)) != 0)
+    return rc;
   c->body.len = 0;
-  if (evd__cbuf_reserve(&c->body, str_room(into) + 16))
+  if (evd__cbuf_reserve(&c->body, str_room(into) + 48))
     return evd__enomem(c);
   p = W_LIT(c->body.p, "{\"into\":");
   p = w_str(p, into);
+  p = w_expect(p, expect, false);
   *p++ = '}';
   c->body.len = (size_t)(p - c->body.p);
   return 0;
@@ -250,5 +279,56 @@ int evd__put_batch(evd_client_t *c, const evd_step_t *steps, size_t n) {
     return evd__enomem(c);
   c->body.p[c->body.len++] = ']';
   c->body.p[c->body.len++] = '}';
+  return 0;
+}
+
+/* "key":[v0,v1,...], after a comma unless it is the first field. */
+static char *w_list(char *p, const char *key, const uint32_t *v, size_t n,
+                    bool *first) {
+  size_t i;
+
+  if (!*first)
+    *p++ = ',';
+  *first = false;
+  *p++ = '"';
+  memcpy(p, key, strlen(key));
+  p += strlen(key);
+  p = W_LIT(p, "\":[");
+  for (i = 0; i < n; i++) {
+    if (i > 0)
+      *p++ = ',';
+    p = w_u64(p, v[i]);
+  }
+  *p++ = ']';
+  return p;
+}
+
+int evd__put_adopt(evd_client_t *c, const evd_adopt_t *st) {
+  static const evd_session_cfg_t defaults = EVD_SESSION_CFG_DEFAULT;
+  size_t n = st->n_kept + (st->slots ? st->n_kept : 0) +
+             (st->pages ? st->n_pages : 0);
+  bool first = true;
+  char *p;
+
+  if ((st->n_kept > 0 && st->kept == NULL) ||
+      (st->n_pages > 0 && st->pages == NULL))
+    return evd__einval(c, "An adopted state's kept (or pages) are NULL.");
+  c->body.len = 0;
+  if (n > (SIZE_MAX - 256) / 11 || evd__cbuf_reserve(&c->body, 256 + n * 11))
+    return evd__enomem(c);
+  p = c->body.p;
+  *p++ = '{';
+  p = w_cfg(p, st->cfg != NULL ? st->cfg : &defaults, &first);
+  p = w_list(p, "kept", st->kept, st->n_kept, &first);
+  p = W_LIT(p, ",\"newest\":");
+  p = w_u64(p, st->newest);
+  if (st->slots != NULL)
+    p = w_list(p, "slots", st->slots, st->n_kept, &first);
+  if (st->pages != NULL)
+    p = w_list(p, "pages", st->pages, st->n_pages, &first);
+  if (st->replace)
+    p = W_LIT(p, ",\"replace\":true");
+  *p++ = '}';
+  c->body.len = (size_t)(p - c->body.p);
   return 0;
 }

@@ -156,51 +156,89 @@ int evd_client_step(evd_client_t *c, const evd_step_t *step,
                      (long)step->n_positions, out);
 }
 
-int evd_client_commit(evd_client_t *c, const char *session, uint32_t newest,
-                      evd_answer_t *out) {
+int evd_client_commit_if(evd_client_t *c, const char *session,
+                         uint32_t newest, int64_t expect_newest,
+                         evd_answer_t *out) {
   int rc;
 
   if ((rc = evd__session_url(c, session, "/commit")) != 0 ||
-      (rc = evd__put_int_body(c, "newest", newest)) != 0 ||
+      (rc = evd__put_int_body(c, "newest", newest, expect_newest)) != 0 ||
       (rc = exchange(c, EVD__POST, true)) != 0)
     return rc;
   return read_answer(c, EVD__F_VICTIMS | EVD__F_DROPPED | EVD__F_SIZE |
                             EVD__F_NEWEST, -1, out);
 }
 
-int evd_client_truncate(evd_client_t *c, const char *session, uint32_t from,
-                        evd_answer_t *out) {
+int evd_client_commit(evd_client_t *c, const char *session, uint32_t newest,
+                      evd_answer_t *out) {
+  return evd_client_commit_if(c, session, newest, EVD_NO_EXPECT, out);
+}
+
+int evd_client_truncate_if(evd_client_t *c, const char *session,
+                           uint32_t from, int64_t expect_newest,
+                           evd_answer_t *out) {
   int rc;
 
   if ((rc = evd__session_url(c, session, "/truncate")) != 0 ||
-      (rc = evd__put_int_body(c, "from", from)) != 0 ||
+      (rc = evd__put_int_body(c, "from", from, expect_newest)) != 0 ||
       (rc = exchange(c, EVD__POST, true)) != 0)
     return rc;
   return read_answer(c, EVD__F_REMOVED | EVD__F_SIZE | EVD__F_NEWEST, -1,
                      out);
 }
 
-int evd_client_fork(evd_client_t *c, const char *session, const char *into,
-                    evd_view_t *out) {
+int evd_client_truncate(evd_client_t *c, const char *session, uint32_t from,
+                        evd_answer_t *out) {
+  return evd_client_truncate_if(c, session, from, EVD_NO_EXPECT, out);
+}
+
+int evd_client_fork_if(evd_client_t *c, const char *session,
+                       const char *into, int64_t expect_newest,
+                       evd_view_t *out) {
   int rc;
 
-  if ((rc = evd__put_fork(c, into)) != 0 ||
+  if ((rc = evd__put_fork(c, into, expect_newest)) != 0 ||
       (rc = evd__session_url(c, session, "/fork")) != 0 ||
       (rc = exchange(c, EVD__POST, true)) != 0)
     return rc;
   return read_view(c, out);
 }
 
-int evd_client_evict(evd_client_t *c, const char *session, int64_t budget,
-                     evd_answer_t *out) {
+int evd_client_fork(evd_client_t *c, const char *session, const char *into,
+                    evd_view_t *out) {
+  return evd_client_fork_if(c, session, into, EVD_NO_EXPECT, out);
+}
+
+int evd_client_evict_if(evd_client_t *c, const char *session, int64_t budget,
+                        int64_t expect_newest, evd_answer_t *out) {
   int rc;
 
   /* Never sent again once it may have been delivered: see transport.c. */
   if ((rc = evd__session_url(c, session, "/evict")) != 0 ||
-      (rc = evd__put_int_body(c, "budget", budget)) != 0 ||
+      (rc = evd__put_int_body(c, "budget", budget, expect_newest)) != 0 ||
       (rc = exchange(c, EVD__POST, false)) != 0)
     return rc;
   return read_answer(c, EVD__F_VICTIMS | EVD__F_SIZE, -1, out);
+}
+
+int evd_client_evict(evd_client_t *c, const char *session, int64_t budget,
+                     evd_answer_t *out) {
+  return evd_client_evict_if(c, session, budget, EVD_NO_EXPECT, out);
+}
+
+int evd_client_adopt(evd_client_t *c, const char *session,
+                     const evd_adopt_t *state, evd_view_t *out) {
+  int rc;
+
+  if (state == NULL)
+    return evd__einval(c, "An adopt needs the state to adopt.");
+  /* Idempotent: the same state again is answered 200, so it may be sent
+   * again like a create. */
+  if ((rc = evd__session_url(c, session, "/adopt")) != 0 ||
+      (rc = evd__put_adopt(c, state)) != 0 ||
+      (rc = exchange(c, EVD__POST, true)) != 0)
+    return rc;
+  return read_view(c, out);
 }
 
 int evd_client_get(evd_client_t *c, const char *session, evd_view_t *out) {

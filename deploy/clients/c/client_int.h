@@ -84,9 +84,13 @@ int evd__check_step(evd_client_t *c, const evd_step_t *s);
 int evd__put_step(evd_client_t *c, const evd_step_t *s, bool item);
 int evd__put_batch(evd_client_t *c, const evd_step_t *steps, size_t n);
 int evd__put_create(evd_client_t *c, const evd_session_cfg_t *cfg);
-int evd__put_fork(evd_client_t *c, const char *into);
-/* The body {"key":v}, or {} when v < 0. */
-int evd__put_int_body(evd_client_t *c, const char *key, int64_t v);
+/* expect: the precondition expect_newest, or EVD_NO_EXPECT (not sent);
+ * anything else outside 0..4294967295 is EVD_CLIENT_EINVAL. */
+int evd__put_fork(evd_client_t *c, const char *into, int64_t expect);
+/* The body {"key":v}, or {} when v < 0, with expect_newest. */
+int evd__put_int_body(evd_client_t *c, const char *key, int64_t v,
+                      int64_t expect);
+int evd__put_adopt(evd_client_t *c, const evd_adopt_t *state);
 
 /* ---- transport.c: sending ----------------------------------------------- */
 
