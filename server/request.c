@@ -167,6 +167,44 @@ int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
   return evd_apierr_status(e);
 }
 
+int evd__write_diverged(evd_api_t *api, evd_buf_t *out,
+                        const evd_session_t *s, uint32_t expect,
+                        int in_batch) {
+  uint32_t newest = evd_window_newest(evd_session_window(s));
+
+  api->metrics.diverged++;
+  snprintf(api->msg, sizeof api->msg,
+           "The session's newest position is %u, not %u (expect_newest): "
+           "its window is not the one the engine holds. Nothing changed; "
+           "adopt the engine's state (with replace) and resend.", newest,
+           expect);
+  evd_buf_str(out, "{\"error\":{");
+  evd_apierr_fields(out, EVD_AE_DIVERGED, api->msg);
+  evd_buf_str(out, ",\"newest\":");
+  evd_buf_u32(out, newest);
+  evd_buf_str(out, ",\"view\":");
+  evd__write_view(api, out, s);
+  if (in_batch) {
+    evd_buf_str(out, ",\"status\":");
+    evd_buf_u32(out, (uint32_t)evd_apierr_status(EVD_AE_DIVERGED));
+  }
+  evd_buf_str(out, "}}");
+  return evd_apierr_status(EVD_AE_DIVERGED);
+}
+
+evd_apierr_t evd__expect_field(evd_api_t *api, json_t *obj, uint8_t *has,
+                               uint32_t *expect, const char **message) {
+  json_t *v = obj != NULL ? json_object_get(obj, "expect_newest") : NULL;
+
+  *has = v != NULL;
+  if (v != NULL && !evd__u32_field(api, v, 0, UINT32_MAX, expect)) {
+    *message = "\"expect_newest\" must be a position: an integer from 0 to "
+               "4294967295.";
+    return EVD_AE_INVALID_POSITION;
+  }
+  return EVD_AE_OK;
+}
+
 int evd__u32_field(evd_api_t *api, json_t *v, uint32_t min, uint32_t max,
                    uint32_t *out) {
   json_int_t x;
@@ -243,11 +281,14 @@ evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj,
 evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
                              evd__step_t *r, const char **message) {
   static const char *const single[] = {
-      "pos",   "positions", "tentative", "commit",    "attention",
-      "budget", "sinks",    "lookahead", "page_size", NULL};
+      "pos",    "positions", "tentative", "commit",        "attention",
+      "budget", "sinks",     "lookahead", "page_size", "expect_newest",
+      NULL};
   static const char *const item[] = {
-      "session", "pos",   "positions", "tentative", "commit",    "attention",
-      "budget",  "sinks", "lookahead", "page_size", NULL};
+      "session", "pos",       "positions", "tentative", "commit",
+      "attention", "budget",  "sinks",     "lookahead", "page_size",
+      "expect_newest", NULL};
+  evd_apierr_t e;
   json_t *pos, *list, *v;
   json_int_t x, prev = -1;
   size_t i, n;
@@ -286,6 +327,9 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
                "4294967295.";
     return EVD_AE_INVALID_POSITION;
   }
+  e = evd__expect_field(api, obj, &r->has_expect, &r->expect, message);
+  if (e != EVD_AE_OK)
+    return e;
   pos = json_object_get(obj, "pos");
   list = json_object_get(obj, "positions");
   if ((pos != NULL && list != NULL) ||

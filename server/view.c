@@ -11,6 +11,13 @@ size_t evd__view_bound(const evd_session_t *s) {
                                             evd_session_window(s));
 }
 
+int evd__view_room(evd_api_t *api, const evd_session_t *s) {
+  if (evd_session_page_size(s) == 0)
+    return 0;
+  return evd__grow(&api->pages, &api->pages_cap,
+                   evd_window_size(evd_session_window(s)));
+}
+
 /* Writes runs of held positions (evd_window_runs), or their slots, as a
  * JSON array. */
 static void write_runs(evd_buf_t *out, const evd_window_run_t *run,

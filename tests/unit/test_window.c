@@ -1,6 +1,7 @@
 /* Unit tests of the sliding-window policy: the vectors in proto/vectors
- * replayed here; edge cases, engine operations and the randomized model
- * checks in test_window_*.c, all in the one suite below. */
+ * replayed here; edge cases, engine operations, the randomized model
+ * checks and windows built in a given state in test_window_*.c, all in the
+ * one suite below. */
 #include <check.h>
 #include <dirent.h>
 #include <inttypes.h>
@@ -323,6 +324,7 @@ static Suite *window_suite(void) {
   window_model_tests(tc);        /* step and evict against a plain array */
   window_engine_tests(tc);       /* lookahead, drafts, truncate, primitives */
   window_engine_model_tests(tc); /* every engine operation against a model */
+  window_state_tests(tc);        /* windows built in a given state */
   suite_add_tcase(s, tc);
   return s;
 }

@@ -18,9 +18,11 @@ $(B)/test_window: tests/unit/test_window.c $(B)/evictd-core.a $(UNIT_HDR)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $(filter %.c,$^) $(B)/evictd-core.a \
 	  $(LDFLAGS) $(PKG_LIBS) $(CHECK_LIBS)
 # test_window: the vectors (test_window.c), the edge cases, the engine
-# operations and ring primitives, the randomized model checks.
+# operations and ring primitives, the randomized model checks, windows
+# built in a given state.
 $(B)/test_window: tests/unit/test_window_edges.c \
-  tests/unit/test_window_engine.c tests/unit/test_window_model.c
+  tests/unit/test_window_engine.c tests/unit/test_window_model.c \
+  tests/unit/test_window_state.c
 
 # The daemon modules, each linking the daemon library: the session table,
 # the response buffer, the API driven through evd_api_handle, pages, replay
