@@ -150,6 +150,20 @@ def main():
                                    ("POST", "/session/x/step", {"pos": -1})):
             st, ans = d.ask(method, path, body)
             seeds.save(3, 0, st, ans)
+        # A divergence (an error carrying a view), in a batch too, and an
+        # adopted session's view (issue 26).
+        name = vectors[0]["name"]
+        st, ans = d.ask("POST", "/session/%s/step" % name,
+                        {"pos": 4000000000, "expect_newest": 3999999999})
+        seeds.save(3, 0, st, ans)
+        st, ans = d.ask("POST", "/step", {"steps": [
+            {"session": name, "pos": 4000000000, "expect_newest": 3999999999},
+            {"session": "b." + name, "pos": 4000000000}]})
+        seeds.save(2, 2, st, ans)
+        st, ans = d.ask("POST", "/session/adopted/adopt",
+                        {"budget": 4, "sinks": 1, "kept": [0, 5, 6, 7],
+                         "newest": 9})
+        seeds.save(1, 0, st, ans)
     finally:
         d.stop()
     print("answer seeds: %d in %s" % (seeds.n, out))
