@@ -348,6 +348,35 @@ typedef struct evd_batch_result_s {
 int evd_client_batch(evd_client_t *c, const evd_step_t *steps, size_t n,
                      evd_batch_result_t *out);
 
+/* evd_client_batch in two halves, so that the daemon works on the next
+ * iteration's batch while the engine decodes this one: send writes the
+ * request (on the client's keep-alive connection, opening one if needed)
+ * and returns as soon as it is written whole, without waiting for the
+ * answer; recv waits for the answer and reads it into out (n results, as
+ * evd_client_batch does). Between the two the caller does its own work;
+ * the answer waits in the socket.
+ *
+ * Everything else is evd_client_batch's: the same request, the same
+ * answers (out[i] as from evd_client_batch, valid until the client's next
+ * call), and the same resending, done by recv: a request whose connection
+ * failed, before or after send returned, is sent again by recv under the
+ * rules above (a batch naming no session twice is replayed), timeouts too
+ * with opts.resend_timeouts. timeout_ms counts from send: the caller's
+ * work between the two counts, so keep it well below timeout_ms.
+ *
+ * send returns 0 once the request is on its way, or EVD_CLIENT_EINVAL
+ * (a bad step, or a batch already in flight) or _ENOMEM, with nothing in
+ * flight; failures of the request itself come from recv, which returns
+ * what evd_client_batch would. steps (and the strings they point to) are
+ * borrowed until recv returns. While a batch is in flight the client
+ * refuses every other call with EVD_CLIENT_EINVAL (it touches nothing of
+ * the request); recv without a send is EVD_CLIENT_EINVAL. Freeing the
+ * client with a batch in flight abandons it (the daemon may have applied
+ * it). */
+int evd_client_batch_send(evd_client_t *c, const evd_step_t *steps,
+                          size_t n);
+int evd_client_batch_recv(evd_client_t *c, evd_batch_result_t *out);
+
 /* Counters, for logs and tests. */
 typedef struct evd_client_stats_s {
   uint64_t requests;       /* requests answered (any HTTP status) */

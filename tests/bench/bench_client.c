@@ -3,7 +3,13 @@
  * (N sequences) per iteration, timed over repetitions of --seconds each
  * after every window of 512 is filled (so each step evicts) and 100
  * iterations of warm-up. Prints
- * "rep us_per_iter=X allocs_per_iter=Y" per repetition. With --raw the
+ * "rep us_per_iter=X allocs_per_iter=Y send_us=S recv_us=Z" per repetition
+ * (--iters N:
+ * N iterations per repetition instead, for callgrind). --work W does W us
+ * of busy work per iteration besides the request, as an engine decodes:
+ * after the answer, or with --async between evd_client_batch_send and
+ * evd_client_batch_recv (send_us, recv_us: the time each took). With
+ * --raw the
  * same requests go over a plain socket, written by hand and answers read
  * to their Content-Length without parsing: the floor under any client on
  * this machine. With --parse it
@@ -44,6 +50,16 @@ void *realloc(void *p, size_t n) {
   return __libc_realloc(p, n);
 }
 #endif
+
+static double now(void);
+
+/* W microseconds of work that is not the client's (a spin on the clock). */
+static void work(double us) {
+  double end = now() + us * 1e-6;
+
+  while (now() < end)
+    ;
+}
 
 static double now(void) {
   struct timespec t;
@@ -186,10 +202,11 @@ static void parse_bench(int reps) {
 
 int main(int argc, char **argv) {
   const char *url = NULL, *prefix = "c";
-  double seconds = 1;
+  double seconds = 1, work_us = 0, recv_s = 0, send_s = 0;
   size_t n = 1, i;
+  long iters_wanted = 0;
   int reps = 5, r;
-  bool raw = false;
+  bool raw = false, async = false;
   evd_step_t *steps;
   evd_batch_result_t *out;
   uint32_t *pos;
@@ -215,10 +232,16 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++r]);
     else if (r + 1 < argc && strcmp(argv[r], "--prefix") == 0)
       prefix = argv[++r];
+    else if (r + 1 < argc && strcmp(argv[r], "--iters") == 0)
+      iters_wanted = atol(argv[++r]);
+    else if (r + 1 < argc && strcmp(argv[r], "--work") == 0)
+      work_us = atof(argv[++r]);
+    else if (strcmp(argv[r], "--async") == 0)
+      async = true;
     else {
       fprintf(stderr, "usage: bench_client --url URL [--sessions N] "
-                      "[--seconds S] [--reps R] [--prefix P] [--raw] | "
-                      "--parse\n");
+                      "[--seconds S | --iters N] [--reps R] [--prefix P] "
+                      "[--work US [--async]] [--raw] | --parse\n");
       return 2;
     }
   }
@@ -245,15 +268,31 @@ int main(int argc, char **argv) {
     p++;                                                                       \
     if (raw) {                                                                 \
       raw_iterate(ids, n, p - 1);                                              \
+      work(work_us);                                                           \
+    } else if (async) {                                                        \
+      double t_recv, t_send = now();                                           \
+      if (evd_client_batch_send(c, steps, n) != 0)                             \
+        die(c, "batch_send");                                                  \
+      send_s += now() - t_send;                                                \
+      work(work_us);                                                           \
+      t_recv = now();                                                          \
+      if (evd_client_batch_recv(c, out) != 0)                                  \
+        die(c, "batch_recv");                                                  \
+      recv_s += now() - t_recv;                                                \
+      for (i = 0; i < n; i++)                                                  \
+        if (out[i].rc != 0)                                                    \
+          die(NULL, out[i].error.message);                                     \
     } else if (n == 1) {                                                       \
       if (evd_client_step(c, &steps[0], &out[0].answer) != 0)                  \
         die(c, "step");                                                        \
+      work(work_us);                                                           \
     } else {                                                                   \
       if (evd_client_batch(c, steps, n, out) != 0)                             \
         die(c, "batch");                                                       \
       for (i = 0; i < n; i++)                                                  \
         if (out[i].rc != 0)                                                    \
           die(NULL, out[i].error.message);                                     \
+      work(work_us);                                                           \
     }                                                                          \
   } while (0)
   /* Prefill: positions 1..599 in every window of 512 (32 sessions per
@@ -279,12 +318,16 @@ int main(int argc, char **argv) {
   for (r = 0; r < reps; r++) {
     unsigned long iters = 0, a0 = allocs;
     double t0 = now(), t;
+    recv_s = send_s = 0;
     do {
       ITERATE();
       iters++;
-    } while ((t = now() - t0) < seconds);
-    printf("rep us_per_iter=%.2f allocs_per_iter=%.1f\n", t / iters * 1e6,
-           (double)(allocs - a0) / iters);
+      t = now() - t0;
+    } while (iters_wanted > 0 ? (long)iters < iters_wanted : t < seconds);
+    printf("rep us_per_iter=%.2f allocs_per_iter=%.1f send_us=%.2f "
+           "recv_us=%.2f\n",
+           t / iters * 1e6, (double)(allocs - a0) / iters,
+           send_s / iters * 1e6, recv_s / iters * 1e6);
   }
   if (!raw && out[0].answer.victims.n != 1)
     die(NULL, "the window did not evict");

@@ -81,6 +81,7 @@ Suite *faults_suite(void);
 Suite *restart_suite(void);
 Suite *reader_suite(void);
 Suite *adopt_suite(void);
+Suite *async_suite(void);
 void tc_add_rehome_tests(Suite *s);
 
 #endif

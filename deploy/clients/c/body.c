@@ -144,6 +144,12 @@ int evd__put_url(evd_client_t *c, const char *path, const char *session,
                 (session ? strlen(session) * 3 + strlen(suffix) : 0);
   char *p;
 
+  /* Every operation writes its URL first: a request in flight keeps its
+   * URL and body (a resend needs them) and refuses any other. */
+  if (c->inflight)
+    return evd__einval(c, "A batch sent with evd_client_batch_send is in "
+                          "flight: read its answer (evd_client_batch_recv) "
+                          "first.");
   c->url.len = 0;
   if (evd__cbuf_reserve(&c->url, need))
     return evd__enomem(c);

@@ -46,18 +46,21 @@ static int api_error(evd_client_t *c) {
   return EVD_CLIENT_EAPI;
 }
 
-/* Sends the request prepared in c->url and c->body and checks the status:
- * 0 for a 2xx answer, else the call's error. */
-static int exchange(evd_client_t *c, evd__method_t m, bool may_repeat) {
-  int rc = evd__client_send(c, m, may_repeat);
-
-  if (rc != 0)
-    return rc;
+/* The status of the answer that came: 0 for 2xx, else the call's error. */
+static int check_status(evd_client_t *c) {
   if (c->status >= 400)
     return api_error(c);
   if (c->status < 200 || c->status > 299)
     return eproto(c, "an unexpected status");
   return 0;
+}
+
+/* Sends the request prepared in c->url and c->body and checks the status:
+ * 0 for a 2xx answer, else the call's error. */
+static int exchange(evd_client_t *c, evd__method_t m, bool may_repeat) {
+  int rc = evd__client_send(c, m, may_repeat);
+
+  return rc != 0 ? rc : check_status(c);
 }
 
 /* The answer of a step, commit, truncate or evict; a step's has a slot
@@ -197,8 +200,8 @@ int evd_client_fork_if(evd_client_t *c, const char *session,
                        evd_view_t *out) {
   int rc;
 
-  if ((rc = evd__put_fork(c, into, expect_newest)) != 0 ||
-      (rc = evd__session_url(c, session, "/fork")) != 0 ||
+  if ((rc = evd__session_url(c, session, "/fork")) != 0 ||
+      (rc = evd__put_fork(c, into, expect_newest)) != 0 ||
       (rc = exchange(c, EVD__POST, true)) != 0)
     return rc;
   return read_view(c, out);
@@ -264,19 +267,64 @@ int evd_client_delete(evd_client_t *c, const char *session, bool missing_ok) {
   return rc;
 }
 
+/* The batch request in c->url and c->body: 0, or the call's error. */
+static int put_batch(evd_client_t *c, const evd_step_t *steps, size_t n) {
+  int rc;
+
+  if (n > 0 && steps == NULL)
+    return evd__einval(c, "A batch of n > 0 steps needs steps.");
+  if ((rc = evd__put_url(c, "/step", NULL, NULL)) != 0 ||
+      (rc = evd__put_batch(c, steps, n)) != 0)
+    return rc;
+  c->batch_steps = steps;
+  c->batch_n = n;
+  return 0;
+}
+
 int evd_client_batch(evd_client_t *c, const evd_step_t *steps, size_t n,
                      evd_batch_result_t *out) {
   int rc;
 
-  if (n > 0 && (steps == NULL || out == NULL))
-    return evd__einval(c, "A batch of n > 0 steps needs steps and out.");
-  if ((rc = evd__put_batch(c, steps, n)) != 0 ||
-      (rc = evd__put_url(c, "/step", NULL, NULL)) != 0)
+  if (n > 0 && out == NULL)
+    return evd__einval(c, "A batch of n > 0 steps needs out.");
+  if ((rc = put_batch(c, steps, n)) != 0)
     return rc;
-  c->batch_steps = steps;
-  c->batch_n = n;
   rc = exchange(c, EVD__POST, true);
   c->batch_steps = NULL;
+  if (rc != 0)
+    return rc;
+  return read_batch(c, steps, n, out);
+}
+
+int evd_client_batch_send(evd_client_t *c, const evd_step_t *steps,
+                          size_t n) {
+  int rc;
+
+  if ((rc = put_batch(c, steps, n)) != 0)
+    return rc;
+  if ((rc = evd__client_begin(c, EVD__POST, true, true)) != 0) {
+    c->batch_steps = NULL;
+    return rc;
+  }
+  c->batch_sent = true;
+  return 0;
+}
+
+int evd_client_batch_recv(evd_client_t *c, evd_batch_result_t *out) {
+  const evd_step_t *steps = c->batch_steps;
+  size_t n = c->batch_n;
+  int rc;
+
+  if (!c->batch_sent)
+    return evd__einval(c, "No batch is in flight: evd_client_batch_send "
+                          "first.");
+  if (n > 0 && out == NULL)
+    return evd__einval(c, "A batch of n > 0 steps needs out.");
+  rc = evd__client_end(c);
+  c->batch_sent = false;
+  c->batch_steps = NULL;
+  if (rc == 0)
+    rc = check_status(c);
   if (rc != 0)
     return rc;
   return read_batch(c, steps, n, out);

@@ -25,6 +25,7 @@ typedef enum { EVD__GET, EVD__POST, EVD__PUT, EVD__DELETE } evd__method_t;
 
 struct evd_client_s {
   CURL *curl;
+  CURLM *multi;               /* drives curl; its cache holds the connection */
   struct curl_slist *headers; /* Content-Type, Accept, Expect:, token */
   char *base;                 /* "http://host:port/prefix", unix: localhost */
   size_t base_len;
@@ -45,6 +46,10 @@ struct evd_client_s {
   unsigned refused;  /* of those, resends on_attempt did not let out */
   bool write_failed; /* the answer did not fit in memory */
   long status;       /* the HTTP status of the answer */
+  bool attempt_on;   /* curl is in the multi: an attempt is under way */
+  CURLcode start_rc; /* how beginning the current attempt went */
+  bool inflight;     /* a request begun and not yet ended */
+  bool batch_sent;   /* ... and it is evd_client_batch_send's */
 
   evd_client_err_t err; /* the last failure; strings in the arrays below */
   char err_code[48];
@@ -98,8 +103,18 @@ int evd__put_adopt(evd_client_t *c, const evd_adopt_t *state);
  * whole answer (c->ans, c->status), opening connections and sending again
  * as the header describes. Returns 0 when an answer of any status arrived,
  * else EVD_CLIENT_ECONNECT, _ETIMEOUT, _ENOMEM or _EPROTO with c->err
- * set. */
+ * set. It is evd__client_begin and evd__client_end. */
 int evd__client_send(evd_client_t *c, evd__method_t method, bool may_repeat);
+
+/* The two halves: begin starts the first attempt (with `push`, it returns
+ * once the request is written whole, or the attempt is over) and returns
+ * 0, or EVD_CLIENT_EINVAL while another request is in flight, or
+ * EVD_CLIENT_ENOMEM; a failure of the attempt itself is end's to report.
+ * end waits for the answer and sends again as evd__client_send does.
+ * c->url and c->body stay the request's until end returns. */
+int evd__client_begin(evd_client_t *c, evd__method_t method, bool may_repeat,
+                      bool push);
+int evd__client_end(evd_client_t *c);
 
 /* The transport's share of evd_client_new and evd_client_free: the easy
  * handle with every option that does not change per request. */
