@@ -38,7 +38,10 @@ enum {
                                 request may have been applied (resend it:
                                 a step, commit or truncate is replayed;
                                 or let opts.resend_timeouts do it) */
-  EVD_CLIENT_EPROTO = -4,    /* an answer that is not the contract's */
+  EVD_CLIENT_EPROTO = -4,    /* an answer that is not the contract's:
+                                not its JSON or shape, or breaking what
+                                it promises (lists in order, one slot
+                                per position stepped, ...) */
   EVD_CLIENT_EINVAL = -5,    /* a bad argument, refused before sending */
   EVD_CLIENT_ENOMEM = -6     /* the client could not allocate */
 };
@@ -98,9 +101,9 @@ void evd_client_free(evd_client_t *c);
 /* What went wrong in the last call that did not return 0. Owned by the
  * client; it stays until another call fails. For EVD_CLIENT_EAPI, `code`
  * is the contract's error code ("stale_position", "unknown_session",
- * "diverged" (409: the daemon's newest is not the change's expect_newest;
- * `newest` is the daemon's), ...)
- * and `status` the HTTP status; for the others `code` names the kind
+ * "diverged", ...) and `status` the HTTP status ("diverged", 409: the
+ * daemon's newest, in `newest`, is not the change's expect_newest); for
+ * the others `code` names the kind
  * ("connection_failed", "timeout", "protocol_error", "invalid_argument",
  * "out_of_memory") and status is the HTTP status if one came, else 0 (an
  * EVD_CLIENT_EPROTO answer that is not the contract's JSON, such as the
