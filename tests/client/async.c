@@ -27,16 +27,8 @@ static fake_t *fake(const fk_rule_t *rules, size_t n) {
 
 static evd_client_t *client(fake_t *f, unsigned timeout_ms,
                             unsigned reconnect_ms, bool resend_timeouts) {
-  evd_client_opts_t o = {0};
-  evd_client_t *c;
-  char err[256];
-
-  o.url = fake_url(f);
-  o.timeout_ms = timeout_ms;
-  o.reconnect_ms = reconnect_ms;
-  o.resend_timeouts = resend_timeouts;
-  ck_assert_msg(evd_client_new(&c, &o, err, sizeof err) == 0, "%s", err);
-  return c;
+  return tc_client_with(fake_url(f), timeout_ms, reconnect_ms,
+                        resend_timeouts);
 }
 
 /* send returns with the request written: the fake daemon reads it while

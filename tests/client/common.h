@@ -26,6 +26,12 @@ void tc_stop(void);
  * evd_client_new does. */
 evd_client_t *tc_client(const char *url, unsigned reconnect_ms);
 
+/* A client for url with exactly these options (no $EVICTD_TEST_SLOW:
+ * tests that time out on purpose); fails the test if evd_client_new
+ * does. */
+evd_client_t *tc_client_with(const char *url, unsigned timeout_ms,
+                             unsigned reconnect_ms, bool resend_timeouts);
+
 /* Asserts that rc is want_rc and the client's error has this code and
  * status (code NULL: any). */
 void tc_expect_err(evd_client_t *c, int rc, int want_rc, const char *code,

@@ -12,8 +12,6 @@ static char dir[64], listen_at[128], relay_path[128], url[140];
 
 relay_t *tc_relayed(evd_client_t **c) {
   const char *args[] = {"--listen", listen_at, NULL};
-  evd_client_opts_t o = {0};
-  char err[256];
   relay_t *r;
 
   tc_tmpdir(dir, sizeof dir);
@@ -22,11 +20,7 @@ relay_t *tc_relayed(evd_client_t **c) {
   snprintf(url, sizeof url, "unix:%s", relay_path);
   tc_start(args);
   ck_assert_ptr_nonnull(r = relay_start(relay_path, listen_at + 5));
-  o.url = url;
-  o.timeout_ms = 500;
-  o.reconnect_ms = 10000;
-  o.resend_timeouts = true;
-  ck_assert_msg(evd_client_new(c, &o, err, sizeof err) == 0, "%s", err);
+  *c = tc_client_with(url, 500, 10000, true);
   return r;
 }
 
