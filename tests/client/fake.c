@@ -27,6 +27,7 @@ struct fake_s {
   pthread_mutex_t lock;
   volatile bool stop;
   char *seen[MAX_SEEN]; /* request lines */
+  char *bodies[MAX_SEEN]; /* and their bodies */
   int nseen, conns;
 };
 
@@ -106,8 +107,13 @@ static void serve(fake_t *f, int fd) {
 
     pthread_mutex_lock(&f->lock);
     k = f->nseen;
-    if (f->nseen < MAX_SEEN)
+    if (f->nseen < MAX_SEEN) {
+      const char *body = memmem(buf, (size_t)n, "\r\n\r\n", 4);
+      f->bodies[f->nseen] =
+          body != NULL ? strndup(body + 4, (size_t)(buf + n - body - 4))
+                       : strdup("");
       f->seen[f->nseen++] = strndup(buf, strcspn(buf, "\r"));
+    }
     pthread_mutex_unlock(&f->lock);
     rule = &f->rules[(size_t)k < f->nrules ? (size_t)k : f->nrules - 1];
     memmove(buf, buf + n, have - (size_t)n);
@@ -198,6 +204,15 @@ int fake_requests(fake_t *f, const char *needle) {
   return n;
 }
 
+const char *fake_body(fake_t *f, int k) {
+  const char *b;
+
+  pthread_mutex_lock(&f->lock);
+  b = k >= 0 && k < f->nseen ? f->bodies[k] : NULL;
+  pthread_mutex_unlock(&f->lock);
+  return b;
+}
+
 int fake_connections(fake_t *f) {
   int n;
 
@@ -213,8 +228,10 @@ void fake_stop(fake_t *f) {
   f->stop = true;
   pthread_join(f->thread, NULL);
   close(f->lfd);
-  for (i = 0; i < f->nseen; i++)
+  for (i = 0; i < f->nseen; i++) {
     free(f->seen[i]);
+    free(f->bodies[i]);
+  }
   pthread_mutex_destroy(&f->lock);
   free(f);
 }

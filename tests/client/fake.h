@@ -36,6 +36,10 @@ const char *fake_url(const fake_t *f);
 /* Requests read so far whose request line contains `needle` (NULL: all). */
 int fake_requests(fake_t *f, const char *needle);
 
+/* The body of request k (from 0), NUL-terminated, owned by the fake until
+ * fake_stop; NULL when there is no request k. */
+const char *fake_body(fake_t *f, int k);
+
 /* Connections accepted so far. */
 int fake_connections(fake_t *f);
 

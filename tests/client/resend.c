@@ -10,12 +10,8 @@
 
 static char dir[64], listen_at[128], relay_path[128], url[140];
 
-/* The daemon on a unix socket, a relay in front of it, and a client of
- * the relay with a short timeout that sends timed-out requests again. */
-static relay_t *start(evd_client_t **c) {
+relay_t *tc_relayed(evd_client_t **c) {
   const char *args[] = {"--listen", listen_at, NULL};
-  evd_client_opts_t o = {0};
-  char err[256];
   relay_t *r;
 
   tc_tmpdir(dir, sizeof dir);
@@ -24,15 +20,11 @@ static relay_t *start(evd_client_t **c) {
   snprintf(url, sizeof url, "unix:%s", relay_path);
   tc_start(args);
   ck_assert_ptr_nonnull(r = relay_start(relay_path, listen_at + 5));
-  o.url = url;
-  o.timeout_ms = 500;
-  o.reconnect_ms = 10000;
-  o.resend_timeouts = true;
-  ck_assert_msg(evd_client_new(c, &o, err, sizeof err) == 0, "%s", err);
+  *c = tc_client_with(url, 500, 10000, true);
   return r;
 }
 
-static void stop(evd_client_t *c, relay_t *r) {
+void tc_relayed_stop(evd_client_t *c, relay_t *r) {
   evd_client_free(c);
   tc_stop();
   relay_stop(r);
@@ -47,7 +39,7 @@ START_TEST(timed_out_step_is_resent_and_replayed) {
   evd_client_t *c;
   evd_answer_t a;
   evd_view_t v;
-  relay_t *r = start(&c);
+  relay_t *r = tc_relayed(&c);
 
   s.create = &cfg;
   ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
@@ -78,7 +70,7 @@ START_TEST(timed_out_step_is_resent_and_replayed) {
                 evd_client_error(c)->message);
   ck_assert(a.replayed);
   EXPECT(a.removed, 5);
-  stop(c, r);
+  tc_relayed_stop(c, r);
 }
 END_TEST
 
@@ -91,7 +83,7 @@ START_TEST(timed_out_evict_is_not_resent) {
   evd_client_t *c;
   evd_answer_t a;
   evd_view_t v;
-  relay_t *r = start(&c);
+  relay_t *r = tc_relayed(&c);
 
   ck_assert_int_eq(evd_client_step(c, &s, &a), 0);
   relay_hold_next(r);
@@ -103,7 +95,7 @@ START_TEST(timed_out_evict_is_not_resent) {
                 "%s", relay_lost_body(r));
   ck_assert_int_eq(evd_client_get(c, "e", &v), 0);
   EXPECT(v.kept, 3, 4);
-  stop(c, r);
+  tc_relayed_stop(c, r);
 }
 END_TEST
 

@@ -208,7 +208,6 @@ void evd_client_free(evd_client_t *c) {
   free(c->url.p);
   free(c->body.p);
   free(c->ans.p);
-  free(c->u32);
-  free(c->chars);
+  evd__arena_free(&c->arena);
   free(c);
 }
