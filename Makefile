@@ -25,7 +25,7 @@ endif
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 # The policy core: no I/O, no libraries.
-CORE_SRC := server/window.c server/error.c
+CORE_SRC := server/window.c server/window_state.c server/error.c
 # The daemon: everything in server/ but main.c goes into a library that the
 # tests and the fuzz harness link too.
 DAEMON_SRC := $(filter-out $(CORE_SRC) server/main.c,$(wildcard server/*.c))

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Replays proto/vectors/*.json files against a running evictd over HTTP.
+"""Replays proto/vectors/*.json (and rehome/*.json) files against a running
+evictd over HTTP.
 
 Usage: replay-vector.py http://HOST:PORT VECTOR.json...
 
 Each vector becomes one session (created with the vector's budget, sinks,
-lookahead and page size; forks add more; all deleted at the end); every op
+lookahead and page size; forks and adoptions add more; all deleted at the
+end); every op
 is sent as the API request it stands for and the answer must equal the
 vector's expected fields exactly. Exits 0 when all
 match, 1 with the first difference otherwise. Standard library only, so that
@@ -18,10 +20,11 @@ import urllib.parse
 # The HTTP status that goes with each error code a vector may expect.
 STATUS = {"invalid_position": 400, "invalid_budget": 400,
           "too_many_positions": 400, "stale_position": 409,
-          "tentative_pending": 409, "session_exists": 409}
+          "tentative_pending": 409, "session_exists": 409,
+          "invalid_state": 400, "diverged": 409}
 # Keys of an op that describe its request; the others are its answer.
 REQUEST_KEYS = {"step", "tentative", "commit", "evict", "truncate", "fork",
-                "check", "session", "error"}
+                "check", "session", "error", "adopt", "expect_newest"}
 
 
 class Mismatch(Exception):
@@ -52,18 +55,20 @@ def expect(what, got, want):
 
 def request_of(op, path):
     """The (path, body) of the API request a vector op stands for."""
+    expect_newest = {"expect_newest": op["expect_newest"]} \
+        if "expect_newest" in op else {}
     if "step" in op:
         body = {"positions": op["step"]} if op["step"] else {}
         for k in ("tentative", "commit"):
             if k in op:
                 body[k] = op[k]
-        return path + "/step", body
+        return path + "/step", {**body, **expect_newest}
     if "commit" in op:
-        return path + "/commit", {"newest": op["commit"]}
+        return path + "/commit", {"newest": op["commit"], **expect_newest}
     if "truncate" in op:
-        return path + "/truncate", {"from": op["truncate"]}
+        return path + "/truncate", {"from": op["truncate"], **expect_newest}
     if "evict" in op:
-        return path + "/evict", {"budget": op["evict"]}
+        return path + "/evict", {"budget": op["evict"], **expect_newest}
     raise Mismatch("unknown op")
 
 
@@ -79,20 +84,38 @@ def replay(client, vector):
         where = f"{vector['name']} op {i} {json.dumps(op)[:80]}"
         try:
             path = sessions.get(op.get("session"))
-            if path is None:
-                raise Mismatch("op on a session never forked")
-            if "check" in op:
+            if "adopt" in op:
+                # 201 for a name not made yet, else 200; the view's id
+                # aside, the answer is the op's.
+                fresh = path is None
+                if fresh:
+                    path = f"/session/{sid}.{op['session']}"
+                    client.call("DELETE", path)
+                status, body = client.call("POST", path + "/adopt",
+                                           op["adopt"])
+                if "error" not in op:
+                    expect("adopt status", status, 201 if fresh else 200)
+                    expect("id", body.pop("id", None), path[9:])
+                    expect("answer", body, {k: v for k, v in op.items()
+                                            if k not in REQUEST_KEYS})
+                    sessions[op.get("session")] = path
+                    continue
+            elif path is None:
+                raise Mismatch("op on a session never forked or adopted")
+            elif "check" in op:
                 status, body = client.call("GET", path)
                 expect("status", status, 200)
                 for k, want in op["check"].items():
                     expect(k, body.get(k, [] if k in ("tentative", "pages")
                                        else None), want)
                 continue
-            if "fork" in op:
+            elif "fork" in op:
                 child = f"{sid}.{op['fork']}"
                 client.call("DELETE", "/session/" + child)
-                status, body = client.call("POST", path + "/fork",
-                                           {"into": child})
+                status, body = client.call(
+                    "POST", path + "/fork",
+                    {"into": child, **({"expect_newest": op["expect_newest"]}
+                                       if "expect_newest" in op else {})})
                 if "error" not in op:
                     expect("fork status", status, 201)
                     sessions[op["fork"]] = "/session/" + child

@@ -233,7 +233,7 @@ static int h_delete(evd__ctx_t *c) {
 }
 
 static int h_evict(evd__ctx_t *c) {
-  static const char *const fields[] = {"budget", NULL};
+  static const char *const fields[] = {"budget", "expect_newest", NULL};
   evd_api_t *api = c->api;
   const char *message;
   evd_session_t *s;
@@ -241,7 +241,8 @@ static int h_evict(evd__ctx_t *c) {
   json_t *root, *v;
   json_int_t x = 0;
   evd_apierr_t perr;
-  uint32_t n;
+  uint32_t n, expect;
+  uint8_t has_expect;
   int err, has_budget;
 
   perr = evd__parse_body(api, c->req, 1, fields, &root, &message);
@@ -259,11 +260,16 @@ static int h_evict(evd__ctx_t *c) {
                 "An eviction budget must be an integer from 1 to "
                 "4294967294, above the session's sinks.");
   }
+  perr = evd__expect_field(api, root, &has_expect, &expect, &message);
   json_decref(root);
+  if (perr != EVD_AE_OK)
+    return evd__fail(c, perr, message);
   s = evd_table_find(api->table, c->id, c->idlen);
   if (s == NULL)
     return evd__fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   w = evd_session_window(s);
+  if (has_expect && expect != w->newest)
+    return evd__write_diverged(api, c->out, s, expect, 0);
   if (evd_window_tentative(w) != 0)
     return evd__fail(c, EVD_AE_TENTATIVE_PENDING,
                 "Tentative positions are pending: commit them before an "
@@ -313,18 +319,24 @@ static int h_evict(evd__ctx_t *c) {
 }
 
 static int h_fork(evd__ctx_t *c) {
-  static const char *const fields[] = {"into", NULL};
+  static const char *const fields[] = {"into", "expect_newest", NULL};
   evd_api_t *api = c->api;
   evd_session_t *parent, *child;
   const char *message, *into;
   size_t len;
   evd_apierr_t perr;
   json_t *root, *v;
+  uint32_t expect;
+  uint8_t has_expect;
   int err;
 
   perr = evd__parse_body(api, c->req, 0, fields, &root, &message);
-  if (perr != EVD_AE_OK)
+  if (perr == EVD_AE_OK)
+    perr = evd__expect_field(api, root, &has_expect, &expect, &message);
+  if (perr != EVD_AE_OK) {
+    json_decref(root);
     return evd__fail(c, perr, message);
+  }
   v = json_object_get(root, "into");
   if (!json_is_string(v)) {
     json_decref(root);
@@ -350,16 +362,23 @@ static int h_fork(evd__ctx_t *c) {
     return evd__fail(c, EVD_AE_UNKNOWN_SESSION, NULL);
   }
   child = evd_table_find(api->table, into, len);
-  if (child != NULL) {
+  if (child != NULL && evd_session_same_state(child, parent)) {
     /* A resent fork finds its child as it left it. */
     json_decref(root);
-    if (!evd_session_same_state(child, parent))
-      return evd__fail(c, EVD_AE_SESSION_EXISTS,
-                  "A session with the new id exists with another state.");
     evd_table_touch(api->table, parent, api->now_tick);
     evd_table_touch(api->table, child, api->now_tick);
     evd__write_view(api, c->out, child);
     return 200;
+  }
+  /* Not a resend: the parent must be where the engine believes it. */
+  if (has_expect && expect != evd_window_newest(evd_session_window(parent))) {
+    json_decref(root);
+    return evd__write_diverged(api, c->out, parent, expect, 0);
+  }
+  if (child != NULL) {
+    json_decref(root);
+    return evd__fail(c, EVD_AE_SESSION_EXISTS,
+                     "A session with the new id exists with another state.");
   }
   /* Room for the child's view (and its pages) and the record first. */
   if (evd__room(api, c->out, evd__view_bound(parent) + EVD_SESSION_ID_MAX,
@@ -409,6 +428,7 @@ static const struct {
     [EVD_R_COMMIT] = {EVD_M_POST, "POST", NULL, NULL, evd__h_commit, NULL},
     [EVD_R_TRUNCATE] = {EVD_M_POST, "POST", NULL, NULL, evd__h_truncate, NULL},
     [EVD_R_FORK] = {EVD_M_POST, "POST", NULL, NULL, h_fork, NULL},
+    [EVD_R_ADOPT] = {EVD_M_POST, "POST", NULL, NULL, evd__h_adopt, NULL},
 };
 
 /* Compares the bearer credentials in an Authorization header with the
@@ -469,6 +489,8 @@ static evd_route_t route_of(const char *p, size_t n, const char **id,
     return EVD_R_TRUNCATE;
   if (path_is(slash, (size_t)(p + n - slash), "/fork"))
     return EVD_R_FORK;
+  if (path_is(slash, (size_t)(p + n - slash), "/adopt"))
+    return EVD_R_ADOPT;
   return EVD_R_NONE;
 }
 

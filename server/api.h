@@ -69,6 +69,7 @@ typedef enum evd_route_e {
   EVD_R_COMMIT,    /* /session/{id}/commit */
   EVD_R_TRUNCATE,  /* /session/{id}/truncate */
   EVD_R_FORK,      /* /session/{id}/fork */
+  EVD_R_ADOPT,     /* /session/{id}/adopt */
   EVD_R_COUNT
 } evd_route_t;
 

@@ -45,6 +45,20 @@ typedef struct evd__ctx_s {
  * (api.c). */
 int evd__fail(evd__ctx_t *c, evd_apierr_t e, const char *message);
 
+/* api_adopt.c: the handler of POST /session/{id}/adopt. */
+int evd__h_adopt(evd__ctx_t *c);
+
+/* Puts session `id` in state st (which evd_window_check must accept) with
+ * configuration cfg: replaces s, the existing session, or creates the
+ * session when s is NULL, without its replay record either way; stores it
+ * in *out. The adopt handler and journal recovery (apply.c) share it.
+ * Returns 0, EVD_EINVAL for a state or configuration the window refuses,
+ * EVD_ELIMIT at --max-sessions, or EVD_ENOMEM; nothing changes on
+ * failure. */
+int evd__adopt_apply(evd_api_t *api, evd_session_t *s, const char *id,
+                     size_t idlen, const evd_session_config_t *cfg,
+                     const evd_window_state_t *st, evd_session_t **out);
+
 /* api_step.c: the handlers of POST /session/{id}/step, /commit,
  * /truncate and of the batch POST /step. */
 int evd__h_step(evd__ctx_t *c);
@@ -56,7 +70,8 @@ int evd__h_truncate(evd__ctx_t *c);
  * /session/{id}/... request); a step's positions are api->pos[first..first
  * + n). `arg` is the commit's newest (with has_arg in a step), or the
  * truncate's from. `cfg` is the configuration a step creates its session
- * with, defaults filled in. */
+ * with, defaults filled in. `expect` (with has_expect) is the newest the
+ * engine believes the session has before the request (expect_newest). */
 typedef struct evd__step_s {
   const char *id;
   size_t idlen;
@@ -67,6 +82,8 @@ typedef struct evd__step_s {
                        named, which an existing session must match */
   uint32_t arg;
   evd_session_config_t cfg;
+  uint8_t has_expect;
+  uint32_t expect;
 } evd__step_t;
 
 #define EVD__GIVEN_BUDGET 1u
@@ -116,6 +133,13 @@ int evd__u32_field(evd_api_t *api, json_t *v, uint32_t min, uint32_t max,
  * Returns the status. */
 int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
                      int in_batch, const uint32_t *newest);
+
+/* Reads the optional "expect_newest" of obj (NULL: none) into *has and
+ * *expect. Returns EVD_AE_OK (absent too), or invalid_position with
+ * *message. */
+evd_apierr_t evd__expect_field(evd_api_t *api, json_t *obj, uint8_t *has,
+                               uint32_t *expect, const char **message);
+
 
 /* Validates a step object (a batch item when in_batch, whose id comes from
  * its "session" field; else the id is already in r) into *r and api->pos.
@@ -173,10 +197,22 @@ size_t evd__view_bound(const evd_session_t *s);
  * scratch array cannot grow. */
 void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s);
 
+/* Grows the scratch array a view of s needs (its pages), so that writing
+ * it later cannot fail. Returns 0 or EVD_ENOMEM. */
+int evd__view_room(evd_api_t *api, const evd_session_t *s);
+
+/* Writes the error object of a change refused because session s's newest
+ * is not `expect`: 409 diverged with the session's newest and its view (a
+ * batch result carries its status too). Counts it. Returns 409. */
+int evd__write_diverged(evd_api_t *api, evd_buf_t *out,
+                        const evd_session_t *s, uint32_t expect,
+                        int in_batch);
+
 /* fastpath.c: the hot bodies without jansson. Each returns 1 when the
  * body is a valid step (batch) and fills *r (api->items[0..*nitems)) and
  * the scratch arrays; 0 when the general path must read it instead. The
- * step keeps r->id from the path. */
+ * step keeps r->id and r->idlen from the path (the rest of *r need not be
+ * set on the call) and, returning 0, leaves *r zeroed but for them. */
 int evd__fast_step(evd_api_t *api, const char *body, size_t len,
                    evd__step_t *r);
 int evd__fast_batch(evd_api_t *api, const char *body, size_t len,

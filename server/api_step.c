@@ -7,12 +7,14 @@
 #include "api_int.h"
 
 int evd__h_step(evd__ctx_t *c) {
-  evd__step_t r = {.id = c->id, .idlen = c->idlen};
+  evd__step_t r; /* set by the fast path, whatever it answers */
   const char *message;
   json_t *root;
   evd_apierr_t err;
   int status;
 
+  r.id = c->id;
+  r.idlen = c->idlen;
   if (evd__fast_step(c->api, c->req->body, c->req->body_len, &r))
     return evd__step_run(c->api, &r, 0, c->out);
   err = evd__parse_body(c->api, c->req, 0, NULL, &root, &message);
@@ -34,15 +36,19 @@ int evd__h_step(evd__ctx_t *c) {
 static int batch_room(evd_api_t *api, evd_buf_t *out,
                       const evd__step_t *items, json_t *steps, size_t n) {
   size_t i, answer = 16 + n, journal = 0, j;
+  evd_session_t *s;
 
   for (i = 0; i < n; i++) {
-    evd__step_t r = {0};
+    evd__step_t parsed;
+    const evd__step_t *r = &parsed;
     const char *message;
     if (items != NULL) {
-      r = items[i];
+      r = &items[i]; /* read in place: no copy */
     } else {
-      evd_apierr_t e = evd__step_parse(api, json_array_get(steps, i), 1, &r,
-                                       &message);
+      evd_apierr_t e;
+      parsed = (evd__step_t){0};
+      e = evd__step_parse(api, json_array_get(steps, i), 1, &parsed,
+                          &message);
       if (e != EVD_AE_OK) {
         size_t at = out->len;
         evd__write_error(out, e, message, 1, NULL);
@@ -53,9 +59,16 @@ static int batch_room(evd_api_t *api, evd_buf_t *out,
         continue;
       }
     }
-    answer += evd__result_bound(
-        api, evd_table_find(api->table, r.id, r.idlen), &r, &j);
+    s = evd_table_find(api->table, r->id, r->idlen);
+    answer += evd__result_bound(api, s, r, &j);
     journal += j;
+    /* An item that expects a newest may be answered with a divergence,
+     * which carries the session's view (and needs the pages' scratch). */
+    if (r->has_expect && s != NULL) {
+      answer += evd__view_bound(s);
+      if (evd__view_room(api, s) != 0)
+        return EVD_ENOMEM;
+    }
   }
   return evd__room(api, out, answer, journal);
 }
@@ -125,7 +138,7 @@ int evd__h_batch(evd__ctx_t *c) {
 static int one_position_op(evd__ctx_t *c, uint8_t op, const char *field,
                            uint32_t min) {
   evd_api_t *api = c->api;
-  const char *fields[] = {field, NULL}, *message;
+  const char *fields[] = {field, "expect_newest", NULL}, *message;
   evd__step_t r = {.id = c->id, .idlen = c->idlen, .op = op};
   evd_apierr_t perr;
   json_t *root, *v;
@@ -146,7 +159,10 @@ static int one_position_op(evd__ctx_t *c, uint8_t op, const char *field,
     json_decref(root);
     return evd__fail(c, EVD_AE_INVALID_POSITION, api->msg);
   }
+  perr = evd__expect_field(api, root, &r.has_expect, &r.expect, &message);
   json_decref(root);
+  if (perr != EVD_AE_OK)
+    return evd__fail(c, perr, message);
   r.has_arg = 1;
   return evd__step_run(api, &r, 0, c->out);
 }

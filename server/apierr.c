@@ -71,6 +71,13 @@ static const struct {
     [EVD_AE_JOURNAL_FAILED] = {503, "journal_failed",
                                "The journal cannot be written; changes are "
                                "refused until a retried write succeeds."},
+    [EVD_AE_INVALID_STATE] = {400, "invalid_state",
+                              "The state to adopt is not one a session can "
+                              "be in."},
+    [EVD_AE_DIVERGED] = {409, "diverged",
+                         "The session's newest position is not the one "
+                         "the request expects (expect_newest); nothing "
+                         "changed."},
 };
 
 int evd_apierr_status(evd_apierr_t e) {

@@ -33,6 +33,8 @@ typedef enum evd_apierr_e {
   EVD_AE_SESSION_LIMIT,
   EVD_AE_OUT_OF_MEMORY,
   EVD_AE_JOURNAL_FAILED,
+  EVD_AE_INVALID_STATE,
+  EVD_AE_DIVERGED,
   EVD_AE_COUNT
 } evd_apierr_t;
 

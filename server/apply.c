@@ -1,6 +1,6 @@
 /* Journal recovery's side of the API: each recovered op (create, step,
- * commit, truncate, evict, fork, delete, reap) is applied to the table as
- * its request applied it, through the same code (loop.c hands
+ * commit, truncate, evict, fork, adopt, delete, reap) is applied to the
+ * table as its request applied it, through the same code (loop.c hands
  * evd_api_apply to the journal at start-up). */
 #include "api_int.h"
 
@@ -39,6 +39,19 @@ int evd_api_apply(void *ctx, const evd_op_t *op) {
   evd_window_t *w;
   uint32_t n;
 
+  if (op->type == EVD_OP_ADOPT) {
+    evd_window_state_t st = {op->positions, op->slots, op->n, op->arg};
+    /* A replacement names a session that exists, a creation one that
+     * does not. */
+    if ((s != NULL) != ((op->flags & EVD_OP_REPLACED) != 0))
+      return EVD_ECORRUPT;
+    switch (evd__adopt_apply(api, s, op->id, op->idlen, &op->cfg, &st,
+                             &child)) {
+    case 0: return 0;
+    case EVD_ENOMEM: return EVD_ENOMEM;
+    default: return EVD_ECORRUPT;
+    }
+  }
   if (op->type == EVD_OP_CREATE || op->type == EVD_OP_CREATE2) {
     if (s != NULL)
       return EVD_ECORRUPT;

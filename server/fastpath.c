@@ -1,8 +1,8 @@
 /* A fast path for the two request bodies every decode step sends: a step
  * ({"pos":N} or {"positions":[...]}, optionally "tentative", "commit",
- * "budget" and "sinks") and a batch of such steps ({"steps":[{"session":
- * "id",...},...]}). It reads the body in one pass into the scratch arrays,
- * allocating nothing.
+ * "budget", "sinks" and "expect_newest") and a batch of such steps
+ * ({"steps":[{"session":"id",...},...]}). It reads the body in one pass
+ * into the scratch arrays, allocating nothing.
  *
  * It only ever says yes to bodies that the general path (jansson, then the
  * checks in step.c) accepts with the same values: anything unusual, from an
@@ -82,7 +82,8 @@ enum {
   F_SINKS = 8,
   F_SESSION = 16,
   F_TENTATIVE = 32,
-  F_COMMIT = 64
+  F_COMMIT = 64,
+  F_EXPECT = 128
 };
 
 /* A JSON true or false literal. */
@@ -136,6 +137,8 @@ static int step_object(evd_api_t *api, cursor_t *c, int in_batch,
       f = F_TENTATIVE;
     else if (klen == 6 && memcmp(key, "commit", 6) == 0)
       f = F_COMMIT;
+    else if (klen == 13 && memcmp(key, "expect_newest", 13) == 0)
+      f = F_EXPECT;
     else
       return 0;
     if (seen & f)
@@ -182,6 +185,11 @@ static int step_object(evd_api_t *api, cursor_t *c, int in_batch,
         return 0;
       r->has_arg = 1;
       break;
+    case F_EXPECT:
+      if (!u32_value(c, &r->expect))
+        return 0;
+      r->has_expect = 1;
+      break;
     case F_SESSION:
       if (!plain_string(c, &r->id, &r->idlen) ||
           !evd_session_id_valid(r->id, r->idlen))
@@ -214,23 +222,28 @@ static int room_for(evd_api_t *api, size_t n) {
 
 int evd__fast_step(evd_api_t *api, const char *body, size_t len,
                    evd__step_t *r) {
-  size_t npos = 0;
-  evd__step_t t;
+  const char *id = r->id; /* the path's */
+  size_t npos = 0, idlen = r->idlen;
   cursor_t c;
 
   if (body == NULL || api->cfg.max_depth < FAST_DEPTH)
-    return 0; /* (no arithmetic on a NULL body, not even + 0) */
+    goto aside; /* (no arithmetic on a NULL body, not even + 0) */
   c.p = body;
   c.end = body + len;
-  if (!step_object(api, &c, 0, &t, &npos))
-    return 0;
+  /* Read into *r itself (a copy per decode step saved); a body the
+   * general path must read leaves it as a request with the path's id and
+   * nothing else, which is what the general path starts from. */
+  if (!step_object(api, &c, 0, r, &npos))
+    goto aside;
   ws(&c);
   if (c.p != c.end || !room_for(api, npos))
-    return 0;
-  t.id = r->id; /* the path's */
-  t.idlen = r->idlen;
-  *r = t;
+    goto aside;
+  r->id = id;
+  r->idlen = idlen;
   return 1;
+aside:
+  *r = (evd__step_t){.id = id, .idlen = idlen};
+  return 0;
 }
 
 int evd__fast_batch(evd_api_t *api, const char *body, size_t len,

@@ -27,12 +27,17 @@ typedef struct evd_journal_stats_s {
 /* Takes the directory (creating it if needed, locking it against a second
  * daemon), loads the snapshot into `table` and recovers the journal through
  * `apply`, dropping a torn last record, and opens a new journal segment.
+ * A session whose budget is above max_budget (--max-budget; saved before
+ * the flag was lowered, or damaged but checksum-valid) is not recovered:
+ * it is logged by name and left out with everything the journal does to it
+ * (and to its forks), and the other sessions are recovered.
  * On failure returns EVD_EIO (errno set), EVD_ECORRUPT, EVD_EEXIST (the
  * directory is locked by another process) or EVD_ENOMEM, with a sentence
  * in why[0..len). */
 int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
-                     uint64_t compact_after, evd_table_t *table,
-                     evd_apply_fn apply, void *ctx, char *why, size_t len);
+                     uint64_t compact_after, uint32_t max_budget,
+                     evd_table_t *table, evd_apply_fn apply, void *ctx,
+                     char *why, size_t len);
 
 /* Attaches the journal to the loop (its thread pool writes and syncs) and
  * names the function told, with evd_journal_acked(), when records may be

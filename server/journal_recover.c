@@ -1,6 +1,7 @@
 /* Opening the state directory: lock it, load the snapshot, recover the
  * journal segments after it through the apply function (cutting off a torn
- * last record), and open a fresh segment for the writer (journal.c). */
+ * last record, leaving out sessions above --max-budget), and open a fresh
+ * segment for the writer (journal.c). */
 #include "journal_int.h"
 
 #include <errno.h>
@@ -23,9 +24,94 @@ typedef struct {
   uint64_t records, applied;
   evd_apply_fn apply;
   void *ctx;
+  evd_table_t *table;
   uint32_t *scratch;
   size_t cap;
+  /* Sessions left out (budget above max_budget), by id: the snapshot's
+   * and the journal's, so that later ops on them are left out too. */
+  evd_snapshot_load_t load;
 } recovery_t;
+
+/* The refused table's stand-in configuration: an id is all it keeps. */
+static const evd_session_config_t refused_cfg = {1, 0, 1, 0};
+
+/* 1 when session id is left out (it exists, but is not recovered). */
+static int left_out(const recovery_t *r, const char *id, size_t idlen) {
+  return evd_table_count(r->load.refused) > 0 &&
+         evd_table_find(r->load.refused, id, idlen) != NULL;
+}
+
+/* Leaves session id out from now on (it is not left out yet). */
+static int leave_out(recovery_t *r, const char *id, size_t idlen,
+                     const char *why) {
+  evd_session_t *stand_in;
+
+  evd_log(EVD_LOG_WARN, "journal: session %.*s %s: not recovered (the "
+          "other sessions are)", (int)idlen, id, why);
+  r->load.nrefused++;
+  return evd_table_add(r->load.refused, id, idlen, &refused_cfg, 0,
+                       &stand_in);
+}
+
+/* evd_record_apply's function during recovery: the op goes to the API's
+ * apply, unless it makes a session above --max-budget or concerns one
+ * left out. A session left out still exists as far as the records go: an
+ * op that creates it again without replacing it does not replay. */
+static int recover_op(void *ctx, const evd_op_t *op) {
+  recovery_t *r = ctx;
+  int out = left_out(r, op->id, op->idlen), replace;
+  evd_session_t *s;
+  evd_op_t plain;
+  char why[96];
+
+  switch (op->type) {
+  case EVD_OP_CREATE:
+  case EVD_OP_CREATE2:
+  case EVD_OP_ADOPT:
+    replace = op->type == EVD_OP_ADOPT && (op->flags & EVD_OP_REPLACED);
+    if (op->cfg.budget <= r->load.max_budget) {
+      if (!out)
+        return r->apply(r->ctx, op);
+      if (!replace)
+        return EVD_ECORRUPT;
+      /* A session left out, replaced within the budget: recovered from
+       * here on, made as if it were new. */
+      evd_table_remove(r->load.refused,
+                       evd_table_find(r->load.refused, op->id, op->idlen));
+      plain = *op;
+      plain.flags &= ~EVD_OP_REPLACED;
+      return r->apply(r->ctx, &plain);
+    }
+    s = evd_table_find(r->table, op->id, op->idlen);
+    if (replace ? s == NULL && !out : s != NULL || out)
+      return EVD_ECORRUPT;
+    if (s != NULL) /* replaced by the session left out */
+      evd_table_remove(r->table, s);
+    if (out)
+      return 0;
+    snprintf(why, sizeof why, "has budget %u, above --max-budget %u",
+             op->cfg.budget, r->load.max_budget);
+    return leave_out(r, op->id, op->idlen, why);
+  case EVD_OP_FORK:
+    if (left_out(r, op->child, op->childlen))
+      return EVD_ECORRUPT; /* a fork into a session that exists */
+    if (!out)
+      break;
+    if (evd_table_find(r->table, op->child, op->childlen) != NULL)
+      return EVD_ECORRUPT;
+    snprintf(why, sizeof why, "is a fork of %.*s, which is left out",
+             (int)op->idlen, op->id);
+    return leave_out(r, op->child, op->childlen, why);
+  default:
+    if (!out)
+      break;
+    if (op->type == EVD_OP_DELETE || op->type == EVD_OP_REAP)
+      evd_table_remove(r->load.refused,
+                       evd_table_find(r->load.refused, op->id, op->idlen));
+    return 0;
+  }
+  return r->apply(r->ctx, op);
+}
 
 /* After a bad record: does any whole record follow? Then the file was
  * damaged in the middle, which must not pass for a torn end. */
@@ -131,8 +217,8 @@ static int recover_segment(int dirfd, uint32_t seg, int last, recovery_t *r,
     r->last_lsn = lsn;
     r->records++;
     if (lsn > r->snap_lsn) { /* older records are in the snapshot */
-      err = evd_record_apply(d + at + EVD__REC_HDR, len, version, r->apply,
-                             r->ctx, &r->scratch, &r->cap);
+      err = evd_record_apply(d + at + EVD__REC_HDR, len, version, recover_op,
+                             r, &r->scratch, &r->cap);
       if (err != 0) {
         snprintf(why, wlen, "%s: record LSN %llu does not replay (%s)", name,
                  (unsigned long long)lsn, evd_strerror(err));
@@ -188,17 +274,21 @@ fail:
 }
 
 int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
-                     uint64_t compact_after, evd_table_t *table,
-                     evd_apply_fn apply, void *ctx, char *why, size_t len) {
+                     uint64_t compact_after, uint32_t max_budget,
+                     evd_table_t *table, evd_apply_fn apply, void *ctx,
+                     char *why, size_t len) {
   evd_journal_t *j = calloc(1, sizeof *j);
-  recovery_t r = {.apply = apply, .ctx = ctx};
+  recovery_t r = {.apply = apply, .ctx = ctx, .table = table,
+                  .load = {.max_budget = max_budget}};
   uint32_t *segs = NULL, old_max;
   size_t nseg = 0, i;
   struct timespec t0, t1;
   int err;
 
-  if (j == NULL)
+  if (j == NULL || evd_table_new(&r.load.refused, UINT32_MAX, 0) != 0) {
+    free(j);
     return EVD_ENOMEM;
+  }
   clock_gettime(CLOCK_MONOTONIC, &t0);
   j->mode = mode;
   j->compact_after = compact_after;
@@ -208,6 +298,7 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
   evd_buf_init(&j->inflight);
   err = take_dir(j, dir, why, len);
   if (err != 0) {
+    evd_table_free(r.load.refused);
     free(j);
     return err;
   }
@@ -215,8 +306,8 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
 
   /* Saved state may exceed today's --max-sessions; load it all anyway. */
   old_max = evd_table_set_max(table, UINT32_MAX);
-  err = evd_snapshot_load(j->dirfd, table, &r.snap_lsn, &j->snapshot_bytes,
-                          why, len);
+  err = evd_snapshot_load(j->dirfd, table, &r.load, &r.snap_lsn,
+                          &j->snapshot_bytes, why, len);
   if (err == EVD_ENOENT)
     err = 0;
   if (err == 0)
@@ -226,6 +317,7 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
                           &j->journal_bytes, why, len);
   evd_table_set_max(table, old_max);
   free(r.scratch);
+  evd_table_free(r.load.refused);
   if (err != 0)
     goto fail;
 
@@ -251,6 +343,11 @@ int evd_journal_open(evd_journal_t **out, const char *dir, evd_fsync_t mode,
           (unsigned long long)r.snap_lsn, (unsigned long long)r.applied,
           mode == EVD_FSYNC_ALWAYS ? "always"
           : mode == EVD_FSYNC_EVERYSEC ? "everysec" : "no");
+  if (r.load.nrefused > 0)
+    evd_log(EVD_LOG_WARN, "state: %llu session%s left out for a budget "
+            "above --max-budget %u (named above); the next snapshot drops "
+            "them for good", (unsigned long long)r.load.nrefused,
+            r.load.nrefused == 1 ? "" : "s", max_budget);
   *out = j;
   return 0;
 fail:

@@ -229,8 +229,9 @@ int evd_server_run(const evd_config_t *config) {
   if (cfg.state_dir != NULL) {
     char why[512];
     err = evd_journal_open(&s.journal, cfg.state_dir, (evd_fsync_t)cfg.fsync,
-                           cfg.compact_after, evd_api_table(s.api),
-                           evd_api_apply, s.api, why, sizeof why);
+                           cfg.compact_after, cfg.max_budget,
+                           evd_api_table(s.api), evd_api_apply, s.api, why,
+                           sizeof why);
     if (err != 0) {
       evd_log(EVD_LOG_ERROR, "--state-dir %s: %s", cfg.state_dir, why);
       goto fail_journal;

@@ -14,7 +14,8 @@ static const char *const route_names[EVD_R_COUNT] = {
     [EVD_R_METRICS] = "metrics", [EVD_R_BATCH] = "batch",
     [EVD_R_SESSION] = "session", [EVD_R_STEP] = "step",
     [EVD_R_EVICT] = "evict",     [EVD_R_COMMIT] = "commit",
-    [EVD_R_TRUNCATE] = "truncate", [EVD_R_FORK] = "fork"};
+    [EVD_R_TRUNCATE] = "truncate", [EVD_R_FORK] = "fork",
+    [EVD_R_ADOPT] = "adopt"};
 
 void evd_metrics_request(evd_metrics_t *m, evd_route_t route, int status,
                          double seconds) {
@@ -107,6 +108,19 @@ void evd_metrics_write(const evd_metrics_t *m, uint32_t sessions,
           "truncates.", m->removed);
   counter(out, "evictd_forks_total", "Sessions created by forks.",
           m->forks);
+  counter(out, "evictd_adoptions_created_total", "Sessions created by "
+          "adopt.", m->adopt_created);
+  counter(out, "evictd_adoptions_replaced_total", "Sessions replaced by "
+          "adopt with replace.", m->adopt_replaced);
+  counter(out, "evictd_adoptions_resent_total", "Adoptions that found the "
+          "session in the state asked for (200, nothing changed).",
+          m->adopt_resent);
+  counter(out, "evictd_adoptions_refused_total", "Adoptions refused: a "
+          "state a session cannot be in, a bad body, or another state "
+          "without replace.", m->adopt_refused);
+  counter(out, "evictd_divergences_total", "Changes refused 409 diverged: "
+          "the session's newest differed from the request's "
+          "expect_newest.", m->diverged);
   gauge(out, "evictd_connections", "Open HTTP connections.",
         (double)m->connections);
   counter(out, "evictd_connections_total", "HTTP connections accepted.",

@@ -29,6 +29,8 @@ typedef struct evd_metrics_s {
   uint64_t dropped;          /* drafts dropped by commits */
   uint64_t truncates, removed; /* truncations and positions they removed */
   uint64_t forks;
+  uint64_t adopt_created, adopt_resent, adopt_replaced, adopt_refused;
+  uint64_t diverged;         /* changes refused 409 diverged */
   uint64_t created, deleted, reaped;
   uint64_t connections;      /* open now */
   uint64_t connections_total;

@@ -49,6 +49,20 @@ void evd_record_put_op(evd_buf_t *b, const evd_op_t *op) {
   case EVD_OP_TRUNCATE:
     evd_record_put32(b, op->arg);
     break;
+  case EVD_OP_ADOPT: {
+    uint32_t i;
+    evd_buf_reserve(b, 28 + 8 * (size_t)op->n);
+    evd_record_put32(b, op->flags);
+    evd_record_put32(b, op->cfg.budget);
+    evd_record_put32(b, op->cfg.sinks);
+    evd_record_put32(b, op->cfg.lookahead);
+    evd_record_put32(b, op->cfg.page_size);
+    evd_record_put32(b, op->arg);
+    put_positions(b, op);
+    for (i = 0; i < op->n; i++)
+      evd_record_put32(b, op->slots[i]);
+    break;
+  }
   case EVD_OP_FORK:
     head[0] = (unsigned char)op->childlen;
     evd_buf_add(b, head, 1);
@@ -73,25 +87,30 @@ static int fields(const unsigned char **p, const unsigned char *end,
   return 1;
 }
 
-/* n, pos[n]; n may be 0 only when `empty_ok`. */
+/* n, pos[n], and with `lists` 2 another n (ADOPT's slots, into
+ * op->slots); n may be 0 only when `empty_ok`. */
 static int positions(const unsigned char **p, const unsigned char *end,
-                     evd_op_t *op, int empty_ok, uint32_t **scratch,
-                     size_t *cap) {
+                     evd_op_t *op, int empty_ok, int lists,
+                     uint32_t **scratch, size_t *cap) {
+  uint64_t words;
   uint32_t i;
 
-  if (!fields(p, end, &op->n, 1) || (op->n == 0 && !empty_ok) ||
-      (uint64_t)(end - *p) < 4 * (uint64_t)op->n)
+  if (!fields(p, end, &op->n, 1) || (op->n == 0 && !empty_ok))
     return EVD_ECORRUPT;
-  if (op->n > *cap) {
-    uint32_t *q = realloc(*scratch, 4 * (size_t)op->n);
+  words = (uint64_t)lists * op->n;
+  if ((uint64_t)(end - *p) < 4 * words)
+    return EVD_ECORRUPT;
+  if (words > *cap) {
+    uint32_t *q = realloc(*scratch, 4 * (size_t)words);
     if (q == NULL)
       return EVD_ENOMEM;
     *scratch = q;
-    *cap = op->n;
+    *cap = (size_t)words;
   }
-  for (i = 0; i < op->n; i++, *p += 4)
+  for (i = 0; i < words; i++, *p += 4)
     (*scratch)[i] = evd_le32(*p);
   op->positions = op->n > 0 ? *scratch : NULL;
+  op->slots = op->n > 0 && lists == 2 ? *scratch + op->n : NULL;
   return 0;
 }
 
@@ -128,7 +147,7 @@ int evd_record_apply(const unsigned char *p, size_t len, int version,
         return EVD_ECORRUPT;
       break;
     case EVD_OP_STEP:
-      err = positions(&p, end, &op, 0, scratch, cap);
+      err = positions(&p, end, &op, 0, 1, scratch, cap);
       break;
     case EVD_OP_STEP2:
       if (!fields(&p, end, f, 2) || f[0] > EVD_OP_FLAGS)
@@ -136,8 +155,19 @@ int evd_record_apply(const unsigned char *p, size_t len, int version,
       op.flags = f[0];
       op.arg = f[1];
       /* A commit-only step has no positions. */
-      err = positions(&p, end, &op, (op.flags & EVD_OP_COMMIT_ARG) != 0,
+      err = positions(&p, end, &op, (op.flags & EVD_OP_COMMIT_ARG) != 0, 1,
                       scratch, cap);
+      break;
+    case EVD_OP_ADOPT:
+      if (!fields(&p, end, f, 4) || f[0] > EVD_OP_REPLACED)
+        return EVD_ECORRUPT;
+      op.flags = f[0];
+      op.cfg = (evd_session_config_t){f[1], f[2], f[3], 0};
+      if (!fields(&p, end, f, 2) || f[0] > EVD_MAX_PAGE_SIZE)
+        return EVD_ECORRUPT;
+      op.cfg.page_size = f[0];
+      op.arg = f[1];
+      err = positions(&p, end, &op, 0, 2, scratch, cap);
       break;
     case EVD_OP_EVICT:
       if (!fields(&p, end, &op.budget, 1))

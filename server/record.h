@@ -20,6 +20,12 @@
  *   8 COMMIT    newest
  *   9 TRUNCATE  from
  *  10 FORK      u8 childlen, child id        (id is the parent)
+ *  11 ADOPT     flags, budget, sinks, lookahead, page_size, newest, n,
+ *               kept[n], slots[n]            (flags EVD_OP_REPLACED: 1,
+ *                                             the session existed and was
+ *                                             replaced; else it did not)
+ * (ADOPT came after the other version 2 ops: a daemon from before it
+ * refuses a journal holding one as damaged rather than misreading it.)
  * LSNs run 1, 2, 3, ... across segments without gaps. The snapshot's own
  * layout is described in snapshot.c. */
 #ifndef EVICTD_RECORD_H
@@ -46,8 +52,12 @@ typedef enum evd_op_type_e {
   EVD_OP_STEP2 = 7,
   EVD_OP_COMMIT = 8,
   EVD_OP_TRUNCATE = 9,
-  EVD_OP_FORK = 10
+  EVD_OP_FORK = 10,
+  EVD_OP_ADOPT = 11
 } evd_op_type_t;
+
+/* ADOPT's flag: the adopted state replaced an existing session. */
+#define EVD_OP_REPLACED 1u
 
 /* STEP2's flags as the files hold them. The first two are the retry
  * record's flags (EVD_RP_*, session.h), tied to them below so that a change
@@ -68,13 +78,19 @@ typedef struct evd_op_s {
   evd_op_type_t type;
   const char *id;
   size_t idlen;
-  evd_session_config_t cfg; /* CREATE, CREATE2 */
+  evd_session_config_t cfg; /* CREATE, CREATE2, ADOPT */
   uint32_t budget;          /* EVICT */
-  uint32_t flags, arg;      /* STEP2; arg also of COMMIT and TRUNCATE */
-  const uint32_t *positions;
+  uint32_t flags, arg;      /* STEP2, ADOPT; arg also of COMMIT and
+                               TRUNCATE, and ADOPT's newest */
+  const uint32_t *positions; /* ADOPT: kept */
   uint32_t n;
-  const char *child; /* FORK */
-  size_t childlen;
+  union { /* (one or the other: an op is no bigger for ADOPT's slots) */
+    struct {
+      const char *child; /* FORK */
+      size_t childlen;
+    };
+    const uint32_t *slots; /* ADOPT: the slot of each kept position */
+  };
 } evd_op_t;
 
 /* Applies one op read back from disk; returns 0 or a negative EVD_E*. */

@@ -12,43 +12,37 @@
  *         them out (from the pin of the first position, when it is one);
  *         the gone positions start at the commit's newest + 1 or the
  *         truncate's from (a record where they do not is not runs)
- *   HEAP  [1..2] the pooled record [3..4] the request's hash
+ *   HEAP  [1..2] the pooled record (rpool.c) [3..4] the request's hash
  *   GONE  [3..4] the request's hash */
 #include "replay.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "rpool.h"
 #include "session_int.h"
 #include "siphash.h"
 
-enum { F_NONE = 0, F_RUNS = 1, F_HEAP = 2, F_GONE = 3 };
+/* The area's forms (rpool.h), short. */
+enum {
+  F_NONE = EVD_RPOOL_NONE,
+  F_RUNS = EVD_RPOOL_RUNS,
+  F_HEAP = EVD_RPOOL_HEAP,
+  F_GONE = EVD_RPOOL_GONE
+};
 
 /* A record in the pool: the heap form, as uint32s: op | flags << 8 |
  * ends << 16, arg,
  * npos, nvictims, ngone, npages_new, npages_freed, size, newest, then
  * positions, victims, gone, slots, pages_new, pages_freed. */
 #define HEAP_HDR 9
-typedef struct evd_rp_heap_s {
-  evd_queue_t q; /* in the pool, oldest first */
-  evd_session_t *owner;
-  size_t bytes;
-  uint32_t w[];
-} heap_t;
 
 static unsigned area_words(const evd_session_t *s) {
   return (s->bits & EVD__PAGED) ? EVD__RP_WORDS_PAGED : EVD__RP_WORDS;
 }
 
 static unsigned form_of(const uint32_t *w) {
-  return w[0] & 0xf;
-}
-
-static heap_t *heap_of(const uint32_t *w) {
-  heap_t *h;
-  memcpy(&h, w + 1, sizeof h);
-  return h;
+  return evd_rpool_form(w);
 }
 
 static void set_hash(uint32_t *w, uint64_t hash) {
@@ -176,31 +170,8 @@ static int set_runs(evd_session_t *s, const evd_replay_t *rp) {
   return 1;
 }
 
-static void unlink_heap(evd_rpool_t *pool, heap_t *h) {
-  evd_queue_remove(&h->q);
-  pool->bytes -= h->bytes;
-}
-
-/* Lets the oldest pooled record go: its owner keeps the hash only. */
-static void let_go_oldest(evd_rpool_t *pool) {
-  heap_t *h = EVD_QUEUE_DATA(evd_queue_head(&pool->records), heap_t, q);
-  uint32_t *w = evd__session_rp(h->owner);
-
-  unlink_heap(pool, h);
-  w[0] = F_GONE | (w[0] & ~0xfu);
-  free(h);
-  pool->let_go++;
-}
-
 void evd_replay_clear(evd_table_t *t, evd_session_t *s) {
-  uint32_t *w = evd__session_rp(s);
-
-  if (form_of(w) == F_HEAP) {
-    heap_t *h = heap_of(w);
-    unlink_heap(evd_table_pool(t), h);
-    free(h);
-  }
-  w[0] = F_NONE;
+  evd_rpool_release(evd_table_pool(t), evd__session_rp(s));
 }
 
 static void put_list(uint32_t **p, const evd_replay_t *rp,
@@ -214,9 +185,8 @@ static void put_list(uint32_t **p, const evd_replay_t *rp,
 void evd_replay_set(evd_table_t *t, evd_session_t *s,
                     const evd_replay_t *rp) {
   evd_rpool_t *pool = evd_table_pool(t);
-  uint32_t *w = evd__session_rp(s), *p;
+  uint32_t *w = evd__session_rp(s), *p, *h;
   size_t n;
-  heap_t *h;
 
   evd_replay_clear(t, s);
   if (set_runs(s, rp))
@@ -226,35 +196,27 @@ void evd_replay_set(evd_table_t *t, evd_session_t *s,
   set_hash(w, evd_replay_hash(rp));
   n = HEAP_HDR + 2 * (size_t)rp->positions.n + rp->victims.n + rp->gone.n +
       rp->pages_new.n + rp->pages_freed.n;
-  if (sizeof(heap_t) + 4 * n > pool->limit)
-    return; /* it could never fit: let go at once */
-  h = malloc(sizeof(heap_t) + 4 * n);
+  /* Too big for the pool, or no memory: let go at once. */
+  h = evd_rpool_add(pool, w, n);
   if (h == NULL)
     return;
-  h->bytes = sizeof(heap_t) + 4 * n;
-  h->owner = s;
-  h->w[0] = rp->op | (uint32_t)rp->flags << 8 | (uint32_t)rp->ends << 16;
-  h->w[1] = rp->arg;
-  h->w[2] = rp->positions.n;
-  h->w[3] = rp->victims.n;
-  h->w[4] = rp->gone.n;
-  h->w[5] = rp->pages_new.n;
-  h->w[6] = rp->pages_freed.n;
-  h->w[7] = rp->size;
-  h->w[8] = rp->newest;
-  p = h->w + HEAP_HDR;
+  h[0] = rp->op | (uint32_t)rp->flags << 8 | (uint32_t)rp->ends << 16;
+  h[1] = rp->arg;
+  h[2] = rp->positions.n;
+  h[3] = rp->victims.n;
+  h[4] = rp->gone.n;
+  h[5] = rp->pages_new.n;
+  h[6] = rp->pages_freed.n;
+  h[7] = rp->size;
+  h[8] = rp->newest;
+  p = h + HEAP_HDR;
   put_list(&p, rp, &rp->positions);
   put_list(&p, rp, &rp->victims);
   put_list(&p, rp, &rp->gone);
   put_list(&p, rp, &rp->slots);
   put_list(&p, rp, &rp->pages_new);
   put_list(&p, rp, &rp->pages_freed);
-  evd_queue_insert_tail(&pool->records, &h->q);
-  pool->bytes += h->bytes;
-  w[0] = F_HEAP | (w[0] & ~0xfu);
-  memcpy(w + 1, &h, sizeof h);
-  while (pool->bytes > pool->limit)
-    let_go_oldest(pool);
+  evd_rpool_trim(pool);
 }
 
 void evd_replay_step(evd_table_t *t, evd_session_t *s, uint32_t slot,
@@ -281,7 +243,7 @@ static evd_u32s_t run(uint32_t first, uint32_t n, int ring) {
 int evd_replay_get(const evd_session_t *s, evd_replay_t *out) {
   const uint32_t *w = evd__session_rp(s);
   const evd_window_t *win = evd_session_window(s);
-  heap_t *h;
+  const uint32_t *h;
 
   memset(out, 0, sizeof *out);
   out->sinks = evd_window_sinks(win);
@@ -304,19 +266,19 @@ int evd_replay_get(const evd_session_t *s, evd_replay_t *out) {
     }
     return 1;
   case F_HEAP:
-    h = heap_of(w);
-    out->op = (uint8_t)(h->w[0] & 0xff);
-    out->flags = (uint8_t)(h->w[0] >> 8);
-    out->ends = (uint8_t)(h->w[0] >> 16 & 3);
-    out->arg = h->w[1];
-    out->size = h->w[7];
-    out->newest = h->w[8];
-    out->positions = evd_u32s(h->w + HEAP_HDR, h->w[2]);
-    out->victims = evd_u32s(out->positions.v + h->w[2], h->w[3]);
-    out->gone = evd_u32s(out->victims.v + h->w[3], h->w[4]);
-    out->slots = evd_u32s(out->gone.v + h->w[4], h->w[2]);
-    out->pages_new = evd_u32s(out->slots.v + h->w[2], h->w[5]);
-    out->pages_freed = evd_u32s(out->pages_new.v + h->w[5], h->w[6]);
+    h = evd_rpool_words(w);
+    out->op = (uint8_t)(h[0] & 0xff);
+    out->flags = (uint8_t)(h[0] >> 8);
+    out->ends = (uint8_t)(h[0] >> 16 & 3);
+    out->arg = h[1];
+    out->size = h[7];
+    out->newest = h[8];
+    out->positions = evd_u32s(h + HEAP_HDR, h[2]);
+    out->victims = evd_u32s(out->positions.v + h[2], h[3]);
+    out->gone = evd_u32s(out->victims.v + h[3], h[4]);
+    out->slots = evd_u32s(out->gone.v + h[4], h[2]);
+    out->pages_new = evd_u32s(out->slots.v + h[2], h[5]);
+    out->pages_freed = evd_u32s(out->pages_new.v + h[5], h[6]);
     return 1;
   }
   return 0;

@@ -87,8 +87,8 @@ int evd_replay_gone(const evd_session_t *s, uint64_t *hash);
 /* Restores a record that was let go, from its hash (snapshot loading). */
 void evd_replay_set_gone(evd_table_t *t, evd_session_t *s, uint64_t hash);
 
-/* Forgets the session's record (freeing its pooled part). The table calls
- * it before it frees a session (see server/session_int.h). */
+/* Forgets the session's record (freeing its pooled part). The table frees
+ * a session's record itself (through the pool, rpool.h) with its block. */
 void evd_replay_clear(evd_table_t *t, evd_session_t *s);
 
 /* The 32-bit words of a session's area and the words of a record kept in

@@ -167,6 +167,19 @@ int evd__write_error(evd_buf_t *out, evd_apierr_t e, const char *message,
   return evd_apierr_status(e);
 }
 
+evd_apierr_t evd__expect_field(evd_api_t *api, json_t *obj, uint8_t *has,
+                               uint32_t *expect, const char **message) {
+  json_t *v = obj != NULL ? json_object_get(obj, "expect_newest") : NULL;
+
+  *has = v != NULL;
+  if (v != NULL && !evd__u32_field(api, v, 0, UINT32_MAX, expect)) {
+    *message = "\"expect_newest\" must be a position: an integer from 0 to "
+               "4294967295.";
+    return EVD_AE_INVALID_POSITION;
+  }
+  return EVD_AE_OK;
+}
+
 int evd__u32_field(evd_api_t *api, json_t *v, uint32_t min, uint32_t max,
                    uint32_t *out) {
   json_int_t x;
@@ -243,11 +256,14 @@ evd_apierr_t evd__session_config(evd_api_t *api, json_t *obj,
 evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
                              evd__step_t *r, const char **message) {
   static const char *const single[] = {
-      "pos",   "positions", "tentative", "commit",    "attention",
-      "budget", "sinks",    "lookahead", "page_size", NULL};
+      "pos",    "positions", "tentative", "commit",        "attention",
+      "budget", "sinks",     "lookahead", "page_size", "expect_newest",
+      NULL};
   static const char *const item[] = {
-      "session", "pos",   "positions", "tentative", "commit",    "attention",
-      "budget",  "sinks", "lookahead", "page_size", NULL};
+      "session", "pos",       "positions", "tentative", "commit",
+      "attention", "budget",  "sinks",     "lookahead", "page_size",
+      "expect_newest", NULL};
+  evd_apierr_t e;
   json_t *pos, *list, *v;
   json_int_t x, prev = -1;
   size_t i, n;
@@ -286,6 +302,9 @@ evd_apierr_t evd__step_parse(evd_api_t *api, json_t *obj, int in_batch,
                "4294967295.";
     return EVD_AE_INVALID_POSITION;
   }
+  e = evd__expect_field(api, obj, &r->has_expect, &r->expect, message);
+  if (e != EVD_AE_OK)
+    return e;
   pos = json_object_get(obj, "pos");
   list = json_object_get(obj, "positions");
   if ((pos != NULL && list != NULL) ||

@@ -92,8 +92,9 @@ size_t evd_session_footprint(size_t idlen, const evd_session_config_t *cfg) {
          evd_window_footprint(cfg->budget, cfg->lookahead);
 }
 
+/* Frees a session block, and its replay record when that is pooled. */
 static void session_free(evd_table_t *t, evd_session_t *s) {
-  evd_replay_clear(t, s);
+  evd_rpool_release(&t->pool, evd__session_rp(s));
   free(s);
 }
 
@@ -117,10 +118,9 @@ int evd_table_new(evd_table_t **out, uint32_t max_sessions,
     return EVD_ENOMEM;
   }
   evd_queue_init(&t->lru->lru);
-  evd_queue_init(&t->pool.records);
+  evd_rpool_init(&t->pool, pool_bytes);
   t->mask[0] = MIN_BUCKETS - 1;
   t->max = max_sessions;
-  t->pool.limit = pool_bytes;
   if (getrandom(t->key, sizeof t->key, 0) != (ssize_t)sizeof t->key) {
     /* No entropy source: a clock-derived key is weaker but still keyed. */
     struct timespec ts;
@@ -312,29 +312,61 @@ evd_session_t *evd_table_find(evd_table_t *t, const char *id, size_t len) {
 }
 
 /* Allocates a session block for `id` with room for a window of `budget` +
- * `lookahead` slots, and links it in. The caller fills the window. */
-static int link_new(evd_table_t *t, const char *id, size_t len,
-                    uint32_t budget, uint32_t lookahead, uint32_t page_size,
-                    uint32_t now, evd_session_t **out) {
-  evd_session_t *s, **chain;
+ * `lookahead` slots, linked nowhere yet. Returns NULL without memory. */
+static evd_session_t *block_new(const char *id, size_t len, uint32_t budget,
+                                uint32_t lookahead, uint32_t page_size,
+                                uint32_t now) {
+  evd_session_t *s;
 
   assert(page_size <= EVD_MAX_PAGE_SIZE);
-  if (t->count >= t->max)
-    return EVD_ELIMIT;
   s = malloc(window_offset(len, page_size) +
              evd_window_footprint(budget, lookahead));
   if (s == NULL)
-    return EVD_ENOMEM;
+    return NULL;
   s->used = now;
   s->bits = page_size != 0 ? EVD__PAGED : 0;
   s->page_m1 = (uint16_t)(page_size != 0 ? page_size - 1 : 0);
   s->idlen = (uint8_t)len;
   memcpy(s->id, id, len);
   evd__session_rp(s)[0] = 0; /* no replay record */
-  chain = chain_of(t, hash_id(t, id, len));
+  return s;
+}
+
+/* Links a new block into its hash chain and at the young end of the
+ * last-use list. */
+static void link_block(evd_table_t *t, evd_session_t *s) {
+  evd_session_t **chain = chain_of(t, hash_of(t, s));
+
   s->hnext = *chain;
   *chain = s;
   evd_queue_insert_tail(&t->lru->lru, &s->lru);
+}
+
+/* Unlinks a block from its hash chain and the last-use list. */
+static void unlink_block(evd_table_t *t, evd_session_t *s) {
+  evd_session_t **pp = chain_of(t, hash_of(t, s));
+
+  while (*pp != s) {
+    assert(*pp != NULL);
+    pp = &(*pp)->hnext;
+  }
+  *pp = s->hnext;
+  evd_queue_remove(&s->lru);
+}
+
+/* Allocates a session block for `id` with room for a window of `budget` +
+ * `lookahead` slots, and links it in. The caller fills the window. */
+static int link_new(evd_table_t *t, const char *id, size_t len,
+                    uint32_t budget, uint32_t lookahead, uint32_t page_size,
+                    uint32_t now, evd_session_t **out) {
+  evd_session_t *s;
+
+  if (t->count >= t->max)
+    return EVD_ELIMIT;
+  s = block_new(id, len, budget, lookahead, page_size, now);
+  if (s == NULL)
+    return EVD_ENOMEM;
+  link_block(t, s);
   t->count++;
   maybe_resize(t, 0);
   *out = s;
@@ -376,6 +408,27 @@ int evd_table_add_prepared(evd_table_t *t, const char *id, size_t len,
   return add(t, id, len, cfg, now, 0, out);
 }
 
+int evd_table_replace(evd_table_t *t, evd_session_t *old,
+                      const evd_session_config_t *cfg, uint32_t now,
+                      evd_session_t **out) {
+  evd_session_t *s;
+
+  if (!evd_window_config_valid(cfg->budget, cfg->sinks, cfg->lookahead))
+    return EVD_EINVAL;
+  /* The new block first, so that a failure leaves the old session. */
+  s = block_new(old->id, old->idlen, cfg->budget, cfg->lookahead,
+                cfg->page_size, now);
+  if (s == NULL)
+    return EVD_ENOMEM;
+  evd_window_prepare(evd_session_window(s), cfg->budget, cfg->sinks,
+                     cfg->lookahead);
+  unlink_block(t, old);
+  session_free(t, old);
+  link_block(t, s);
+  *out = s;
+  return 0;
+}
+
 int evd_table_fork(evd_table_t *t, const evd_session_t *parent,
                    const char *id, size_t len, uint32_t now,
                    evd_session_t **out) {
@@ -407,14 +460,7 @@ int evd_session_same_state(const evd_session_t *a, const evd_session_t *b) {
 }
 
 void evd_table_remove(evd_table_t *t, evd_session_t *s) {
-  evd_session_t **pp = chain_of(t, hash_of(t, s));
-
-  while (*pp != s) {
-    assert(*pp != NULL);
-    pp = &(*pp)->hnext;
-  }
-  *pp = s->hnext;
-  evd_queue_remove(&s->lru);
+  unlink_block(t, s);
   t->count--;
   session_free(t, s);
   maybe_resize(t, 1);

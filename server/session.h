@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "queue.h"
+#include "rpool.h"
 #include "window.h"
 
 /* Session ids are 1..EVD_SESSION_ID_MAX bytes of [A-Za-z0-9._~-]. */
@@ -138,6 +139,17 @@ int evd_table_add_prepared(evd_table_t *t, const char *id, size_t len,
                            const evd_session_config_t *cfg, uint32_t now,
                            evd_session_t **out);
 
+/* Replaces session `old` by a new one with the same id and configuration
+ * cfg whose window is only prepared, as evd_table_add_prepared makes it
+ * (the caller builds its state before anything else reads it); the old
+ * session and its replay record are freed. The new one is marked used at
+ * `now`; the session count does not change. Returns 0, or EVD_EINVAL for
+ * a configuration the window refuses or EVD_ENOMEM, with `old` left as it
+ * was. */
+int evd_table_replace(evd_table_t *t, evd_session_t *old,
+                      const evd_session_config_t *cfg, uint32_t now,
+                      evd_session_t **out);
+
 /* Creates session `id` (which must not exist yet) as an exact copy of
  * `parent`'s configuration and window, without its replay record; marks it
  * used at `now`. O(budget). Returns 0, EVD_ELIMIT or EVD_ENOMEM; nothing
@@ -165,15 +177,8 @@ void evd_table_touch(evd_table_t *t, evd_session_t *s, uint32_t now);
 evd_session_t *evd_table_oldest(const evd_table_t *t);
 evd_session_t *evd_table_younger(const evd_session_t *s);
 
-/* The table's pool of replay records kept on the heap (replay.h): the
- * records, oldest first, and their bytes against the limit. */
-typedef struct evd_rpool_s {
-  evd_queue_t records; /* oldest first */
-  size_t bytes, limit;
-  uint64_t let_go; /* records let go for room, ever */
-} evd_rpool_t;
-
-/* The table's pool of replay records, with its limit in bytes. */
+/* The table's pool of replay records kept on the heap (rpool.h, replay.h),
+ * with its limit in bytes. */
 evd_rpool_t *evd_table_pool(evd_table_t *t);
 
 #endif

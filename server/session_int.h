@@ -1,7 +1,8 @@
 /* What the session table and the replay records kept in its blocks share,
- * and nobody else sees: where a record sits in a session's block, and the
- * one call the table makes into replay.c. Lets session.c do without
- * replay.h and replay.c without the table's insides. */
+ * and nobody else sees: where a record sits in a session's block. The
+ * table frees a record through the pool (rpool.h) without knowing its
+ * contents, so that session.c does without replay.c and replay.c without
+ * the table's insides. */
 #ifndef EVICTD_SESSION_INT_H
 #define EVICTD_SESSION_INT_H
 
@@ -17,9 +18,5 @@ static inline uint32_t *evd__session_rp(const evd_session_t *s) {
   return (uint32_t *)((char *)s + ((offsetof(evd_session_t, id) + s->idlen +
                                     3) & ~(size_t)3));
 }
-
-/* replay.c: forgets the session's record, freeing a pooled one; the table
- * calls it before freeing the block (evd_replay_clear in replay.h). */
-void evd_replay_clear(evd_table_t *t, evd_session_t *s);
 
 #endif

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "crc.h"
+#include "log.h"
 #include "record.h"
 #include "replay.h"
 #include "snapshot.h"
@@ -369,9 +370,13 @@ static const char *set_arrays(evd_table_t *table, evd_session_t *s,
   return NULL;
 }
 
+/* The refused table's stand-in configuration: an id is all it keeps. */
+static const evd_session_config_t refused_cfg = {1, 0, 1, 0};
+
 static int load_session(const unsigned char *p, uint32_t len, int version,
-                        evd_table_t *table, uint32_t **scratch, size_t *cap,
-                        char *why, size_t wlen) {
+                        evd_table_t *table, evd_snapshot_load_t *how,
+                        uint32_t **scratch, size_t *cap, char *why,
+                        size_t wlen) {
   const unsigned char *end = p + len;
   evd_session_config_t cfg;
   head_t h = {0};
@@ -404,8 +409,25 @@ static int load_session(const unsigned char *p, uint32_t len, int version,
       cfg.page_size > EVD_MAX_PAGE_SIZE ||
       (uint64_t)(end - p) != 4 * (narr + cfg.budget + cfg.lookahead))
     return corrupt(why, wlen, "bad window size");
-  if (evd_table_find(table, id, idlen) != NULL)
+  if (evd_table_find(table, id, idlen) != NULL ||
+      (how != NULL && how->refused != NULL &&
+       evd_table_find(how->refused, id, idlen) != NULL))
     return corrupt(why, wlen, "a session appears twice");
+  if (how != NULL && cfg.budget > how->max_budget) {
+    /* Its ring alone could take gigabytes: leave it out, keep the rest. */
+    evd_session_t *stand_in;
+    evd_log(EVD_LOG_WARN, "snapshot: session %.*s has budget %u, above "
+            "--max-budget %u: not recovered (the other sessions are)",
+            (int)idlen, id, cfg.budget, how->max_budget);
+    how->nrefused++;
+    if (how->refused != NULL &&
+        evd_table_add(how->refused, id, idlen, &refused_cfg, 0,
+                      &stand_in) != 0) {
+      snprintf(why, wlen, "out of memory loading the snapshot");
+      return EVD_ENOMEM;
+    }
+    return 0;
+  }
   if (narr > *cap) {
     uint32_t *q = realloc(*scratch, 4 * narr);
     if (q == NULL)
@@ -457,7 +479,8 @@ static const unsigned char *prefetch(evd_table_t *table,
   return at + 8 + rlen;
 }
 
-int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
+int evd_snapshot_load(int dirfd, evd_table_t *table,
+                      evd_snapshot_load_t *how, uint64_t *lsn,
                       uint64_t *bytes, char *why, size_t len) {
   const unsigned char *hdr = NULL, *tail, *rec, *payload;
   uint32_t *scratch = NULL;
@@ -544,8 +567,8 @@ int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
       err = corrupt(why, len, "checksum mismatch in a session record");
       break;
     }
-    err = load_session(payload, rlen, version, table, &scratch, &scap, why,
-                       len);
+    err = load_session(payload, rlen, version, table, how, &scratch, &scap,
+                       why, len);
   }
   if (err == 0 &&
       (!get(&f, &tail, 20) || memcmp(tail, EVD_SNAP_TRAILER, 8) != 0 ||

@@ -56,10 +56,24 @@ _Static_assert(EVD_SNAP_FIRST_TRANSIENT == EVD_RP_FIRST_TRANSIENT &&
 int evd_snapshot_write(int dirfd, const evd_table_t *table, uint64_t lsn,
                        uint64_t *bytes);
 
+/* How a snapshot is loaded: sessions whose budget is above max_budget
+ * (saved before --max-budget was lowered, or damaged but checksum-valid)
+ * are left out, each logged, and their ids added to `refused` (a table
+ * whose sessions only stand for ids; NULL: not kept), so that recovery
+ * also leaves out what the journal does to them; their count goes to
+ * *nrefused. */
+typedef struct evd_snapshot_load_s {
+  uint32_t max_budget;
+  evd_table_t *refused;
+  uint64_t nrefused;
+} evd_snapshot_load_t;
+
 /* Loads dir/snapshot into `table`, its LSN in *lsn and its size in *bytes
- * (may be NULL). Returns 0, EVD_ENOENT (no snapshot), EVD_ENOMEM, or
- * EVD_ECORRUPT / EVD_EIO with a sentence in why[0..len). */
-int evd_snapshot_load(int dirfd, evd_table_t *table, uint64_t *lsn,
+ * (may be NULL), as `how` says (NULL: every session, whatever its budget).
+ * Returns 0, EVD_ENOENT (no snapshot), EVD_ENOMEM, or EVD_ECORRUPT /
+ * EVD_EIO with a sentence in why[0..len). */
+int evd_snapshot_load(int dirfd, evd_table_t *table,
+                      evd_snapshot_load_t *how, uint64_t *lsn,
                       uint64_t *bytes, char *why, size_t len);
 
 #endif

@@ -449,7 +449,10 @@ int evd__room(evd_api_t *api, evd_buf_t *out, size_t answer,
   return api->journal != NULL ? evd_journal_room(api->journal, journal) : 0;
 }
 
-/* evd__room for the answer and the journal record of r. */
+/* evd__room for the answer and the journal record of r. (A divergence's
+ * answer, which carries the session's view, is not counted: it changes
+ * nothing, so a lack of room for it can only make it out_of_memory; a
+ * batch makes room for it in batch_room.) */
 static int make_room(evd_api_t *api, const evd_session_t *s,
                      const evd__step_t *r, evd_buf_t *out) {
   size_t journal, answer = evd__result_bound(api, s, r, &journal);
@@ -458,9 +461,10 @@ static int make_room(evd_api_t *api, const evd_session_t *s,
 }
 
 /* The decode step (one committed position, above the newest, no drafts,
- * no pages) in as few instructions as the general path would spend on
- * telling what it is: it is every request of a plain decode loop. Returns
- * the status, or 0 when the request is not one (nothing done). */
+ * no pages, the newest expected if one is) in as few instructions as the
+ * general path would spend on telling what it is: it is every request of
+ * a plain decode loop. Returns the status, or 0 when the request is not
+ * one (nothing done). */
 static int decode_step(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
                        const uint32_t *pos, evd_buf_t *out) {
   evd_window_t *w = evd_session_window(s);
@@ -469,7 +473,7 @@ static int decode_step(evd_api_t *api, evd_session_t *s, const evd__step_t *r,
 
   if (r->n != 1 || r->op != EVD_RP_STEP || r->has_arg || r->tentative ||
       r->given || (s->bits & EVD__PAGED) || pos[0] <= w->newest ||
-      evd_window_has_drafts(w))
+      evd_window_has_drafts(w) || (r->has_expect && r->expect != w->newest))
     return 0;
   k = evd_window_advance(w, pos[0], &slot, &victim);
   assert(k >= 0); /* new, no drafts, at most budget held */
@@ -507,7 +511,10 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
     return err;
 
   if (s == NULL) {
-    if (!api->cfg.autocreate || r->op != EVD_RP_STEP)
+    /* Expecting a newest above 0 is expecting a session that holds what
+     * the engine holds: a fresh one would describe another cache. */
+    if (!api->cfg.autocreate || r->op != EVD_RP_STEP ||
+        (r->has_expect && r->expect != 0))
       return evd__write_error(out, EVD_AE_UNKNOWN_SESSION, NULL, in_batch,
                               NULL);
     /* Refuse before creating anything. */
@@ -559,6 +566,9 @@ int evd__step_run(evd_api_t *api, const evd__step_t *r, int in_batch,
                                 in_batch, NULL);
       }
     }
+    /* Not a resend: the session must be where the engine believes it. */
+    if (r->has_expect && r->expect != w->newest)
+      return evd__write_diverged(api, out, s, r->expect, in_batch);
     e = check(api, w, r, pos, &message);
     if (e != EVD_AE_OK)
       return evd__write_error(out, e, message, in_batch,

@@ -1,6 +1,9 @@
-/* The session view: the JSON object GET, PUT and a fork answer with (the
- * configuration, the held positions, their slots, the drafts and pages),
- * written straight from the window's runs of held positions. */
+/* The session view: the JSON object GET, PUT, a fork and an adoption
+ * answer with, and a divergence's error carries (the configuration, the
+ * held positions, their slots, the drafts and pages), written straight
+ * from the window's runs of held positions. */
+#include <stdio.h>
+
 #include "api_int.h"
 #include "pages.h"
 
@@ -9,6 +12,13 @@ size_t evd__view_bound(const evd_session_t *s) {
    * position; the id is plain ASCII. */
   return 320 + (size_t)s->idlen + 44 * (size_t)evd_window_size(
                                             evd_session_window(s));
+}
+
+int evd__view_room(evd_api_t *api, const evd_session_t *s) {
+  if (evd_session_page_size(s) == 0)
+    return 0;
+  return evd__grow(&api->pages, &api->pages_cap,
+                   evd_window_size(evd_session_window(s)));
 }
 
 /* Writes runs of held positions (evd_window_runs), or their slots, as a
@@ -70,4 +80,30 @@ void evd__write_view(evd_api_t *api, evd_buf_t *out, const evd_session_t *s) {
                       evd_pages_held(w, evd_session_page_size(s), api->pages));
   }
   evd_buf_chr(out, '}');
+}
+
+/* 409 diverged: the session's newest and its view (api_int.h). */
+int evd__write_diverged(evd_api_t *api, evd_buf_t *out,
+                        const evd_session_t *s, uint32_t expect,
+                        int in_batch) {
+  uint32_t newest = evd_window_newest(evd_session_window(s));
+
+  api->metrics.diverged++;
+  snprintf(api->msg, sizeof api->msg,
+           "The session's newest position is %u, not %u (expect_newest): "
+           "its window is not the one the engine holds. Nothing changed; "
+           "adopt the engine's state (with replace) and resend.", newest,
+           expect);
+  evd_buf_str(out, "{\"error\":{");
+  evd_apierr_fields(out, EVD_AE_DIVERGED, api->msg);
+  evd_buf_str(out, ",\"newest\":");
+  evd_buf_u32(out, newest);
+  evd_buf_str(out, ",\"view\":");
+  evd__write_view(api, out, s);
+  if (in_batch) {
+    evd_buf_str(out, ",\"status\":");
+    evd_buf_u32(out, (uint32_t)evd_apierr_status(EVD_AE_DIVERGED));
+  }
+  evd_buf_str(out, "}}");
+  return evd_apierr_status(EVD_AE_DIVERGED);
 }

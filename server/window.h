@@ -163,6 +163,81 @@ int evd_window_restore(evd_window_t *w, uint32_t size, uint32_t head,
                        uint32_t tail, uint32_t newest, uint32_t tentative,
                        uint32_t committed);
 
+/* A state to build a window in (evd_window_build, window_state.c): the
+ * positions held, ascending, with the slot of each (slots NULL: the
+ * canonical layout below), and the newest position. No drafts: a built
+ * window has none. Arrays are borrowed for the call. */
+typedef struct evd_window_state_s {
+  const uint32_t *kept;
+  const uint32_t *slots; /* n entries, or NULL */
+  uint32_t n;
+  uint32_t newest;
+} evd_window_state_t;
+
+/* The rule a refused state breaks (evd_window_check), the entry it is
+ * found at in *at. The states accepted are exactly those without drafts
+ * that steps, commits, truncations and evictions can leave a window in
+ * (tests/unit/test_window_state.c checks both ways), less the empty one:
+ *   EVD_WR_EMPTY      no position held (n is 0);
+ *   EVD_WR_REPEATED   kept[at] equals kept[at - 1];
+ *   EVD_WR_ORDER      kept[at] is below kept[at - 1];
+ *   EVD_WR_BUDGET     more than budget positions (at: the budget);
+ *   EVD_WR_SINK       sinks > 0 and position 0 is not held: it is pinned
+ *                     from the start, and only truncating from 0 (refused)
+ *                     could remove it;
+ *   EVD_WR_NEWEST     newest is below kept[at], the largest held;
+ *   EVD_WR_NEWEST_MAX newest is 4294967295 but not held: only truncating
+ *                     from newest + 1 leaves a newest that is not held;
+ *   EVD_WR_SLOT_RANGE slots[at] is past the ring's last slot;
+ *   EVD_WR_PIN_SLOT   kept[at] is pinned (one of the first `sinks`) but
+ *                     not in slot at;
+ *   EVD_WR_RING       kept[at] is unpinned but not in the ring slot after
+ *                     the one before it (or in a pinned slot);
+ *   EVD_WR_TURN       the oldest unpinned position, kept[at], sits further
+ *                     round the ring than the positions evicted before it
+ *                     could have moved it: slot - sinks must not exceed the
+ *                     number of positions between the newest pinned one
+ *                     (or -1 without sinks) and kept[at]. */
+typedef enum evd_window_rule_e {
+  EVD_WR_OK = 0,
+  EVD_WR_EMPTY,
+  EVD_WR_REPEATED,
+  EVD_WR_ORDER,
+  EVD_WR_BUDGET,
+  EVD_WR_SINK,
+  EVD_WR_NEWEST,
+  EVD_WR_NEWEST_MAX,
+  EVD_WR_SLOT_RANGE,
+  EVD_WR_PIN_SLOT,
+  EVD_WR_RING,
+  EVD_WR_TURN
+} evd_window_rule_t;
+
+/* Checks that st is a state a window of (budget, sinks, lookahead), a
+ * configuration evd_window_config_valid accepts, can be in. Returns 0, or
+ * EVD_EINVAL with the rule broken in *rule and its entry in *at. O(n). */
+int evd_window_check(uint32_t budget, uint32_t sinks, uint32_t lookahead,
+                     const evd_window_state_t *st, evd_window_rule_t *rule,
+                     uint32_t *at);
+
+/* Puts a window made by evd_window_init or evd_window_prepare into state
+ * st, checked as evd_window_check does: afterwards it holds exactly those
+ * positions in those slots (slots it does not hold are zeroed) with that
+ * newest and no drafts, and behaves from then on as a window that reached
+ * the state by steps. Without slots, the positions take the canonical
+ * layout: pinned ones in slots 0.., and the oldest unpinned one, u, in
+ * slot sinks + (u - p - 1) mod (budget + lookahead - sinks), where p is
+ * the newest pinned position (-1 without sinks), the others after it round
+ * the ring; that is where a window that stepped every position after p one
+ * at a time holds them. Returns 0, or EVD_EINVAL (window unchanged) with
+ * *rule and *at as evd_window_check. O(budget). */
+int evd_window_build(evd_window_t *w, const evd_window_state_t *st,
+                     evd_window_rule_t *rule, uint32_t *at);
+
+/* 1 when w has no drafts and holds exactly st's positions with its newest
+ * (and, when st->slots is not NULL, in those slots); else 0. O(n). */
+int evd_window_is_state(const evd_window_t *w, const evd_window_state_t *st);
+
 /* Number of positions held (pinned, unpinned and tentative). */
 static inline uint32_t evd_window_size(const evd_window_t *w) {
   return w->size;

@@ -100,6 +100,11 @@ e2e-llamacpp:
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  GGUF_PY=$(GGUF_PY) \
+	  /usr/bin/python3 tests/llamacpp/test_stories.py -v && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
 	  /usr/bin/python3 tests/llamacpp/test_serve.py -v && \
 	$(MAKE) --no-print-directory $(OPENAI_STAMP) && \
 	EVICTD_BIN=$(abspath $(B)/evictd) \

@@ -5,7 +5,15 @@
  * same client, so an engine that follows them within its iteration copies
  * and frees nothing.
  *
- * Link with `pkg-config --cflags --libs evictd-client`. */
+ * Link with `pkg-config --cflags --libs evictd-client`.
+ *
+ * ABI: the structs below grow as the contract does (evd_answer_t gained
+ * pages_transient, evd_client_opts_t resend_timeouts, evd_step_t the
+ * expect_newest precondition). Callers allocate them and the library reads
+ * or fills them, arrays included, so a program built against an older
+ * copy of this header must be rebuilt, not just relinked, whenever a
+ * struct grew. The library has not been released: the soname stays
+ * libevictd-client.so.0 and EVD_CLIENT_VERSION 0.1.0 until it is. */
 #ifndef EVICTD_CLIENT_H
 #define EVICTD_CLIENT_H
 
@@ -28,8 +36,12 @@ enum {
                                 could not be resent (or resending gave up) */
   EVD_CLIENT_ETIMEOUT = -3,  /* no whole answer within the timeout; the
                                 request may have been applied (resend it:
-                                a step, commit or truncate is replayed) */
-  EVD_CLIENT_EPROTO = -4,    /* an answer that is not the contract's */
+                                a step, commit or truncate is replayed;
+                                or let opts.resend_timeouts do it) */
+  EVD_CLIENT_EPROTO = -4,    /* an answer that is not the contract's:
+                                not its JSON or shape, or breaking what
+                                it promises (lists in order, one slot
+                                per position stepped, ...) */
   EVD_CLIENT_EINVAL = -5,    /* a bad argument, refused before sending */
   EVD_CLIENT_ENOMEM = -6     /* the client could not allocate */
 };
@@ -59,6 +71,16 @@ typedef struct evd_client_opts_s {
   const char *cafile;         /* https: the CA (or self-signed certificate)
                                  of the daemon; NULL: the system's store */
   bool insecure;              /* https: do not verify the certificate */
+  bool resend_timeouts;       /* a request with no whole answer within
+                                 timeout_ms is sent again, like one whose
+                                 connection failed, when it may be repeated
+                                 (a step, commit or truncate, which the
+                                 daemon answers from its replay record; a
+                                 batch naming no session twice; create,
+                                 get, delete, fork), on a new connection,
+                                 with the same backoff, within the same
+                                 reconnect_ms. An evict is never sent
+                                 again. false: EVD_CLIENT_ETIMEOUT at once */
 } evd_client_opts_t;
 
 typedef struct evd_client_s evd_client_t;
@@ -78,8 +100,10 @@ void evd_client_free(evd_client_t *c);
 
 /* What went wrong in the last call that did not return 0. Owned by the
  * client; it stays until another call fails. For EVD_CLIENT_EAPI, `code`
- * is the contract's error code ("stale_position", "unknown_session", ...)
- * and `status` the HTTP status; for the others `code` names the kind
+ * is the contract's error code ("stale_position", "unknown_session",
+ * "diverged", ...) and `status` the HTTP status ("diverged", 409: the
+ * daemon's newest, in `newest`, is not the change's expect_newest); for
+ * the others `code` names the kind
  * ("connection_failed", "timeout", "protocol_error", "invalid_argument",
  * "out_of_memory") and status is the HTTP status if one came, else 0 (an
  * EVD_CLIENT_EPROTO answer that is not the contract's JSON, such as the
@@ -90,7 +114,8 @@ typedef struct evd_client_err_s {
   int status;          /* HTTP status, or 0 */
   const char *code;    /* never NULL */
   const char *message; /* a sentence for people, never NULL */
-  int64_t newest;      /* stale_position: the session's newest; else -1 */
+  int64_t newest;      /* stale_position and diverged: the session's
+                          newest in the daemon; else -1 */
 } evd_client_err_t;
 
 const evd_client_err_t *evd_client_error(const evd_client_t *c);
@@ -141,13 +166,7 @@ typedef struct evd_view_s {
  * only within the request, neither before nor after it: a step of more
  * positions than the budget writes pages it also evicts (budget 3, page
  * size 2, positions 1..7 stepped on a new session: pages_new [2,3],
- * pages_transient [0,1]). Evict answers carry none.
- *
- * ABI: adding pages_transient changed the size and layout of evd_answer_t
- * and so of evd_batch_result_t, which callers allocate and the library
- * fills (arrays of them for batches): a program built against an earlier
- * copy of this header must be rebuilt, not just relinked. (The client has
- * not been released yet; EVD_CLIENT_VERSION and the soname stay.) */
+ * pages_transient [0,1]). Evict answers carry none. */
 typedef struct evd_answer_s {
   evd_list_t victims;     /* evicted, oldest first (step, commit, evict) */
   evd_list_t slots;       /* step: the ring slot of each stepped position */
@@ -175,6 +194,16 @@ typedef struct evd_step_s {
   const evd_session_cfg_t *create; /* sent when not NULL: the session's
                                       configuration if this step creates it
                                       (a different existing one: 409) */
+  bool has_expect;            /* send expect_newest: the precondition */
+  uint32_t expect_newest;     /* what the engine believes the session's
+                                 newest position is before this step: when
+                                 the daemon's differs it changes nothing
+                                 and answers 409 "diverged" with its newest
+                                 (evd_client_error, or the batch item's
+                                 error); a session it does not hold is 404
+                                 unknown_session unless this is 0 (then it
+                                 may be created as without it). A resent
+                                 step is replayed whatever this says. */
 } evd_step_t;
 
 /* Every call below returns 0 or an EVD_CLIENT_* code (see
@@ -198,10 +227,18 @@ typedef struct evd_step_s {
  * once it may have been delivered (a second evict would evict nothing and
  * the victims would be lost: read the session with evd_client_get), a
  * batch naming a session twice (only a session's last step is replayed),
- * and a request that timed out (EVD_CLIENT_ETIMEOUT). libcurl's own resend
- * of a request on a reused keep-alive connection that died is held to
- * the same rules (deploy/clients/c/transport.c). TLS verification failures
- * are not retried. */
+ * and, unless opts.resend_timeouts is set, a request that timed out
+ * (EVD_CLIENT_ETIMEOUT). With resend_timeouts a timeout is one more kind
+ * of failure under the same rules and the same clock: the request is sent
+ * again when it may be repeated (a step, commit or truncate comes back
+ * with `replayed` if its first attempt had been applied) until
+ * reconnect_ms after the first failure has passed (so a call returns
+ * within about reconnect_ms + timeout_ms), once when reconnect_ms is 0;
+ * the call then fails with the last attempt's error (EVD_CLIENT_ETIMEOUT
+ * or _ECONNECT). An evict that timed out is never sent again. libcurl's
+ * own resend of a request on a reused keep-alive connection that died is
+ * held to the same rules (deploy/clients/c/transport.c). TLS verification
+ * failures are not retried. */
 
 /* GET /healthz: 0 when the daemon answers 200. */
 int evd_client_health(evd_client_t *c);
@@ -230,6 +267,67 @@ int evd_client_fork(evd_client_t *c, const char *session, const char *into,
 int evd_client_evict(evd_client_t *c, const char *session, int64_t budget,
                      evd_answer_t *out);
 
+/* The same four with the precondition expect_newest: what the engine
+ * believes the session's newest position is before the change (for a
+ * fork, the parent's), 0..4294967295, or EVD_NO_EXPECT (not sent: the
+ * calls above). When the daemon's newest differs, nothing changes and the
+ * call returns EVD_CLIENT_EAPI with code "diverged", status 409 and the
+ * daemon's newest in evd_client_error()->newest; when the session is not
+ * held and expect_newest > 0, "unknown_session" (404), never a fresh
+ * session. A resent commit or truncate is answered from the replay record
+ * whatever it expects. Re-homing a session after either answer: see
+ * evd_client_adopt. */
+#define EVD_NO_EXPECT (-1)
+int evd_client_commit_if(evd_client_t *c, const char *session,
+                         uint32_t newest, int64_t expect_newest,
+                         evd_answer_t *out);
+int evd_client_truncate_if(evd_client_t *c, const char *session,
+                           uint32_t from, int64_t expect_newest,
+                           evd_answer_t *out);
+int evd_client_fork_if(evd_client_t *c, const char *session,
+                       const char *into, int64_t expect_newest,
+                       evd_view_t *out);
+int evd_client_evict_if(evd_client_t *c, const char *session, int64_t budget,
+                        int64_t expect_newest, evd_answer_t *out);
+
+/* The state a session is adopted in: what the engine's cache holds. */
+typedef struct evd_adopt_s {
+  const evd_session_cfg_t *cfg; /* NULL: the daemon's defaults, as create */
+  const uint32_t *kept;   /* the positions held, strictly ascending, at
+                             least one; no drafts (commit or drop them) */
+  size_t n_kept;
+  uint32_t newest;        /* the newest position (>= the last kept: more
+                             after a truncate) */
+  const uint32_t *slots;  /* NULL: the canonical layout (where stepping one
+                             position at a time puts them); else n_kept
+                             slots, a layout the ring can be in */
+  const uint32_t *pages;  /* NULL: not sent; else n_pages pages, which must
+                             be the pages of kept (paged sessions) */
+  size_t n_pages;
+  bool replace;           /* replace a session in another state (after
+                             "diverged"); false: that is 409
+                             session_exists */
+} evd_adopt_t;
+
+/* POST /session/{id}/adopt: creates the session in the given state and
+ * answers its view (created: 201; false when the session already was in
+ * exactly this state, a resent adopt, or was replaced). A state the policy
+ * cannot be in is EVD_CLIENT_EAPI "invalid_state" (400) whose message
+ * names the rule broken; nothing is created. Sent again like create (it is
+ * idempotent).
+ *
+ * Re-homing: a session's window lives in one daemon, its cache in the
+ * engine. When a change comes back "unknown_session" (the daemon lost the
+ * session: restarted without state, or the pool changed size and routes it
+ * elsewhere), adopt the state the engine holds, then send the change
+ * again; when it comes back "diverged" (the daemon holds an older or other
+ * window), adopt with replace = true, then send it again. With
+ * expect_newest on every change, no change is ever answered from a window
+ * the engine does not hold. The pool routes adopt as it routes the session
+ * (evd_client_pool_adopt). */
+int evd_client_adopt(evd_client_t *c, const char *session,
+                     const evd_adopt_t *state, evd_view_t *out);
+
 /* GET /session/{id}. */
 int evd_client_get(evd_client_t *c, const char *session, evd_view_t *out);
 
@@ -252,6 +350,35 @@ typedef struct evd_batch_result_s {
  * a session's last step is replayed). */
 int evd_client_batch(evd_client_t *c, const evd_step_t *steps, size_t n,
                      evd_batch_result_t *out);
+
+/* evd_client_batch in two halves, so that the daemon works on the next
+ * iteration's batch while the engine decodes this one: send writes the
+ * request (on the client's keep-alive connection, opening one if needed)
+ * and returns as soon as it is written whole, without waiting for the
+ * answer; recv waits for the answer and reads it into out (n results, as
+ * evd_client_batch does). Between the two the caller does its own work;
+ * the answer waits in the socket.
+ *
+ * Everything else is evd_client_batch's: the same request, the same
+ * answers (out[i] as from evd_client_batch, valid until the client's next
+ * call), and the same resending, done by recv: a request whose connection
+ * failed, before or after send returned, is sent again by recv under the
+ * rules above (a batch naming no session twice is replayed), timeouts too
+ * with opts.resend_timeouts. timeout_ms counts from send: the caller's
+ * work between the two counts, so keep it well below timeout_ms.
+ *
+ * send returns 0 once the request is on its way, or EVD_CLIENT_EINVAL
+ * (a bad step, or a batch already in flight) or _ENOMEM, with nothing in
+ * flight; failures of the request itself come from recv, which returns
+ * what evd_client_batch would. steps (and the strings they point to) are
+ * borrowed until recv returns. While a batch is in flight the client
+ * refuses every other call with EVD_CLIENT_EINVAL (it touches nothing of
+ * the request); recv without a send is EVD_CLIENT_EINVAL. Freeing the
+ * client with a batch in flight abandons it (the daemon may have applied
+ * it). */
+int evd_client_batch_send(evd_client_t *c, const evd_step_t *steps,
+                          size_t n);
+int evd_client_batch_recv(evd_client_t *c, evd_batch_result_t *out);
 
 /* Counters, for logs and tests. */
 typedef struct evd_client_stats_s {
@@ -305,6 +432,13 @@ const char *evd_client_pool_name(const evd_client_pool_t *p, size_t i);
  * call as a whole (out then untouched). */
 int evd_client_pool_batch(evd_client_pool_t *p, const evd_step_t *steps,
                           size_t n, evd_batch_result_t *out);
+
+/* evd_client_adopt on the instance the session is routed to. The view
+ * lives in that instance's client (until its next call). An unroutable
+ * session is EVD_CLIENT_EINVAL with nothing sent (the error is in no
+ * client: it is returned only). */
+int evd_client_pool_adopt(evd_client_pool_t *p, const char *session,
+                          const evd_adopt_t *state, evd_view_t *out);
 
 #ifdef __cplusplus
 }

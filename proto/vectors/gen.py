@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Reference model for the sliding-window policy and its engine workflows
 (lookahead, drafts, commit, truncate, fork, pages: the issue-9 wire
-contract), and the generator of the larger test vectors in
-this folder.
+contract; adopt and expect_newest: issue 26), and the generator of the
+larger test vectors in this folder and in rehome/.
 
 The model is deliberately naive (a plain list of held positions, each with
 its slot, pinned and tentative flags; slots handed out by looking at the
 list) so that it shares no arithmetic with the C ring buffer.
 
-  gen.py --check    replays every vector in this folder against the model,
+  gen.py --check    replays every vector in this folder and in rehome/
+                    against the model,
                     runs a small randomized self-check of the model's own
                     invariants and compares its freed pages with vLLM's
                     sliding-window freeing;
@@ -23,12 +24,16 @@ import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REHOME = os.path.join(HERE, "rehome")     # adopt and expect_newest
 MAX_POS = 2**32 - 1
 
 # The keys of a vector op that describe its request; the others are the
 # answer (the same list the C and Python replayers use).
 REQUEST_KEYS = ("session", "step", "tentative", "commit", "evict", "truncate",
-                "fork", "check", "error")
+                "fork", "check", "error", "adopt", "expect_newest")
+# The fields of an adopt op's request body ("adopt": {...}).
+ADOPT_KEYS = ("budget", "sinks", "lookahead", "page_size", "kept", "newest",
+              "slots", "pages", "replace")
 # The keys a check op may compare against the session view.
 VIEW_KEYS = ("kept", "slots", "tentative", "pages", "size", "newest",
              "budget", "sinks", "lookahead", "page_size")
@@ -256,6 +261,25 @@ class Model:
         child.record = child.record_changed = None
         return child
 
+    def diverges(self, expect):
+        """The error of a request carrying expect_newest (None: absent)."""
+        if expect is None:
+            return []
+        if not is_pos(expect):
+            return ["invalid_position"]
+        return ["diverged"] if expect != self.newest else []
+
+    def is_state(self, kept, newest, slots):
+        """True when the session is in this state: no drafts, these
+        positions held (in these slots, when given) and this newest."""
+        v = self.view()
+        return (not v["tentative"] and v["kept"] == kept
+                and v["newest"] == newest
+                and (slots is None or v["slots"] == slots))
+
+    def config(self):
+        return (self.budget, self.sinks, self.lookahead, self.page_size)
+
     def size(self):
         return len(self.held)
 
@@ -308,6 +332,161 @@ class Model:
         assert tent == sorted(tent), "a draft below a committed position"
 
 
+# ---- adoption (issue 26) -------------------------------------------------
+
+# Positions a state may need stepped to find its layout; the vectors stay
+# far below.
+ADOPT_SIM_LIMIT = 100000
+
+
+def pins_and_run(budget, sinks, lookahead, kept):
+    """Where a state's positions can sit, found by stepping a model: a
+    fresh session stepped through the pinned positions of `kept` (its first
+    `sinks`), with nothing else held (a window empties its run when a
+    truncation takes every unpinned position, and its ring then starts
+    again at slot `sinks`); from there t of the positions between the last
+    pin and the oldest unpinned one u stepped (and evicted) before u, for
+    every t from 0 to all of them. Returns (the pins' slots, the slots u
+    can be in, the slot u takes when all are stepped: the canonical
+    layout)."""
+    np = min(len(kept), sinks)
+    lastpin = kept[np - 1] if np else -1
+    base = Model(budget, sinks, lookahead)
+    if sinks == 0:
+        base.held = []          # the run empty: position 0 not held
+        base.newest = base.committed = -1
+    for p in kept[1 if sinks else 0:np]:
+        assert base.step([p])[0] is None
+    pin_slots = [h.slot for h in base.held]
+    if np == len(kept):
+        return pin_slots, set(), None
+    u = kept[np]
+    room = u - lastpin - 1
+    if room > ADOPT_SIM_LIMIT:
+        raise Refused(f"adopting {u} would step {room} positions")
+    heads, m = {}, copy.deepcopy(base)
+    for t in range(room + 1):
+        # t positions stepped between the last pin and u, then u.
+        trial = copy.deepcopy(m)
+        trial.step([u])
+        heads[t] = trial.held[-1].slot
+        if t < room:
+            m.step([lastpin + 1 + t])
+    return pin_slots, set(heads.values()), heads[room]
+
+
+def adopt_errors(cfg, body):
+    """The error codes whose conditions an adopt body meets (the session
+    table aside), restated from issue 26 and checked by stepping a model:
+    (errors, state) with state = (kept, newest, slots or None, pages)."""
+    budget, sinks, lookahead, page_size = cfg
+    kept, newest = body.get("kept"), body.get("newest")
+    slots, pages = body.get("slots"), body.get("pages")
+    if not isinstance(kept, list) or not all(is_int(p) for p in kept):
+        return ["invalid_field"], None
+    if not all(is_pos(p) for p in kept) or not is_pos(newest):
+        return ["invalid_position"], None
+    errs = []
+    n = len(kept)
+    if n == 0 or any(b <= a for a, b in zip(kept, kept[1:])):
+        errs.append("invalid_state")            # empty, repeated, order
+    elif n > budget:
+        errs.append("invalid_state")            # more than the budget
+    elif sinks and kept[0] != 0:
+        errs.append("invalid_state")            # position 0 is pinned
+    elif newest < kept[-1] or (newest > kept[-1] and newest == MAX_POS):
+        errs.append("invalid_state")            # newest below / past max
+    elif slots is not None:
+        pin_slots, heads, _ = pins_and_run(budget, sinks, lookahead, kept)
+        np = min(n, sinks)
+        if (not isinstance(slots, list) or len(slots) != n
+                or not all(is_int(x) and 0 <= x < budget + lookahead
+                           for x in slots)
+                or slots[:np] != pin_slots):
+            errs.append("invalid_state")
+        elif np < n:
+            run = [slots[np]]
+            for _ in range(n - np - 1):
+                nxt = run[-1] + 1
+                run.append(sinks if nxt == budget + lookahead else nxt)
+            if slots[np:] != run or slots[np] not in heads:
+                errs.append("invalid_state")
+    if pages is not None and not errs:
+        want = sorted({p // page_size for p in kept}) if page_size else []
+        if pages != want:
+            errs.append("invalid_state")
+    return errs, (kept, newest, slots)
+
+
+def adopted(cfg, kept, newest, slots):
+    """The session an accepted adoption makes."""
+    budget, sinks, lookahead, page_size = cfg
+    m = Model(budget, sinks, lookahead, page_size)
+    np = min(len(kept), sinks)
+    if slots is None:
+        pin_slots, _, head = pins_and_run(budget, sinks, lookahead, kept)
+        slots = list(pin_slots)
+        for i in range(np, len(kept)):
+            slots.append(head)
+            head = head + 1 if head + 1 < m.nslots else sinks
+    m.held = [Held(p, x, i < np, False)
+              for i, (p, x) in enumerate(zip(kept, slots))]
+    m.newest = m.committed = newest
+    return m
+
+
+def adopt_config(body, default=None):
+    """The configuration an adopt body gives (the vectors always give all
+    four fields; `default` fills them otherwise)."""
+    d = default or (None, None, 1, 0)
+    return tuple(body.get(k, d[i]) for i, k in enumerate(
+        ("budget", "sinks", "lookahead", "page_size")))
+
+
+def adopt_answer(m):
+    """An adoption's answer: the session view without its id, in the API's
+    order."""
+    v = m.view()
+    out = {"budget": v["budget"], "sinks": v["sinks"]}
+    if m.lookahead != 1:
+        out["lookahead"] = m.lookahead
+    if m.page_size:
+        out["page_size"] = m.page_size
+    out.update(size=v["size"], newest=v["newest"], kept=v["kept"],
+               slots=v["slots"])
+    if m.page_size:
+        out["pages"] = v["pages"]
+    return out
+
+
+def adopt(sessions, name, body):
+    """Runs an adopt of session `name` on `sessions` (name -> Model):
+    (errors, answer, status); on success sessions[name] is the adopted or
+    unchanged session."""
+    if not isinstance(body, dict) or set(body) - set(ADOPT_KEYS):
+        return ["invalid_field"], None, None
+    cfg = adopt_config(body)
+    try:
+        Model(*cfg)
+    except (ValueError, TypeError):
+        raise Refused(f"adopt with configuration {cfg}") from None
+    replace = body.get("replace", False)
+    if not isinstance(replace, bool):
+        return ["invalid_field"], None, None
+    errs, state = adopt_errors(cfg, body)
+    old = sessions.get(name)
+    if state is not None and old is not None:
+        same = old.config() == cfg and old.is_state(*state)
+        if not same and not replace:
+            errs.append("session_exists")
+        elif same and not errs:
+            return None, adopt_answer(old), 200
+    if errs:
+        return errs, None, None
+    sessions[name] = adopted(cfg, *state)
+    return None, adopt_answer(sessions[name]), 200 if old else 201
+
+
 # ---- requests as vector ops -------------------------------------------
 
 def request_key(req):
@@ -324,7 +503,13 @@ def request_key(req):
 
 def apply_request(m, req):
     """Runs one request op (its request keys only) on model `m`; returns
-    (errors, answer) like the Model methods."""
+    (errors, answer) like the Model methods. An expect_newest other than
+    the session's newest adds diverged to the conditions that hold."""
+    diverged = m.diverges(req.get("expect_newest"))
+    if diverged:
+        errs, _ = apply_request(m.fork(), {k: v for k, v in req.items()
+                                           if k != "expect_newest"})
+        return (errs or []) + diverged, None
     if "step" in req:
         return m.step(req["step"], req.get("tentative", False),
                       req.get("commit"))
@@ -377,8 +562,20 @@ class Recorder:
     def do(self, req):
         """Records one op; `req` holds its request keys (a "check" op is
         {"check": True})."""
-        m = self.model(req)
         head = {"session": req["session"]} if "session" in req else {}
+        if "adopt" in req:
+            errs, answer, _ = adopt(self.sessions, req.get("session"),
+                                    req["adopt"])
+            op = {**head, "adopt": req["adopt"]}
+            if errs:
+                if len(errs) > 1:
+                    raise Refused(f"ambiguous error {errs}")
+                op["error"] = errs[0]
+            else:
+                op.update(answer)
+            self.ops.append(op)
+            return op
+        m = self.model(req)
         if "check" in req:
             op = {**head, "check": self.check_view(m)}
             self.ops.append(op)
@@ -387,8 +584,14 @@ class Recorder:
             name = req["fork"]
             if not isinstance(name, str) or name in self.sessions:
                 raise Refused(f"fork into {name!r}")
-            self.sessions[name] = m.fork()
             op = {**head, "fork": name}
+            if "expect_newest" in req:
+                op["expect_newest"] = req["expect_newest"]
+            errs = m.diverges(req.get("expect_newest"))
+            if errs:
+                op["error"] = errs[0]
+            else:
+                self.sessions[name] = m.fork()
             self.ops.append(op)
             return op
         key = request_key(req)
@@ -400,7 +603,8 @@ class Recorder:
         before = m.state()
         errs, answer = apply_request(m, req)
         op = {**head}
-        for k in ("step", "tentative", "commit", "evict", "truncate"):
+        for k in ("step", "tentative", "commit", "evict", "truncate",
+                  "expect_newest"):
             if k in req:
                 op[k] = req[k]
         if errs:
@@ -464,11 +668,15 @@ def replay(vec):
     for i, op in enumerate(vec["ops"]):
         unknown = [k for k in op if k not in REQUEST_KEYS and k not in (
             "victims", "slots", "size", "newest", "dropped", "removed",
-            "pages_new", "pages_freed", "pages_transient")]
+            "pages_new", "pages_freed", "pages_transient") and not (
+            "adopt" in op and k in VIEW_KEYS)]
         if unknown:
             bad.append(f"op {i}: unknown keys {unknown}")
             continue
         name = op.get("session")
+        if "adopt" in op:
+            bad += [f"op {i}: {b}" for b in replay_adopt(sessions, name, op)]
+            continue
         if name not in sessions:
             bad.append(f"op {i}: session {name!r} was never forked")
             continue
@@ -494,11 +702,15 @@ def replay(vec):
             continue
         if kind == "fork":
             child = op["fork"]
+            errs = m.diverges(op.get("expect_newest"))
             if not isinstance(child, str) or child in sessions:
                 bad.append(f"op {i}: fork into {child!r}")
-            elif set(op) - {"fork", "session"}:
+            elif set(op) - {"fork", "session", "expect_newest", "error"}:
                 bad.append(f"op {i}: a fork has no expected fields")
-            else:
+            elif errs != ([op["error"]] if "error" in op else []):
+                bad.append(f"op {i}: fork errors {errs}, vector says "
+                           f"{op.get('error')!r}")
+            elif not errs:
                 sessions[child] = m.fork()
             continue
         key = request_key(op)
@@ -530,6 +742,38 @@ def replay(vec):
         if answer != got:
             bad.append(f"op {i}: model gives {got}, vector says {answer}")
     return bad
+
+
+def replay_adopt(sessions, name, op):
+    """Replays an adopt op; returns its mismatches."""
+    if set(op) - set(REQUEST_KEYS) - set(VIEW_KEYS) or \
+            set(op) & set(REQUEST_KEYS) - {"adopt", "session", "error"}:
+        return [f"an adopt op with other keys: {op!r}"]
+    body = op["adopt"]
+    if not isinstance(body, dict) or any(
+            k not in body for k in ("budget", "sinks", "lookahead",
+                                    "page_size", "kept", "newest")):
+        return ["an adopt op gives the configuration, kept and newest"]
+    before = {k: m.state() for k, m in sessions.items()}
+    try:
+        errs, got, _ = adopt(sessions, name, body)
+    except Refused as e:
+        return [f"adopt refused by the model: {e}"]
+    answer = {k: v for k, v in op.items() if k not in REQUEST_KEYS}
+    if errs or "error" in op:
+        out = []
+        if errs and len(errs) > 1:
+            out.append(f"ambiguous, conditions of {errs} hold")
+        elif errs != ([op["error"]] if "error" in op else None):
+            out.append(f"error {errs}, vector says {op.get('error')!r}")
+        if answer:
+            out.append("an error op with answer fields")
+        if {k: m.state() for k, m in sessions.items()} != before:
+            out.append("model changed on an error")
+        return out
+    if answer != got:
+        return [f"model gives {got}, vector says {answer}"]
+    return []
 
 
 # ---- the generated vectors -----------------------------------------------
@@ -903,6 +1147,150 @@ def generated_engine():
     return out
 
 
+def A(kept, newest, cfg, **kw):
+    """An adopt request: configuration (budget, sinks, lookahead,
+    page_size), positions held, newest, and slots, pages, replace."""
+    body = dict(zip(("budget", "sinks", "lookahead", "page_size"), cfg))
+    body.update(kept=list(kept), newest=newest)
+    for k in ("slots", "pages", "replace"):
+        if k in kw:
+            body[k] = kw.pop(k)
+    return {"adopt": body, **kw}
+
+
+def generated_rehome():
+    """The vectors of re-homing (issue 26): adopt and expect_newest, in
+    rehome/ (replayers that predate them read only this folder's files)."""
+    out = []
+    cfg = (4, 0, 1, 0)
+    out.append(record_ext(
+        "adopt-window",
+        "Budget 4, no sinks: the window after steps 1..6 adopted under "
+        "another name with its slots (201) answers the next step as the "
+        "original does; the same adoption again is a resend (200); without "
+        "slots the canonical layout (every position stepped one at a time: "
+        "3 in slot 3); a held set with a gap and a newest truncated to; "
+        "another state over an existing session is session_exists unless "
+        "replace; states no window can be in are invalid_state: empty, "
+        "repeated, descending, over the budget, newest below a held "
+        "position, a slot out of range, slots not one run round the ring, "
+        "the ring turned further than the positions below allow (position "
+        "1 in slot 2), a newest of 4294967295 not held (no truncation "
+        "leaves it); a position out of range is invalid_position; the last "
+        "position is adopted.",
+        4, 0, [
+            S(range(1, 7)), CHECK,
+            A([3, 4, 5, 6], 6, cfg, slots=[3, 4, 0, 1], session="b"),
+            A([3, 4, 5, 6], 6, cfg, slots=[3, 4, 0, 1], session="b"),
+            A([3, 4, 5, 6], 6, cfg, session="b"),
+            S([7]), S([7], session="b"), CHECK, {"check": True,
+                                                 "session": "b"},
+            A([3, 4, 5, 6], 6, cfg, session="c"),
+            A([3, 4, 5, 6], 6, cfg, slots=[0, 1, 2, 3], session="d"),
+            A([2, 5], 9, cfg, session="e"),
+            S([10], session="e"), {"check": True, "session": "e"},
+            A([7, 8], 8, cfg, session="c"),
+            A([7, 8], 8, cfg, session="c", replace=True),
+            {"check": True, "session": "c"},
+            A([], 0, cfg, session="x"),
+            A([1, 1], 1, cfg, session="x"),
+            A([2, 1], 2, cfg, session="x"),
+            A([1, 2, 3, 4, 5], 5, cfg, session="x"),
+            A([1, 2], 1, cfg, session="x"),
+            A([1, 2], 2, cfg, slots=[4, 5], session="x"),
+            A([1, 2], 2, cfg, slots=[1, 3], session="x"),
+            A([1, 2], 2, cfg, slots=[2, 3], session="x"),
+            A([1, 2], 2, cfg, slots=[1], session="x"),
+            A([1, 4294967296], 4294967296, cfg, session="x"),
+            A([0, 4294967294], 4294967295, cfg, session="x"),
+            A([0, 4294967295], 4294967295, cfg, session="m"),
+            {"check": True, "session": "m"},
+        ], drafts=False))
+    cfg = (6, 2, 2, 4)
+    out.append(record_ext(
+        "adopt-sinks-pages",
+        "Budget 6, 2 sinks, lookahead 2, pages of 4: states with pins "
+        "adopted with and without slots and pages; pins take slots 0 and 1 "
+        "in order, the others one run round slots 2..7 turned at most once "
+        "per position between the last pin and the oldest other one; "
+        "position 0 is pinned and cannot be missing; pages must be exactly "
+        "those of the positions held, and a session without pages takes "
+        "none; an adopted session with pins goes on stepping and evicting "
+        "as a stepped one does (b, in the main session's layout); g holds "
+        "the same positions in another layout the ring can be in.",
+        6, 2, [
+            S(range(1, 11)), CHECK,
+            A([0, 1, 7, 8, 9, 10], 10, cfg, slots=[0, 1, 7, 2, 3, 4],
+              pages=[0, 1, 2], session="b"),
+            A([0, 1, 7, 8, 9, 10], 10, cfg, slots=[0, 1, 5, 6, 7, 2],
+              session="g"),
+            S([11, 12]), S([11, 12], session="b"),
+            S([11, 12], session="g"),
+            {"check": True, "session": "b"}, CHECK,
+            A([0, 5, 9], 12, cfg, session="c"),
+            A([0, 5, 9], 12, cfg, slots=[0, 1, 5], session="d"),
+            S([13, 14, 15, 16, 17], session="c"),
+            {"check": True, "session": "c"},
+            A([0, 3], 3, cfg, pages=[0], session="e"),
+            S([4, 5], session="e"), {"check": True, "session": "e"},
+            A([1, 2], 2, cfg, session="x"),
+            A([0, 1, 2], 2, cfg, slots=[1, 0, 2], session="x"),
+            A([0, 1, 2], 2, cfg, slots=[0, 1, 1], session="x"),
+            A([0, 1, 2], 2, cfg, slots=[0, 1, 3], session="x"),
+            A([0, 1, 3], 3, cfg, slots=[0, 1, 4], session="x"),
+            A([0, 5], 5, cfg, pages=[0, 1, 2], session="x"),
+            A([0, 5], 5, cfg, pages=[1], session="x"),
+            A([0, 5], 5, (6, 2, 2, 0), pages=[0, 1], session="x"),
+            A([0, 5], 5, (6, 2, 2, 0), pages=[], session="f"),
+        ], lookahead=2, page_size=4, drafts=False))
+    out.append(record_ext(
+        "expect-newest",
+        "Budget 5, 1 sink, lookahead 3: every change carrying the newest "
+        "the engine believes the session has (steps, drafts, a step with "
+        "commit, commit, truncate, evict, fork: the parent's); a different "
+        "one is diverged and changes nothing, a fork expecting the wrong "
+        "newest makes no child. A replacement drops the session's replay "
+        "record: the step sent before it is new again afterwards.",
+        5, 1, [
+            S([1, 2, 3], expect_newest=0), S([4], expect_newest=3),
+            S([5], expect_newest=3), S([5], expect_newest=5),
+            S([5], expect_newest=4),
+            S([6, 7], tentative=True, expect_newest=5),
+            S([8], tentative=True, expect_newest=5),
+            {"commit": 6, "expect_newest": 8},
+            {"commit": 6, "expect_newest": 7},
+            S([7, 8], commit=6, tentative=True, expect_newest=6),
+            S([9], commit=8, expect_newest=9),
+            S([9], commit=8, expect_newest=8),
+            {"truncate": 8, "expect_newest": 8},
+            {"truncate": 8, "expect_newest": 9},
+            {"evict": 2, "expect_newest": 9},
+            {"evict": 2, "expect_newest": 7},
+            {"fork": "f", "expect_newest": 6},
+            {"fork": "f", "expect_newest": 7},
+            {"check": True, "session": "f"},
+            S([8], expect_newest=7, session="f"),
+            S([8], expect_newest=7),
+            CHECK,
+            A([0, 6, 7], 7, (5, 1, 3, 0), replace=True),
+            S([8], expect_newest=7),
+            CHECK,
+        ], lookahead=3, drafts=None))
+    out.append(random_vector(
+        "rehome-random",
+        "300 operations drawn from a fixed seed (random.Random(26)) at "
+        "budget 6, sinks 1, lookahead 2, pages of 3, as in mixed-random, "
+        "half of the changes carrying expect_newest (a quarter of those "
+        "another newest: diverged), and adoptions of the state of one of "
+        "the sessions (as its engine holds it: drafts left out, with or "
+        "without slots and pages, now and then moved off it or under "
+        "another budget) into itself, another session or a new one, with "
+        "or without replace: created, resent, replaced, session_exists and "
+        "invalid_state.",
+        26, 300, 6, 1, 2, 3, rehome=True))
+    return out
+
+
 # ---- random request sequences ------------------------------------------
 
 def random_request(rng, m, names):
@@ -969,16 +1357,74 @@ def random_request(rng, m, names):
     return {"check": True}
 
 
+def with_expect(rng, m, req):
+    """`req` carrying expect_newest, mostly the session's own newest."""
+    if "check" in req or "adopt" in req:
+        return req
+    if rng.random() < 0.75:
+        e = m.newest
+    else:
+        e = max(0, m.newest + rng.choice([-3, -2, -1, 1, 2, 5]))
+    return {**req, "expect_newest": e}
+
+
+def random_adopt(rng, sessions, new_name):
+    """An adoption of the state of one of `sessions` (name -> Model), as its
+    engine would send it, with or without slots and pages, now and then
+    perturbed; into that session, another or a new one (`new_name`)."""
+    src = sessions[rng.choice(list(sessions))]
+    v = src.view()
+    kept = [p for p in v["kept"] if p not in v["tentative"]]
+    newest = src.committed if v["tentative"] else v["newest"]
+    body = {"budget": src.budget, "sinks": src.sinks,
+            "lookahead": src.lookahead, "page_size": src.page_size,
+            "kept": kept, "newest": newest}
+    if rng.random() < 0.5 and not v["tentative"]:
+        body["slots"] = v["slots"]
+    if src.page_size and rng.random() < 0.4:
+        body["pages"] = sorted({p // src.page_size for p in kept})
+    k = rng.random()
+    if k < 0.08 and kept:                 # a position too many or missing
+        body["kept"] = kept[1:] if rng.random() < 0.5 else kept + [newest + 1]
+        body.pop("slots", None)
+    elif k < 0.14 and "slots" in body:    # a slot elsewhere
+        x = rng.randrange(len(kept))
+        body["slots"] = list(body["slots"])
+        body["slots"][x] = rng.randrange(src.budget + src.lookahead)
+    elif k < 0.18:                        # the newest moved
+        body["newest"] = max(0, newest + rng.choice([-2, -1, 1, 3]))
+    elif k < 0.22 and "pages" in body:
+        body["pages"] = body["pages"] + [body["pages"][-1] + 1] \
+            if body["pages"] else [0]
+    elif k < 0.30:                        # another budget
+        body["budget"] = max(body["sinks"] + 1,
+                             src.budget + rng.choice([-1, 1, 2]))
+    if rng.random() < 0.4:
+        body["replace"] = True
+    r = rng.random()
+    name = new_name if r < 0.3 and new_name else rng.choice(list(sessions))
+    req = {"adopt": body}
+    if name is not None:
+        req["session"] = name
+    return req
+
+
 def random_vector(name, description, seed, nops, budget, sinks, lookahead,
-                  page_size):
+                  page_size, rehome=False):
     rng = random.Random(seed)
     r = Recorder(budget, sinks, lookahead, page_size, drafts=True)
     while len(r.ops) < nops:
         names = list(r.sessions)
-        sess = None if rng.random() < 0.6 else rng.choice(names)
-        req = random_request(rng, r.sessions[sess], names)
-        if sess is not None:
-            req = {"session": sess, **req}
+        if rehome and rng.random() < 0.2:
+            req = random_adopt(rng, r.sessions, f"a{len(r.ops)}"
+                               if len(names) < 9 else None)
+        else:
+            sess = None if rng.random() < 0.6 else rng.choice(names)
+            req = random_request(rng, r.sessions[sess], names)
+            if rehome and rng.random() < 0.5:
+                req = with_expect(rng, r.sessions[sess], req)
+            if sess is not None:
+                req = {"session": sess, **req}
         try:
             r.do(req)
         except Refused:
@@ -1006,9 +1452,21 @@ def fuzz(n, seed=1):
         for k in range(rng.randrange(10, 80)):
             sess = rng.choice(list(sessions))
             m = sessions[sess]
+            if rng.random() < 0.1:
+                fuzz_adopt(rng, sessions, f"fuzz {it} op {k}")
+                continue
             req = random_request(rng, m, list(sessions))
+            if rng.random() < 0.2:
+                req = with_expect(rng, m, req)
             where = f"fuzz {it} ({budget},{sinks},{L},{B}) op {k} {req}"
             if "check" in req:
+                continue
+            if "expect_newest" in req and req["expect_newest"] != m.newest:
+                before = m.state()
+                errs, ans = (m.diverges(req["expect_newest"]), None) \
+                    if "fork" in req else apply_request(m, req)
+                assert "diverged" in errs and ans is None, where
+                assert m.state() == before, where
                 continue
             if "fork" in req:
                 sessions[req["fork"]] = m.fork()
@@ -1053,6 +1511,70 @@ def fuzz(n, seed=1):
                 assert ("dropped" in ans) == ("commit" in req)
             except AssertionError as e:
                 raise AssertionError(f"{where}: {e}") from None
+
+
+def fuzz_adopt(rng, sessions, where):
+    """Self-check of adoption: the state of a session without drafts (as
+    its engine holds it) is accepted, with or without its slots, and the
+    adopted session equals it (with the slots given) and answers the same
+    next requests; a state moved off it in one place is refused or, when
+    accepted, is another reachable state that the model's invariants
+    hold for."""
+    name = rng.choice(list(sessions))
+    m = sessions[name]
+    if m.pending():
+        return
+    v = m.view()
+    body = {"budget": m.budget, "sinks": m.sinks, "lookahead": m.lookahead,
+            "page_size": m.page_size, "kept": v["kept"], "newest": v["newest"]}
+    if not v["kept"]:
+        errs, _ = adopt_errors(m.config(), body)
+        assert errs == ["invalid_state"], f"{where}: empty window {errs}"
+        return
+    with_slots = rng.random() < 0.6
+    if with_slots:
+        body["slots"] = v["slots"]
+    if m.page_size:
+        body["pages"] = v["pages"]
+    trial = {}
+    errs, ans, st = adopt(trial, "x", body)
+    assert errs is None and st == 201, f"{where}: {v} refused: {errs}"
+    a = trial["x"]
+    a.check_invariants()
+    assert a.view()["kept"] == v["kept"] and a.newest == m.newest, where
+    if with_slots:
+        assert a.state() == m.state(), f"{where}: {a.state()} {m.state()}"
+        twin = m.fork()
+        for _ in range(5):
+            req = random_request(rng, twin, [])
+            if "fork" in req or "check" in req:
+                continue
+            assert apply_request(twin, req) == apply_request(a, req), \
+                f"{where}: adopted and original answer {req} differently"
+    # A perturbed state: refused, or reachable (the invariants hold).
+    body = dict(body, kept=list(v["kept"]))
+    k = rng.randrange(4)
+    if k == 0 and "slots" in body:
+        body["slots"] = list(body["slots"])
+        body["slots"][rng.randrange(len(body["slots"]))] = \
+            rng.randrange(m.nslots)
+    elif k == 1:
+        body["kept"].insert(0, rng.randrange(0, body["kept"][0] + 1))
+        body.pop("slots", None)
+        body.pop("pages", None)
+    elif k == 2:
+        body["newest"] = max(0, body["newest"] + rng.choice([-1, 1]))
+    else:
+        body["budget"] = m.budget - 1
+        if body["budget"] <= m.sinks:
+            return
+    trial = {}
+    errs, ans, st = adopt(trial, "x", body)
+    if errs is None:
+        trial["x"].check_invariants()
+        assert len(trial["x"].held) <= body["budget"], where
+    else:
+        assert errs == ["invalid_state"], f"{where}: {errs}"
 
 
 # ---- vLLM's sliding-window freeing -------------------------------------
@@ -1125,19 +1647,24 @@ def main():
         return
     if "--write" in args:
         names = set()
-        for vec in generated():
-            assert vec["name"] not in names
-            names.add(vec["name"])
-            with open(os.path.join(HERE, vec["name"] + ".json"), "w") as f:
-                f.write(dump(vec))
+        for folder, vecs in ((HERE, generated()), (REHOME, generated_rehome())):
+            for vec in vecs:
+                assert vec["name"] not in names
+                names.add(vec["name"])
+                with open(os.path.join(folder, vec["name"] + ".json"),
+                          "w") as f:
+                    f.write(dump(vec))
     failed = 0
-    for name in sorted(os.listdir(HERE)):
+    files = [os.path.join(HERE, n) for n in sorted(os.listdir(HERE))]
+    files += [os.path.join(REHOME, n) for n in sorted(os.listdir(REHOME))]
+    for path in files:
+        name = os.path.relpath(path, HERE)
         if not name.endswith(".json"):
             continue
-        with open(os.path.join(HERE, name)) as f:
+        with open(path) as f:
             vec = json.load(f)
         bad = replay(vec)
-        if vec.get("name") + ".json" != name:
+        if vec.get("name") + ".json" != os.path.basename(name):
             bad.append("the name is not the file's")
         for b in bad:
             print(f"{name}: {b}")

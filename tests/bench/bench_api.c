@@ -1,6 +1,8 @@
-/* The API's own cost per request, without HTTP: a decode step, a
- * speculative iteration (commit + 4 drafts), and a fork at budget 512, each
- * through evd_api_handle as the transport calls it. Prints medians of
+/* The API's own cost per request, without HTTP: a decode step, the same
+ * step carrying the newest it expects (expect_newest), a batch of 8 decode
+ * steps (one per session), a speculative iteration (commit + 4 drafts),
+ * and a fork at budget 512, each through evd_api_handle as the transport
+ * calls it. Prints medians of
  * interleaved rounds; `--only NAME` runs one variant once, for callgrind
  * (api.sh). Asserts nothing about speed. */
 #include <inttypes.h>
@@ -67,6 +69,41 @@ __attribute__((noinline)) void step_loop(evd_api_t *api, uint32_t n,
   }
 }
 
+/* The decode step of an engine that says what it holds: the session's
+ * newest is the position before. */
+__attribute__((noinline)) void expect_loop(evd_api_t *api, uint32_t n,
+                                           uint32_t *next) {
+  char body[64];
+  uint32_t i;
+
+  for (i = 0; i < n; i++) {
+    snprintf(body, sizeof body, "{\"pos\":%u,\"expect_newest\":%u}", *next,
+             *next - 1);
+    (*next)++;
+    must(call(api, EVD_M_POST, "/session/e/step", body), 200, "expect");
+  }
+}
+
+/* A batch of BATCH decode steps, one for each of the sessions b0.. */
+#define BATCH 8
+__attribute__((noinline)) void batch_loop(evd_api_t *api, uint32_t n,
+                                          uint32_t *next) {
+  char body[BATCH * 40 + 16];
+  uint32_t i, k;
+  size_t len;
+
+  for (i = 0; i < n; i++) {
+    len = (size_t)snprintf(body, sizeof body, "{\"steps\":[");
+    for (k = 0; k < BATCH; k++)
+      len += (size_t)snprintf(body + len, sizeof body - len,
+                              "%s{\"session\":\"b%u\",\"pos\":%u}",
+                              k > 0 ? "," : "", k, *next);
+    snprintf(body + len, sizeof body - len, "]}");
+    (*next)++;
+    must(call(api, EVD_M_POST, "/step", body), 200, "batch");
+  }
+}
+
 __attribute__((noinline)) void spec_loop(evd_api_t *api, uint32_t n,
                                          uint32_t *c) {
   char body[128];
@@ -109,12 +146,15 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  static const char *const names[3] = {"step", "spec", "fork"};
-  static const char *const labels[3] = {
-      "decode step {\"pos\":P}", "commit + 4 drafts", "fork (budget 512)"};
-  uint32_t n = 200000, nfork = 20000, next = 601, c, forks = 0;
+  static const char *const names[5] = {"step", "spec", "fork", "expect",
+                                       "batch"};
+  static const char *const labels[5] = {
+      "decode step {\"pos\":P}", "commit + 4 drafts", "fork (budget 512)",
+      "step + expect_newest", "batch of 8 decode steps"};
+  uint32_t n = 200000, nfork = 20000, next = 601, enext = 601, bnext = 601;
+  uint32_t c, forks = 0;
   int rounds = 5, only = -1, i, v;
-  double t[3][16], med[3];
+  double t[5][16], med[5];
   evd_config_t cfg;
   evd_api_t *api;
 
@@ -126,14 +166,14 @@ int main(int argc, char **argv) {
       rounds = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       i++;
-      for (v = 0; v < 3; v++)
+      for (v = 0; v < 5; v++)
         if (strcmp(argv[i], names[v]) == 0)
           only = v;
       if (only < 0)
         return 2;
     } else {
       fprintf(stderr, "usage: %s [--n N] [--rounds R] "
-                      "[--only step|spec|fork]\n", argv[0]);
+                      "[--only step|spec|fork|expect|batch]\n", argv[0]);
       return 2;
     }
   }
@@ -146,6 +186,12 @@ int main(int argc, char **argv) {
   evd_buf_init(&out);
   fill(api, "d", "{\"budget\":512}");
   fill(api, "s", "{\"budget\":512,\"lookahead\":5}");
+  fill(api, "e", "{\"budget\":512}");
+  for (v = 0; v < BATCH; v++) {
+    char id[16];
+    snprintf(id, sizeof id, "b%d", v);
+    fill(api, id, "{\"budget\":512}");
+  }
   c = 600; /* the spec session's committed newest; no drafts yet */
   must(call(api, EVD_M_POST, "/session/s/step",
             "{\"positions\":[601,602,603,604],\"tentative\":true}"),
@@ -156,8 +202,12 @@ int main(int argc, char **argv) {
       step_loop(api, n, &next);
     else if (only == 1)
       spec_loop(api, n, &c);
-    else
+    else if (only == 2)
       fork_loop(api, nfork, &forks);
+    else if (only == 3)
+      expect_loop(api, n, &enext);
+    else
+      batch_loop(api, n / BATCH, &bnext);
     printf("done\n");
   } else {
     /* Interleaved rounds, medians: a noisy neighbour slows all alike. */
@@ -172,10 +222,16 @@ int main(int argc, char **argv) {
       fork_loop(api, nfork, &forks);
       t[2][i] = (now_s() - t0) / nfork;
       drop_forks(api, forks - nfork, forks);
+      t0 = now_s();
+      expect_loop(api, n, &enext);
+      t[3][i] = (now_s() - t0) / n;
+      t0 = now_s();
+      batch_loop(api, n / BATCH, &bnext);
+      t[4][i] = (now_s() - t0) / (n / BATCH);
     }
     printf("api: cost per request through evd_api_handle (no HTTP), median "
            "of %d rounds\n", rounds);
-    for (v = 0; v < 3; v++) {
+    for (v = 0; v < 5; v++) {
       qsort(t[v], (size_t)rounds, sizeof(double), cmp_double);
       med[v] = t[v][rounds / 2];
       printf("  %-26s %9.0f ns  %6.2fx a decode step\n", labels[v],

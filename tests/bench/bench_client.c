@@ -3,13 +3,19 @@
  * (N sequences) per iteration, timed over repetitions of --seconds each
  * after every window of 512 is filled (so each step evicts) and 100
  * iterations of warm-up. Prints
- * "rep us_per_iter=X allocs_per_iter=Y" per repetition. With --raw the
+ * "rep us_per_iter=X allocs_per_iter=Y send_us=S recv_us=Z" per repetition
+ * (--iters N:
+ * N iterations per repetition instead, for callgrind). --work W does W us
+ * of busy work per iteration besides the request, as an engine decodes:
+ * after the answer, or with --async between evd_client_batch_send and
+ * evd_client_batch_recv (send_us, recv_us: the time each took). With
+ * --raw the
  * same requests go over a plain socket, written by hand and answers read
  * to their Content-Length without parsing: the floor under any client on
  * this machine. With --parse it
  * times the parsing of one 256-item batch answer by jansson and by the
- * client's own parser (deploy/clients/c/answer.c), which is why the client
- * has one. Not a test: it prints figures. */
+ * client's own reader (deploy/clients/c/reader.h, answer.c), which is why
+ * the client has one. Not a test: it prints figures. */
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <netinet/in.h>
@@ -21,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../deploy/clients/c/client_int.h"
+#include "../../deploy/clients/c/reader.h"
 
 /* Every allocation of the process, libcurl's and GnuTLS's included: the
  * executable's malloc wins over libc's for every library. (Not under
@@ -44,6 +50,16 @@ void *realloc(void *p, size_t n) {
   return __libc_realloc(p, n);
 }
 #endif
+
+static double now(void);
+
+/* W microseconds of work that is not the client's (a spin on the clock). */
+static void work(double us) {
+  double end = now() + us * 1e-6;
+
+  while (now() < end)
+    ;
+}
 
 static double now(void) {
   struct timespec t;
@@ -147,20 +163,14 @@ static int cmp_double(const void *a, const void *b) {
 
 static void parse_bench(int reps) {
   static evd_batch_result_t out[256];
-  evd_client_opts_t o = {.url = "http://127.0.0.1:1"};
+  evd__arena_t arena = {0};
   double tj[16], tc[16];
   size_t len;
-  char *body = batch_answer(256, &len), err[256];
-  evd_client_t *c;
+  char *body = batch_answer(256, &len);
   int r, k, iters = 200;
 
   if (reps > 16)
     reps = 16;
-  if (evd_client_new(&c, &o, err, sizeof err) != 0)
-    die(NULL, err);
-  free(c->ans.p);
-  c->ans.p = body;
-  c->ans.len = c->ans.cap = len;
   for (r = 0; r < reps; r++) {
     double t0 = now();
     for (k = 0; k < iters; k++) {
@@ -172,25 +182,31 @@ static void parse_bench(int reps) {
     }
     tj[r] = (now() - t0) / iters * 1e6;
     t0 = now();
-    for (k = 0; k < iters * 10; k++)
-      if (evd__client_pools(c) || evd__parse_batch(c, out, 256) ||
-          out[255].answer.newest != 100767)
-        die(NULL, "the client's parser");
+    for (k = 0; k < iters * 10; k++) {
+      evd__reader_t rd;
+      if (evd__arena_fit(&arena, len))
+        die(NULL, "out of memory");
+      evd__reader_init(&rd, body, len, &arena);
+      if (evd__read_batch(&rd, out, 256) || out[255].answer.newest != 100767)
+        die(NULL, rd.why);
+    }
     tc[r] = (now() - t0) / (iters * 10) * 1e6;
   }
   qsort(tj, (size_t)reps, sizeof *tj, cmp_double);
   qsort(tc, (size_t)reps, sizeof *tc, cmp_double);
   printf("parse bytes=%zu jansson_us=%.1f client_us=%.2f\n", len,
          tj[reps / 2], tc[reps / 2]);
-  evd_client_free(c); /* frees body as c->ans.p */
+  evd__arena_free(&arena);
+  free(body);
 }
 
 int main(int argc, char **argv) {
   const char *url = NULL, *prefix = "c";
-  double seconds = 1;
+  double seconds = 1, work_us = 0, recv_s = 0, send_s = 0;
   size_t n = 1, i;
+  long iters_wanted = 0;
   int reps = 5, r;
-  bool raw = false;
+  bool raw = false, async = false;
   evd_step_t *steps;
   evd_batch_result_t *out;
   uint32_t *pos;
@@ -216,10 +232,16 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++r]);
     else if (r + 1 < argc && strcmp(argv[r], "--prefix") == 0)
       prefix = argv[++r];
+    else if (r + 1 < argc && strcmp(argv[r], "--iters") == 0)
+      iters_wanted = atol(argv[++r]);
+    else if (r + 1 < argc && strcmp(argv[r], "--work") == 0)
+      work_us = atof(argv[++r]);
+    else if (strcmp(argv[r], "--async") == 0)
+      async = true;
     else {
       fprintf(stderr, "usage: bench_client --url URL [--sessions N] "
-                      "[--seconds S] [--reps R] [--prefix P] [--raw] | "
-                      "--parse\n");
+                      "[--seconds S | --iters N] [--reps R] [--prefix P] "
+                      "[--work US [--async]] [--raw] | --parse\n");
       return 2;
     }
   }
@@ -246,15 +268,31 @@ int main(int argc, char **argv) {
     p++;                                                                       \
     if (raw) {                                                                 \
       raw_iterate(ids, n, p - 1);                                              \
+      work(work_us);                                                           \
+    } else if (async) {                                                        \
+      double t_recv, t_send = now();                                           \
+      if (evd_client_batch_send(c, steps, n) != 0)                             \
+        die(c, "batch_send");                                                  \
+      send_s += now() - t_send;                                                \
+      work(work_us);                                                           \
+      t_recv = now();                                                          \
+      if (evd_client_batch_recv(c, out) != 0)                                  \
+        die(c, "batch_recv");                                                  \
+      recv_s += now() - t_recv;                                                \
+      for (i = 0; i < n; i++)                                                  \
+        if (out[i].rc != 0)                                                    \
+          die(NULL, out[i].error.message);                                     \
     } else if (n == 1) {                                                       \
       if (evd_client_step(c, &steps[0], &out[0].answer) != 0)                  \
         die(c, "step");                                                        \
+      work(work_us);                                                           \
     } else {                                                                   \
       if (evd_client_batch(c, steps, n, out) != 0)                             \
         die(c, "batch");                                                       \
       for (i = 0; i < n; i++)                                                  \
         if (out[i].rc != 0)                                                    \
           die(NULL, out[i].error.message);                                     \
+      work(work_us);                                                           \
     }                                                                          \
   } while (0)
   /* Prefill: positions 1..599 in every window of 512 (32 sessions per
@@ -280,12 +318,16 @@ int main(int argc, char **argv) {
   for (r = 0; r < reps; r++) {
     unsigned long iters = 0, a0 = allocs;
     double t0 = now(), t;
+    recv_s = send_s = 0;
     do {
       ITERATE();
       iters++;
-    } while ((t = now() - t0) < seconds);
-    printf("rep us_per_iter=%.2f allocs_per_iter=%.1f\n", t / iters * 1e6,
-           (double)(allocs - a0) / iters);
+      t = now() - t0;
+    } while (iters_wanted > 0 ? (long)iters < iters_wanted : t < seconds);
+    printf("rep us_per_iter=%.2f allocs_per_iter=%.1f send_us=%.2f "
+           "recv_us=%.2f\n",
+           t / iters * 1e6, (double)(allocs - a0) / iters,
+           send_s / iters * 1e6, recv_s / iters * 1e6);
   }
   if (!raw && out[0].answer.victims.n != 1)
     die(NULL, "the window did not evict");

@@ -7,8 +7,9 @@
 # floor: the same requests over a plain socket, written by hand, answers
 # read whole and not parsed. Rounds alternate the three; each figure is
 # the median of the rounds.
-# Then what parsing one 256-item batch answer costs with jansson and with
-# the client's own parser.
+# Then the asynchronous batch beside the synchronous one, with W us of
+# other work per iteration, and what parsing one 256-item batch answer
+# costs with jansson and with the client's own reader.
 # Usage: client.sh path/to/evictd path/to/bench_client
 #   (CLIENT_ROUNDS, default 5; CLIENT_SECONDS per round, default 1)
 set -euo pipefail
@@ -60,6 +61,34 @@ printf '  %-34s %9.1f %9.1f %9s %10.1f %9s\n' \
   "$(ratio "$py256" "$c256")" "$raw256" "$(ratio "$c256" "$raw256")"
 echo "  C client: $(median "$tmp/c1.allocs") and $(median "$tmp/c256.allocs")" \
   "allocations per iteration (libcurl's: the client's own buffers only grow)"
+# The asynchronous batch: W us of other work per iteration (an engine's
+# llama_decode), after a synchronous batch's answer, or between
+# evd_client_batch_send and evd_client_batch_recv; the round trip hides
+# behind the work as far as the daemon has a core of its own.
+# (CLIENT_WORK: the W values, default "0 100 200".)
+for ((r = 1; r <= rounds; r++)); do
+  for w in ${CLIENT_WORK:-0 100 200}; do
+    for mode in sync async; do
+      line=$(run_tracked "${pin_load[@]}" "$cbench" --url "$url" --reps 1 \
+        --seconds "$seconds" --prefix "w$mode-$w-$r-" --sessions 256 \
+        --work "$w" $([ $mode = async ] && echo --async) | grep '^rep ') ||
+        die "$mode W=$w: the client failed"
+      field us_per_iter "$line" >>"$tmp/$mode$w"
+      field recv_us "$line" >>"$tmp/$mode$w.recv"
+      field send_us "$line" >>"$tmp/$mode$w.send"
+    done
+  done
+done
+echo "  asynchronous batch of 256 (evd_client_batch_send, then W us of other" \
+  "work, then evd_client_batch_recv) against evd_client_batch then W us:"
+printf '  %-10s %14s %15s %9s %9s %14s\n' "work W us" "sync us/iter" \
+  "async us/iter" "send us" "recv us" "saved us/iter"
+for w in ${CLIENT_WORK:-0 100 200}; do
+  s=$(median "$tmp/sync$w") a=$(median "$tmp/async$w")
+  printf '  %-10s %14.1f %15.1f %9.1f %9.1f %14.1f\n' "$w" "$s" "$a" \
+    "$(median "$tmp/async$w.send")" "$(median "$tmp/async$w.recv")" \
+    "$(awk -v s="$s" -v a="$a" 'BEGIN { print s - a }')"
+done
 line=$("$cbench" --parse)
 echo "  parsing one 256-item batch answer ($(field bytes "$line") bytes):" \
   "jansson $(field jansson_us "$line") us, the client's parser" \

@@ -14,3 +14,9 @@ $(B)/test_client: $(CLIENT_TEST_SRC) $(CLIENT_TEST_HDR) $(B)/libevictd-client.a
 	  $(CHECK_LIBS)
 
 TEST_PROGS += $(B)/test_client
+
+# The C client's tests alone: `make test-client` (CK_RUN_SUITE / CK_RUN_CASE
+# pick a suite or case, tests/README.md).
+.PHONY: test-client
+test-client: $(B)/test_client $(B)/evictd
+	$(B)/test_client

@@ -47,6 +47,21 @@ evd_client_t *tc_client(const char *url, unsigned reconnect_ms) {
   return c;
 }
 
+evd_client_t *tc_client_with(const char *url, unsigned timeout_ms,
+                             unsigned reconnect_ms, bool resend_timeouts) {
+  evd_client_opts_t o = {0};
+  evd_client_t *c = NULL;
+  char err[256];
+
+  o.url = url;
+  o.timeout_ms = timeout_ms;
+  o.reconnect_ms = reconnect_ms;
+  o.resend_timeouts = resend_timeouts;
+  ck_assert_msg(evd_client_new(&c, &o, err, sizeof err) == 0,
+                "evd_client_new(%s): %s", url, err);
+  return c;
+}
+
 void tc_expect_err(evd_client_t *c, int rc, int want_rc, const char *code,
                    int status) {
   const evd_client_err_t *e = evd_client_error(c);

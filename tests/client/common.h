@@ -26,6 +26,12 @@ void tc_stop(void);
  * evd_client_new does. */
 evd_client_t *tc_client(const char *url, unsigned reconnect_ms);
 
+/* A client for url with exactly these options (no $EVICTD_TEST_SLOW:
+ * tests that time out on purpose); fails the test if evd_client_new
+ * does. */
+evd_client_t *tc_client_with(const char *url, unsigned timeout_ms,
+                             unsigned reconnect_ms, bool resend_timeouts);
+
 /* Asserts that rc is want_rc and the client's error has this code and
  * status (code NULL: any). */
 void tc_expect_err(evd_client_t *c, int rc, int want_rc, const char *code,
@@ -61,14 +67,27 @@ static inline evd_step_t tc_step(const char *session, const uint32_t *pos,
 #define EXPECT(l, ...) tc_expect_list((l), LIST(__VA_ARGS__), N(__VA_ARGS__), #l)
 #define EMPTY(l) tc_expect_list((l), NULL, 0, #l)
 
+/* The daemon on a unix socket, a relay (fake.h) in front of it, and in *c
+ * a client of the relay with a 500 ms timeout that sends timed-out
+ * requests again (resend_timeouts, reconnect_ms 10 s); tc_relayed_stop
+ * frees them all (resend.c). */
+typedef struct relay_s relay_t;
+relay_t *tc_relayed(evd_client_t **c);
+void tc_relayed_stop(evd_client_t *c, relay_t *r);
+
 /* The "client" suite's "daemon" case is test_client.c's operations, then
  * these files' tests, each in its file's order. */
 void tc_add_pages_tests(TCase *tc);
 void tc_add_refusal_tests(TCase *tc);
 void tc_add_transport_tests(TCase *tc);
+void tc_add_resend_tests(TCase *tc);
 
 Suite *vectors_suite(void);
 Suite *faults_suite(void);
 Suite *restart_suite(void);
+Suite *reader_suite(void);
+Suite *adopt_suite(void);
+Suite *async_suite(void);
+void tc_add_rehome_tests(Suite *s);
 
 #endif

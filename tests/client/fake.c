@@ -27,6 +27,7 @@ struct fake_s {
   pthread_mutex_t lock;
   volatile bool stop;
   char *seen[MAX_SEEN]; /* request lines */
+  char *bodies[MAX_SEEN]; /* and their bodies */
   int nseen, conns;
 };
 
@@ -106,8 +107,13 @@ static void serve(fake_t *f, int fd) {
 
     pthread_mutex_lock(&f->lock);
     k = f->nseen;
-    if (f->nseen < MAX_SEEN)
+    if (f->nseen < MAX_SEEN) {
+      const char *body = memmem(buf, (size_t)n, "\r\n\r\n", 4);
+      f->bodies[f->nseen] =
+          body != NULL ? strndup(body + 4, (size_t)(buf + n - body - 4))
+                       : strdup("");
       f->seen[f->nseen++] = strndup(buf, strcspn(buf, "\r"));
+    }
     pthread_mutex_unlock(&f->lock);
     rule = &f->rules[(size_t)k < f->nrules ? (size_t)k : f->nrules - 1];
     memmove(buf, buf + n, have - (size_t)n);
@@ -198,6 +204,15 @@ int fake_requests(fake_t *f, const char *needle) {
   return n;
 }
 
+const char *fake_body(fake_t *f, int k) {
+  const char *b;
+
+  pthread_mutex_lock(&f->lock);
+  b = k >= 0 && k < f->nseen ? f->bodies[k] : NULL;
+  pthread_mutex_unlock(&f->lock);
+  return b;
+}
+
 int fake_connections(fake_t *f) {
   int n;
 
@@ -213,8 +228,10 @@ void fake_stop(fake_t *f) {
   f->stop = true;
   pthread_join(f->thread, NULL);
   close(f->lfd);
-  for (i = 0; i < f->nseen; i++)
+  for (i = 0; i < f->nseen; i++) {
     free(f->seen[i]);
+    free(f->bodies[i]);
+  }
   pthread_mutex_destroy(&f->lock);
   free(f);
 }
@@ -229,6 +246,7 @@ struct relay_s {
   volatile bool stop;
   void (*lost)(void *);
   void *lost_arg;
+  bool hold;
   char *lost_body;
 };
 
@@ -262,6 +280,18 @@ static void keep_answer(relay_t *r, int dfd, char *buf, size_t have,
   pthread_mutex_unlock(&r->lock);
 }
 
+/* Says nothing on the client's connection until the client closes it
+ * (or the relay stops), reading and dropping whatever it sends. */
+static void wait_closed(relay_t *r, int cfd) {
+  char sink[4096];
+
+  while (wait_in(cfd, 100, &r->stop) >= 0) {
+    ssize_t n = recv(cfd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+      return;
+  }
+}
+
 /* Forwards bytes both ways until either side closes, or an answer is to
  * be lost. */
 static void pump(relay_t *r, int cfd, int dfd) {
@@ -277,6 +307,7 @@ static void pump(relay_t *r, int cfd, int dfd) {
     for (i = 0; i < 2; i++) {
       ssize_t n;
       void (*lost)(void *);
+      bool hold;
       if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
         continue;
       n = recv(p[i].fd, buf, sizeof buf - 1, 0);
@@ -284,9 +315,15 @@ static void pump(relay_t *r, int cfd, int dfd) {
         return;
       pthread_mutex_lock(&r->lock);
       lost = i == 1 ? r->lost : NULL;
-      if (lost != NULL)
-        r->lost = NULL;
+      hold = i == 1 && r->hold;
+      if (i == 1)
+        r->lost = NULL, r->hold = false;
       pthread_mutex_unlock(&r->lock);
+      if (hold) {
+        keep_answer(r, dfd, buf, (size_t)n, sizeof buf);
+        wait_closed(r, cfd);
+        return;
+      }
       if (lost != NULL) {
         keep_answer(r, dfd, buf, (size_t)n, sizeof buf);
         lost(r->lost_arg);
@@ -346,6 +383,12 @@ void relay_lose_next(relay_t *r, void (*lost)(void *), void *arg) {
   pthread_mutex_lock(&r->lock);
   r->lost = lost;
   r->lost_arg = arg;
+  pthread_mutex_unlock(&r->lock);
+}
+
+void relay_hold_next(relay_t *r) {
+  pthread_mutex_lock(&r->lock);
+  r->hold = true;
   pthread_mutex_unlock(&r->lock);
 }
 

@@ -36,6 +36,10 @@ const char *fake_url(const fake_t *f);
 /* Requests read so far whose request line contains `needle` (NULL: all). */
 int fake_requests(fake_t *f, const char *needle);
 
+/* The body of request k (from 0), NUL-terminated, owned by the fake until
+ * fake_stop; NULL when there is no request k. */
+const char *fake_body(fake_t *f, int k);
+
 /* Connections accepted so far. */
 int fake_connections(fake_t *f);
 
@@ -53,6 +57,11 @@ relay_t *relay_start(const char *path, const char *daemon_path);
  * client's connection, so the client sees its connection die after the
  * daemon applied the request. */
 void relay_lose_next(relay_t *r, void (*lost)(void *arg), void *arg);
+
+/* The next answer that comes from the daemon is kept, not forwarded, and
+ * the client's connection stays open and silent until the client closes
+ * it: the client times out after the daemon applied the request. */
+void relay_hold_next(relay_t *r);
 
 /* The body of the answer the relay lost (NUL-terminated), or NULL. */
 const char *relay_lost_body(relay_t *r);

@@ -191,21 +191,136 @@ END_TEST
 START_TEST(silence_is_a_timeout_and_not_resent) {
   static const fk_rule_t rules[] = {{FK_ANSWER, 200, HEALTH},
                                     {FK_SILENT, 0, NULL}};
-  evd_client_opts_t o = {0};
   evd_step_t s = one_step("a");
   fake_t *f = fake(rules, 2);
-  evd_client_t *c;
-  char err[256];
+  evd_client_t *c = tc_client_with(fake_url(f), 300, 5000, false);
 
-  o.url = fake_url(f);
-  o.timeout_ms = 300;
-  o.reconnect_ms = 5000;
-  ck_assert_int_eq(evd_client_new(&c, &o, err, sizeof err), 0);
   ck_assert_int_eq(evd_client_health(c), 0);
   tc_expect_err(c, evd_client_step(c, &s, NULL), EVD_CLIENT_ETIMEOUT,
                 "timeout", 0);
   ck_assert_int_eq(fake_requests(f, "/step"), 1);
   expect_stats(c, 0, 1);
+  evd_client_free(c);
+  fake_stop(f);
+}
+END_TEST
+
+/* A client of the fake daemon that sends timed-out requests again. */
+static evd_client_t *resending(fake_t *f, unsigned timeout_ms,
+                               unsigned reconnect_ms) {
+  return tc_client_with(fake_url(f), timeout_ms, reconnect_ms, true);
+}
+
+/* resend_timeouts: a step whose first attempt got no answer in time is
+ * sent again on a new connection and answered from the replay record. */
+START_TEST(resend_timeouts_sends_a_timed_out_step_again) {
+  static const fk_rule_t rules[] = {{FK_ANSWER, 200, HEALTH},
+                                    {FK_SILENT, 0, NULL},
+                                    {FK_ANSWER, 200, STEP_REPLAYED}};
+  evd_step_t s = one_step("a");
+  evd_client_stats_t st;
+  evd_answer_t a;
+  fake_t *f = fake(rules, 3);
+  evd_client_t *c = resending(f, 300, 5000);
+
+  ck_assert_int_eq(evd_client_health(c), 0);
+  ck_assert_msg(evd_client_step(c, &s, &a) == 0, "%s",
+                evd_client_error(c)->message);
+  ck_assert(a.replayed);
+  EXPECT(a.slots, 1);
+  ck_assert_int_eq(fake_requests(f, "/session/a/step"), 2);
+  expect_stats(c, 1, 2);
+  evd_client_stats(c, &st);
+  ck_assert_int_eq(st.replayed, 1);
+  evd_client_free(c);
+  fake_stop(f);
+}
+END_TEST
+
+/* Never an evict (a second would evict nothing and lose the victims), nor
+ * a batch naming a session twice: EVD_CLIENT_ETIMEOUT at once. A batch of
+ * distinct sessions is sent again. */
+START_TEST(resend_timeouts_never_sends_an_evict_again) {
+  static const fk_rule_t silent[] = {{FK_SILENT, 0, NULL},
+                                     {FK_ANSWER, 200, EVICT}};
+  static const fk_rule_t batch[] = {{FK_SILENT, 0, NULL},
+                                    {FK_ANSWER, 200, BATCH2}};
+  evd_step_t twice[2] = {one_step("a"), one_step("a")};
+  evd_step_t two[2] = {one_step("a"), one_step("b")};
+  evd_batch_result_t out[2];
+  evd_answer_t a;
+  fake_t *f = fake(silent, 2);
+  evd_client_t *c = resending(f, 300, 5000);
+
+  tc_expect_err(c, evd_client_evict(c, "a", 2, &a), EVD_CLIENT_ETIMEOUT,
+                "timeout", 0);
+  ck_assert_msg(strstr(evd_client_error(c)->message, "not sent again"), "%s",
+                evd_client_error(c)->message);
+  ck_assert_int_eq(fake_requests(f, "/evict"), 1);
+  expect_stats(c, 0, 1);
+  evd_client_free(c);
+  fake_stop(f);
+
+  f = fake(batch, 2);
+  c = resending(f, 300, 5000);
+  tc_expect_err(c, evd_client_batch(c, twice, 2, out), EVD_CLIENT_ETIMEOUT,
+                "timeout", 0);
+  ck_assert_msg(strstr(evd_client_error(c)->message, "session twice"), "%s",
+                evd_client_error(c)->message);
+  ck_assert_int_eq(fake_requests(f, "POST /step"), 1);
+  evd_client_free(c);
+  fake_stop(f);
+
+  f = fake(batch, 2);
+  c = resending(f, 300, 5000);
+  ck_assert_msg(evd_client_batch(c, two, 2, out) == 0, "%s",
+                evd_client_error(c)->message);
+  ck_assert(out[1].answer.replayed);
+  ck_assert_int_eq(fake_requests(f, "POST /step"), 2);
+  expect_stats(c, 1, 2);
+  evd_client_free(c);
+  fake_stop(f);
+}
+END_TEST
+
+/* The limit: once when reconnect_ms is 0; else no new attempt after
+ * reconnect_ms has passed since the first failure, and the call fails
+ * with the last attempt's error, a timeout. */
+START_TEST(resend_timeouts_stops_when_reconnect_ms_is_spent) {
+  static const fk_rule_t silent[] = {{FK_SILENT, 0, NULL}};
+  evd_step_t s = one_step("a");
+  evd_client_stats_t st;
+  fake_t *f = fake(silent, 1);
+  evd_client_t *c = resending(f, 200, 0);
+  long t0, took;
+  int n;
+
+  tc_expect_err(c, evd_client_step(c, &s, NULL), EVD_CLIENT_ETIMEOUT,
+                "timeout", 0);
+  ck_assert_msg(strstr(evd_client_error(c)->message, "sent again too"), "%s",
+                evd_client_error(c)->message);
+  ck_assert_int_eq(fake_requests(f, "/step"), 2);
+  expect_stats(c, 1, 2);
+  evd_client_free(c);
+  fake_stop(f);
+
+  f = fake(silent, 1);
+  c = resending(f, 200, 700);
+  t0 = tc_now_ms();
+  tc_expect_err(c, evd_client_step(c, &s, NULL), EVD_CLIENT_ETIMEOUT,
+                "timeout", 0);
+  took = tc_now_ms() - t0;
+  ck_assert_msg(strstr(evd_client_error(c)->message, "reconnect_ms"), "%s",
+                evd_client_error(c)->message);
+  /* The first failure comes at 200 ms, the last attempt begins before
+   * 900 ms: at least 900 ms in all, and each attempt takes 200 ms or more,
+   * so no more than 1 + 700 / 200 resends. */
+  ck_assert_msg(took >= 890, "gave up after %ld ms", took);
+  n = fake_requests(f, "/step");
+  ck_assert_msg(n >= 3 && n <= 5, "%d attempts", n);
+  evd_client_stats(c, &st);
+  ck_assert_int_eq(st.resends, (uint64_t)n - 1);
+  ck_assert_int_eq(st.requests, 0);
   evd_client_free(c);
   fake_stop(f);
 }
@@ -310,7 +425,7 @@ START_TEST(unknown_fields_and_escapes) {
   static const fk_rule_t rules[] = {
       {FK_ANSWER, 200,
        "{\"future\":{\"a\":[1,-2.5e3,{\"b\":null}],\"c\":\"\\u00e9\\ud83d"
-       "\\ude00\\\"\"},\"victims\" : [ 7 , 8 ],\"slots\":[1,2],\"size\":2,"
+       "\\ude00\\\"\"},\"victims\" : [ 7 , 8 ],\"slots\":[1],\"size\":2,"
        "\"newest\":9,\"more\":[true,false]}"},
       {FK_ANSWER, 409,
        "{\"error\":{\"code\":\"stale_position\",\"message\":\"\\\"pos\\\" "
@@ -343,6 +458,9 @@ Suite *faults_suite(void) {
   tcase_add_test(tc, batch_naming_a_session_twice_is_never_resent);
   tcase_add_test(tc, client_resends_a_step_whose_answer_was_lost);
   tcase_add_test(tc, silence_is_a_timeout_and_not_resent);
+  tcase_add_test(tc, resend_timeouts_sends_a_timed_out_step_again);
+  tcase_add_test(tc, resend_timeouts_never_sends_an_evict_again);
+  tcase_add_test(tc, resend_timeouts_stops_when_reconnect_ms_is_spent);
   tcase_add_test(tc, answers_that_are_not_the_contract);
   tcase_add_test(tc, unknown_fields_and_escapes);
   suite_add_tcase(s, tc);

@@ -1,7 +1,8 @@
 /* The C client (include/evictd/client.h) against the real daemon: every
  * operation with every field. main() runs the "client" suite (this file,
- * pages.c, refusals.c, transport.c) and those of vectors.c, faults.c and
- * restart.c; every test frees what it made (ASan checks in `make asan`). */
+ * pages.c, refusals.c, transport.c, resend.c) and those of vectors.c,
+ * faults.c, restart.c, reader.c, adopt.c (with rehome.c) and async.c;
+ * every test frees what it made (ASan checks in `make asan`). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,9 +231,11 @@ static Suite *client_suite(void) {
   tc_add_pages_tests(tc);
   tc_add_refusal_tests(tc);
   tc_add_transport_tests(tc);
+  tc_add_resend_tests(tc);
   suite_add_tcase(s, tc);
   return s;
 }
 
 EVD_CHECK_MAIN(client_suite(), vectors_suite(), faults_suite(),
-               restart_suite())
+               restart_suite(), reader_suite(), adopt_suite(),
+               async_suite())

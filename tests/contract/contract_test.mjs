@@ -441,18 +441,24 @@ const req = (d, method, target, body, expect, more = {}) =>
 // ---- the vectors ----------------------------------------------------------
 
 const CODE_STATUS = { invalid_position: 400, too_many_positions: 400, invalid_budget: 400,
-                      stale_position: 409, tentative_pending: 409 };
-const REQUEST_KEYS = ['session', 'step', 'tentative', 'commit', 'evict', 'truncate', 'fork', 'check', 'error'];
+                      stale_position: 409, tentative_pending: 409, invalid_state: 400,
+                      session_exists: 409, diverged: 409 };
+const REQUEST_KEYS = ['session', 'step', 'tentative', 'commit', 'evict', 'truncate', 'fork', 'check', 'error',
+                      'adopt', 'expect_newest'];
 
 function deepEqual(a, b) { return JSON.stringify(a) === JSON.stringify(b); }
 
+// proto/vectors/*.json, then rehome/*.json (adopt and expect_newest).
 async function replayVectors(d) {
-  const files = fs.readdirSync(VECTORS).filter((f) => f.endsWith('.json')).sort();
+  const list = (dir, pre) => fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort()
+    .map((f) => pre + f);
+  const files = [...list(VECTORS, ''), ...list(path.join(VECTORS, 'rehome'), 'rehome/')];
   for (const f of files) {
     const v = JSON.parse(fs.readFileSync(path.join(VECTORS, f), 'utf8'));
     const main = `v.${v.name}`;
     const idOf = (name) => (name ? `${main}.${name}` : main);
     const last = new Map(); // session id -> its last applied request
+    const made = new Set([main]); // the sessions the vector has made
     await req(d, 'PUT', `/session/${main}`, { budget: v.budget, sinks: v.sinks,
       lookahead: v.lookahead ?? 1, page_size: v.page_size ?? 0 }, 201);
     for (const [i, op] of v.ops.entries()) {
@@ -478,6 +484,23 @@ async function replayVectors(d) {
         target = `/session/${id}/fork`;
         body = { into: idOf(op.fork) };
         ok = 201;
+      } else if ('adopt' in op) {
+        // 201 for a name the vector has not made, else 200: a resend
+        // (the view unchanged) or a replacement, which drops the replay
+        // record; the answer is the view, compared without its id.
+        const before = made.has(id)
+          ? (await req(d, 'GET', `/session/${id}`, undefined, 200, { note: `${f} op ${i}` })).value : null;
+        const expect = op.error ? [CODE_STATUS[op.error], op.error] : (before ? 200 : 201);
+        const { value } = await req(d, 'POST', `/session/${id}/adopt`, op.adopt, expect,
+                                    { note: `${f} op ${i}` });
+        if (op.error) continue;
+        const { id: got, ...view } = value;
+        const want = Object.fromEntries(Object.entries(op).filter(([k]) => !REQUEST_KEYS.includes(k)));
+        if (got !== id || !deepEqual(view, want))
+          fail(`${f} op ${i}: adopt answered ${JSON.stringify(value)}, the vector says ${JSON.stringify(want)}`);
+        if (before && !deepEqual(before, value)) last.delete(id);
+        made.add(id);
+        continue;
       } else if ('check' in op) {
         const { value } = await req(d, 'GET', `/session/${id}`, undefined, 200,
                                     { note: `${f} op ${i}` });
@@ -489,8 +512,10 @@ async function replayVectors(d) {
       } else {
         fail(`${f} op ${i}: unknown op ${JSON.stringify(op)}`);
       }
+      if ('expect_newest' in op) body.expect_newest = op.expect_newest;
       const expect = op.error ? [CODE_STATUS[op.error], op.error] : ok;
       const { value } = await req(d, 'POST', target, body, expect, { note: `${f} op ${i}` });
+      if ('fork' in op && !op.error) made.add(idOf(op.fork));
       if (!op.error && !('fork' in op)) {
         const want = Object.fromEntries(Object.entries(op).filter(([k]) => !REQUEST_KEYS.includes(k)));
         if (!deepEqual(value, want)) fail(`${f} op ${i}: answer ${JSON.stringify(value)}, the vector says ${JSON.stringify(want)}`);
@@ -520,6 +545,7 @@ function routeRequests(id) {
     ['POST', `/session/${id}/step`, { pos: 1 }], ['POST', `/session/${id}/commit`, { newest: 0 }],
     ['POST', `/session/${id}/truncate`, { from: 5 }], ['POST', `/session/${id}/fork`, { into: `${id}.f` }],
     ['POST', `/session/${id}/evict`, {}], ['POST', '/step', { steps: [] }],
+    ['POST', `/session/${id}/adopt`, { kept: [0, 3], newest: 3 }],
     ['GET', '/healthz'], ['HEAD', '/healthz'], ['GET', '/metrics'], ['HEAD', '/metrics'],
   ];
 }
@@ -604,9 +630,9 @@ async function probes(d) {
   await req(d, 'POST', st, { pos: 1 }, 200);
   await req(d, 'POST', st, { pos: 1 }, 200, { note: 'a retry: replayed' });
   await req(d, 'POST', st, { positions: [2, 3, 4, 5, 6, 7, 8, 9], attention: null }, 200);
-  await req(d, 'POST', st, { positions: [2, 3, 4, 5, 6, 7, 8, 9], attention: { a: [1] } }, 200, { note: 'replayed; attention is not compared' });
+  await req(d, 'POST', st, { positions: [2, 3, 4, 5, 6, 7, 8, 9], attention: [0.5, 0.25] }, 200, { note: 'replayed; attention is not compared' });
   await req(d, 'POST', st, { pos: 5 }, [409, 'stale_position']);
-  await req(d, 'POST', st, { positions: [10, 11, 12], tentative: true, attention: 'x' }, 200);
+  await req(d, 'POST', st, { positions: [10, 11, 12], tentative: true, attention: [] }, 200);
   await req(d, 'POST', st, { pos: 13 }, [409, 'tentative_pending']);
   await req(d, 'POST', st, { positions: [13, 14], tentative: true }, [400, 'too_many_positions']);
   await req(d, 'POST', st, { commit: 3 }, [400, 'invalid_position']);
@@ -718,10 +744,64 @@ async function probes(d) {
   for (const [m, p] of [['POST', `/session/${s}`], ['PATCH', `/session/${s}`], ['OPTIONS', `/session/${s}`],
                         ['GET', `/session/${s}/step`], ['PUT', `/session/${s}/step`], ['HEAD', `/session/${s}/commit`],
                         ['DELETE', `/session/${s}/truncate`], ['GET', `/session/${s}/fork`], ['PUT', `/session/${s}/evict`],
+                        ['GET', `/session/${s}/adopt`], ['DELETE', `/session/${s}/adopt`],
                         ['GET', '/step'], ['DELETE', '/step'], ['POST', '/healthz'], ['PUT', '/healthz'],
                         ['DELETE', '/metrics'], ['POST', '/metrics'], ['TRACE', '/metrics'], ['POST', '/session/a%2Fb']])
     await req(d, m, p, undefined, m === 'HEAD' ? 405 : [405, 'method_not_allowed']);
   await req(d, 'DELETE', `/session/${s}`, undefined, 204);
+  await adoptProbes(d);
+}
+
+// Adopt (every answer and refusal) and expect_newest on every change.
+async function adoptProbes(d) {
+  const ad = '/session/a.x/adopt';
+  const a = { budget: 4, sinks: 1, kept: [0, 5, 9, 10], newest: 12 };
+  await req(d, 'POST', ad, a, 201);
+  await req(d, 'POST', ad, a, 200, { note: 'resent' });
+  await req(d, 'POST', ad, { ...a, slots: [0, 1, 2, 3], replace: false }, 200, { note: 'resent with its slots' });
+  await req(d, 'POST', ad, { ...a, newest: 13 }, [409, 'session_exists']);
+  await req(d, 'POST', ad, { budget: 6, page_size: 4, kept: [2, 3, 4, 20], newest: 20, slots: [2, 3, 4, 5],
+                             pages: [0, 1, 5], replace: true }, 200, { note: 'replaced' });
+  for (const [body, code] of [
+    [{ kept: [0, 5, 5], newest: 5 }, 'invalid_state'], [{ kept: [0, 5, 3], newest: 5 }, 'invalid_state'],
+    [{ budget: 2, kept: [0, 1, 2], newest: 2 }, 'invalid_state'], [{ sinks: 1, kept: [1, 2], newest: 2 }, 'invalid_state'],
+    [{ kept: [0, 5], newest: 4 }, 'invalid_state'], [{ kept: [0, 5], newest: 4294967295 }, 'invalid_state'],
+    [{ kept: [0, 5], newest: 5, slots: [0] }, 'invalid_state'], [{ kept: [0, 1, 2], newest: 2, slots: [3, 4, 5] }, 'invalid_state'],
+    [{ page_size: 4, kept: [0, 5], newest: 5, pages: [0, 2] }, 'invalid_state'],
+    [{ kept: [0, 5], newest: 5, pages: [0, 1] }, 'invalid_state'],
+    [{ newest: 5 }, 'invalid_field'], [{ kept: [0] }, 'invalid_field'], [{ kept: '0', newest: 0 }, 'invalid_field'],
+    [{ kept: [0], newest: 0, replace: 1 }, 'invalid_field'], [{ kept: [0], newest: 0, x: 1 }, 'invalid_field'],
+    [{ kept: [0, 4294967296], newest: 5 }, 'invalid_position'], [{ kept: [0], newest: -1 }, 'invalid_position'],
+    [{ kept: [0], newest: 0, budget: 0 }, 'invalid_budget'], [{ kept: [0], newest: 0, budget: 4, sinks: 4 }, 'invalid_sinks'],
+    [{ kept: [0], newest: 0, lookahead: 0 }, 'invalid_lookahead'], [{ kept: [0], newest: 0, page_size: 65537 }, 'invalid_page_size'],
+    ['', 'invalid_json'], ['[1]', 'invalid_json'],
+  ]) await req(d, 'POST', '/session/a.bad/adopt', body, [400, code]);
+  await req(d, 'POST', '/session/a%2Fb/adopt', { kept: [0], newest: 0 }, [400, 'invalid_session_id']);
+  // expect_newest: matched, diverged on every change, missing sessions.
+  const e = '/session/a.e';
+  await req(d, 'PUT', e, { budget: 4 }, 201);
+  await req(d, 'POST', `${e}/step`, { positions: [1, 2, 9], expect_newest: 0 }, 200);
+  await req(d, 'POST', `${e}/step`, { positions: [1, 2, 9], expect_newest: 0 }, 200, { note: 'replayed' });
+  await req(d, 'POST', `${e}/step`, { pos: 10, expect_newest: 5 }, [409, 'diverged']);
+  await req(d, 'POST', `${e}/commit`, { newest: 9, expect_newest: 5 }, [409, 'diverged']);
+  await req(d, 'POST', `${e}/truncate`, { from: 3, expect_newest: 5 }, [409, 'diverged']);
+  await req(d, 'POST', `${e}/evict`, { budget: 2, expect_newest: 5 }, [409, 'diverged']);
+  await req(d, 'POST', `${e}/fork`, { into: 'a.f', expect_newest: 5 }, [409, 'diverged']);
+  await req(d, 'POST', `${e}/fork`, { into: 'a.f', expect_newest: 9 }, 201);
+  await req(d, 'POST', `${e}/evict`, { budget: 3, expect_newest: 9 }, 200);
+  await req(d, 'POST', `${e}/commit`, { newest: 9, expect_newest: 9 }, 200);
+  await req(d, 'POST', `${e}/truncate`, { from: 9, expect_newest: 9 }, 200);
+  await req(d, 'POST', `${e}/step`, { pos: 10, expect_newest: -1 }, [400, 'invalid_position']);
+  await req(d, 'POST', `${e}/commit`, { newest: 8, expect_newest: 'x' }, [400, 'invalid_position']);
+  await req(d, 'POST', `${e}/evict`, { expect_newest: 1.5 }, [400, 'invalid_position']);
+  await req(d, 'POST', `${e}/fork`, { into: 'a.g', expect_newest: -2 }, [400, 'invalid_position']);
+  await req(d, 'POST', '/session/a.none/step', { pos: 5, expect_newest: 4 }, [404, 'unknown_session']);
+  const { value: b } = await req(d, 'POST', '/step', { steps: [
+    { session: 'a.e', pos: 20, expect_newest: 3 }, { session: 'a.e', pos: 20, expect_newest: 8 },
+    { session: 'a.m', pos: 1, expect_newest: 7 }, { session: 'a.k', pos: 1, expect_newest: 0 },
+  ] }, 200);
+  const codes = b.results.map((r) => (r.error ? r.error.code : 'ok')).join(',');
+  if (codes !== 'diverged,ok,unknown_session,ok') fail(`expect_newest batch results ${codes}`);
 }
 
 async function tokenProbes(d, token) {
@@ -746,6 +826,7 @@ async function tokenProbes(d, token) {
               ['POST', '/session/t1/commit', { newest: 1 }, 200], ['POST', '/session/t1/truncate', { from: 9 }, 200],
               ['POST', '/session/t1/fork', { into: 't2' }, 201], ['POST', '/session/t1/evict', {}, 200],
               ['POST', '/step', { steps: [{ session: 't1', pos: 2 }] }, 200], ['GET', '/metrics', undefined, 200],
+              ['POST', '/session/t3/adopt', { kept: [0, 3], newest: 3 }, 201],
               ['HEAD', '/metrics', undefined, 200], ['DELETE', '/session/t1', undefined, 204],
               ['GET', '/nope', undefined, [404, 'not_found']], ['PUT', '/step', undefined, [405, 'method_not_allowed']],
               ['GET', '/session/a%2Fb', undefined, [400, 'invalid_session_id']]];
@@ -760,6 +841,9 @@ async function limitProbes(d) {
   await req(d, 'PUT', '/session/l1', {}, 200, { note: 'exists: creates nothing' });
   await req(d, 'POST', '/session/l3/step', { pos: 1 }, [503, 'session_limit']);
   await req(d, 'POST', '/session/l1/fork', { into: 'l3' }, [503, 'session_limit']);
+  await req(d, 'POST', '/session/l3/adopt', { kept: [0, 2], newest: 2 }, [503, 'session_limit']);
+  await req(d, 'POST', '/session/l1/adopt', { kept: [0, 2], newest: 2, replace: true }, 200,
+            { note: 'a replacement creates nothing' });
   const { value } = await req(d, 'POST', '/step', { steps: [{ session: 'l1', pos: 1 }, { session: 'l3', pos: 1 }] }, 200);
   if (!(value.results[1].error && value.results[1].error.code === 'session_limit' && value.results[1].error.status === 503))
     fail(`a batch item over --max-sessions: ${JSON.stringify(value.results[1])}`);
@@ -767,6 +851,7 @@ async function limitProbes(d) {
 
 async function noAutocreateProbes(d) {
   await req(d, 'POST', '/session/n1/step', { pos: 1 }, [404, 'unknown_session']);
+  await req(d, 'POST', '/session/n2/adopt', { kept: [0, 2], newest: 2 }, 201, { note: 'adopt is no autocreation' });
   const { value } = await req(d, 'POST', '/step', { steps: [{ session: 'n1', pos: 1 }] }, 200);
   if (!(value.results[0].error && value.results[0].error.status === 404))
     fail(`a batch item for an unknown session with --no-autocreate: ${JSON.stringify(value.results[0])}`);

@@ -9,8 +9,10 @@ what the previous round's acknowledged requests produced, then runs several
 client threads, each on its own keep-alive connection and its own sessions,
 sending single steps, multi-position steps (longer than the session's
 lookahead too), drafts and commits, truncates, forks, batches (with stale
-and replayed items now and then), evicts, PUTs, deletes and retries of
-every kind, on sessions with and without lookahead and pages, every answer
+and replayed items now and then), evicts, PUTs, deletes, adoptions (made,
+resent, replaced, refused), changes expecting the session's newest (and
+refused as diverged) and retries of every kind, on sessions with and
+without lookahead and pages, every answer
 checked against a naive model (evdlib.py). At a random moment the daemon
 gets SIGKILL. A client has at most one request in flight then; after the
 restart, the sessions it touches must be all as before it or all as after

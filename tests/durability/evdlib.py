@@ -7,8 +7,9 @@ The model is deliberately the dumbest thing that can work (a list of
 share a bug with the ring buffer of server/window.c. It follows the issue 9
 wire contract (spec9.md; proto/openapi.yaml): lookahead sub-steps,
 page-granular answers, drafts (tentative steps) and commits, truncate, fork,
-and the replay records of steps, commits and truncates. Standard library
-only.
+and the replay records of steps, commits and truncates; and issue 26's:
+adopt (a session made in a given state) and the precondition expect_newest.
+Standard library only.
 """
 import argparse
 import copy
@@ -228,6 +229,28 @@ class Win:
         w.held = list(self.held)
         return w
 
+    @staticmethod
+    def adopted(cfg, kept, newest, slots=None):
+        """The window adopt makes of kept (ascending), newest and slots
+        (None: the canonical layout): pinned position k in slot k; the
+        oldest unpinned one, u, in slot sinks + (u - p - 1) mod (budget +
+        lookahead - sinks), p the newest pinned position (-1 without
+        sinks), the others after it round the ring."""
+        w = Win(*cfg)
+        if slots is None:
+            np_ = min(len(kept), w.sinks)
+            region = w.budget + w.lookahead - w.sinks
+            slots = list(range(np_))
+            if len(kept) > np_:
+                p = kept[np_ - 1] if np_ else -1
+                s = w.sinks + (kept[np_] - p - 1) % region
+                for _ in kept[np_:]:
+                    slots.append(s)
+                    s = w.sinks if s == w.budget + w.lookahead - 1 else s + 1
+        w.held = list(zip(kept, slots))
+        w.newest = w.committed = newest
+        return w
+
     def config(self):
         return (self.budget, self.sinks, self.lookahead, self.page_size)
 
@@ -378,26 +401,38 @@ def _replay(sess, key):
     return None
 
 
+def _diverged(sess, sid, expect_newest):
+    """The refusal of a change expecting a newest the session does not have
+    (None when it has it, or nothing is expected)."""
+    if expect_newest is None or sess.win.newest == expect_newest:
+        return None
+    return error(409, "diverged", newest=sess.win.newest,
+                 view=sess.win.view(sid))
+
+
 CONFIG_FIELDS = ("budget", "sinks", "lookahead", "page_size")
 
 
 def do_step(sess, positions, tentative=False, commit=None, create=None,
-            given=None):
-    """A step request (single or batch item) on sess, changed only when it
-    applies. create: the (budget, sinks, lookahead, page_size) a request
-    that creates the session gives it; given: the configuration fields the
-    request names (an existing session's must equal them)."""
+            given=None, expect_newest=None, sid=None):
+    """A step request (single or batch item) on sess (session sid), changed
+    only when it applies. create: the (budget, sinks, lookahead,
+    page_size) a request that creates the session gives it; given: the
+    configuration fields the request names (an existing session's must
+    equal them); expect_newest: the newest the request expects."""
     key = step_key(positions, tentative, commit)
     if sess.win is not None and given:
         have = dict(zip(CONFIG_FIELDS, sess.win.config()))
         if any(have[k] != v for k, v in given.items()):
             return error(409, "session_exists")
     if sess.win is None:
+        if expect_newest:  # past 0: a fresh window is another cache
+            return error(404, "unknown_session")
         if positions and positions[0] == 0:
             return error(409, "stale_position", newest=0)
         w, before = Win(*create), set()
     else:
-        r = _replay(sess, key)
+        r = _replay(sess, key) or _diverged(sess, sid, expect_newest)
         if r:
             return r
         w, before = sess.win.copy(), set(sess.win.pages())
@@ -426,11 +461,11 @@ def do_step(sess, positions, tentative=False, commit=None, create=None,
     return 200, ans
 
 
-def do_commit(sess, p):
+def do_commit(sess, p, expect_newest=None, sid=None):
     if sess.win is None:
         return error(404, "unknown_session")
     key = ("commit", p)
-    r = _replay(sess, key)
+    r = _replay(sess, key) or _diverged(sess, sid, expect_newest)
     if r:
         return r
     if p < sess.win.committed:
@@ -443,11 +478,11 @@ def do_commit(sess, p):
     return 200, ans
 
 
-def do_truncate(sess, p):
+def do_truncate(sess, p, expect_newest=None, sid=None):
     if sess.win is None:
         return error(404, "unknown_session")
     key = ("truncate", p)
-    r = _replay(sess, key)
+    r = _replay(sess, key) or _diverged(sess, sid, expect_newest)
     if r:
         return r
     w, before = sess.win.copy(), set(sess.win.pages())
@@ -458,10 +493,13 @@ def do_truncate(sess, p):
     return 200, ans
 
 
-def do_evict(sess, budget):
+def do_evict(sess, budget, expect_newest=None, sid=None):
     """Evict never replaces the replay record."""
     if sess.win is None:
         return error(404, "unknown_session")
+    r = _diverged(sess, sid, expect_newest)
+    if r:
+        return r
     if sess.win.drafts():
         return error(409, "tentative_pending")
     w, before = sess.win.copy(), set(sess.win.pages())
@@ -471,7 +509,7 @@ def do_evict(sess, budget):
                             before)
 
 
-def do_fork(sessions, parent, child):
+def do_fork(sessions, parent, child, expect_newest=None):
     """sessions maps ids to Sess (both parent and child)."""
     if parent == child:  # refused before anything is looked up
         return error(400, "invalid_field")
@@ -479,12 +517,43 @@ def do_fork(sessions, parent, child):
     if p.win is None:
         return error(404, "unknown_session")
     c = sessions[child]
+    if c.win is not None and c.win.state() == p.win.state():
+        return 200, c.win.view(child)  # a resend, whatever it expects
+    r = _diverged(p, parent, expect_newest)
+    if r:
+        return r
     if c.win is not None:
-        if c.win.state() != p.win.state():
-            return error(409, "session_exists")
-        return 200, c.win.view(child)
+        return error(409, "session_exists")
     sessions[child] = Sess(p.win.copy(), None)
     return 201, sessions[child].win.view(child)
+
+
+def adopt_body(cfg, kept, newest, slots=None, pages=None, replace=None):
+    """The body of an adoption."""
+    body = dict(zip(CONFIG_FIELDS, cfg), kept=list(kept), newest=newest)
+    if slots is not None:
+        body["slots"] = list(slots)
+    if pages is not None:
+        body["pages"] = list(pages)
+    if replace is not None:
+        body["replace"] = replace
+    return body
+
+
+def do_adopt(sess, sid, cfg, kept, newest, slots=None, replace=False):
+    """An adoption of a state the rules accept (the caller's to know):
+    found as it is (a resend: nothing changes, the replay record stays),
+    refused for another state without replace, else made (or replaced,
+    with no replay record)."""
+    w = sess.win
+    if (w is not None and w.config() == tuple(cfg) and not w.drafts()
+            and [p for p, _ in w.held] == list(kept) and w.newest == newest
+            and (slots is None or [s for _, s in w.held] == list(slots))):
+        return 200, w.view(sid)
+    if w is not None and not replace:
+        return error(409, "session_exists")
+    sess.win, sess.last = Win.adopted(cfg, kept, newest, slots), None
+    return (200 if w is not None else 201), sess.win.view(sid)
 
 
 def do_put(sess, sid, cfg):
@@ -524,13 +593,16 @@ def apply_request(sessions, sid, method, path, body):
     request_of makes."""
     sess = sessions[sid]
     if path.endswith("/commit"):
-        return do_commit(sess, body["newest"])
+        return do_commit(sess, body["newest"], body.get("expect_newest"),
+                         sid)
     if path.endswith("/truncate"):
-        return do_truncate(sess, body["from"])
+        return do_truncate(sess, body["from"], body.get("expect_newest"),
+                           sid)
     positions = body.get("positions", [body["pos"]] if "pos" in body else [])
     return do_step(sess, positions, body.get("tentative", False),
                    body.get("commit"),
-                   given={k: body[k] for k in CONFIG_FIELDS if k in body})
+                   given={k: body[k] for k in CONFIG_FIELDS if k in body},
+                   expect_newest=body.get("expect_newest"), sid=sid)
 
 
 def same_answer(got, want):
@@ -584,7 +656,10 @@ COVERAGE = (
     # the states sessions were found in by verify() (at restarts mostly)
     "held-drafts", "held-nothing", "held-lookahead", "held-pages",
     "held-fork-child", "record-step", "record-commit", "record-truncate",
-    "record-commit-step", "record-commit-only", "record-none-after-fork")
+    "record-commit-step", "record-commit-only", "record-none-after-fork",
+    # issue 26: adopt and the precondition
+    "adopt", "adopt-replace", "adopt-resend", "error-invalid-state",
+    "expect", "error-diverged", "held-adopted")
 
 
 class Fleet:
@@ -607,6 +682,7 @@ class Fleet:
         self.fork_origin = {}
         self.count = {}  # tag -> answered requests that exercised it
         self.sent = 0  # answered requests
+        self.adopted = set()  # sessions as an adoption left them
 
     # -- helpers --
     def _positions(self, newest, n):
@@ -728,6 +804,15 @@ class Fleet:
         return ({"lookahead"} if w.lookahead > 1 else set()) | (
             {"pages"} if w.page_size else set())
 
+    def _expect(self, w, body, tags, p=0.3):
+        """Sometimes adds the newest the session has (0 for one a step
+        creates) as "expect_newest": returns it, or None."""
+        if self.rng.random() >= p:
+            return None
+        body["expect_newest"] = w.newest if w is not None else 0
+        tags.add("expect")
+        return body["expect_newest"]
+
     # -- requests --
     def op_step(self, sid):
         """A step that applies (drafts pending: it commits or adds
@@ -736,9 +821,11 @@ class Fleet:
         w = self.s[sid].win
         body = self._step_body(fields, {}, w.config() if w else None)
         positions, tentative, commit, create, tags = fields
+        exp = self._expect(w, body, tags)
         op = self._op("step", "POST", f"/session/{sid}/step", body, [sid],
                       lambda a: do_step(a[sid], positions, tentative, commit,
-                                        create), tags)
+                                        create, expect_newest=exp, sid=sid),
+                      tags)
         assert op.status == 200, (op.describe(), op.answer)
         op.tags |= self._win_tags(op.after[sid].win)
         return op
@@ -803,7 +890,10 @@ class Fleet:
             ("POST", f"/session/{sid}/truncate",
              {"from": 1 + rng.randrange(9)}),
             ("POST", f"/session/{sid}/evict", None),
-            ("POST", f"/session/{sid}/fork", {"into": into})))
+            ("POST", f"/session/{sid}/fork", {"into": into}),
+            # A step expecting a newest past 0: not autocreated.
+            ("POST", f"/session/{sid}/step",
+             {"pos": 3 + rng.randrange(9), "expect_newest": 2})))
         return self._op("unknown", method, path, body, [sid, into],
                         lambda a: error(404, "unknown_session"))
 
@@ -816,10 +906,16 @@ class Fleet:
         for sid in sids:
             sess, r = shadow[sid], self.rng.random()
             item = {"session": sid}
+            exp = None
             if r < 0.07:
                 # Stale: refused alone, the others still apply.
                 item["pos"] = 0
                 args = ([0], False, None, self.defaults)
+            elif r < 0.1 and sess.win is not None:
+                # Diverged: refused alone, with the session's view.
+                exp = sess.win.newest + 1 + self.rng.randrange(3)
+                item.update(pos=sess.win.newest + 1, expect_newest=exp)
+                args = ([sess.win.newest + 1], False, None, None)
             elif (r < 0.14 and sess.last is not None
                   and sess.last[0][0] == "step"):
                 _, _, body = request_of(sid, sess.last[0], self.rng)
@@ -836,15 +932,17 @@ class Fleet:
                                 sess.win.config() if sess.win else None)
                 args = fields[:4]
                 tags |= fields[4]
-            do_step(sess, *args)
+                exp = self._expect(sess.win, item, tags)
+            do_step(sess, *args, expect_newest=exp, sid=sid)
             tags |= self._win_tags(sess.win)
             items.append(item)
-            plan.append((sid, args))
+            plan.append((sid, args, exp))
 
         def fn(after):
             results = []
-            for sid, args in plan:
-                results.append(as_item(*do_step(after[sid], *args)))
+            for sid, args, exp in plan:
+                results.append(as_item(*do_step(after[sid], *args,
+                                                expect_newest=exp, sid=sid)))
             return 200, {"results": results}
         op = self._op("batch", "POST", "/step", {"steps": items}, sids, fn,
                       tags)
@@ -857,11 +955,15 @@ class Fleet:
         w = self.s[sid].win
         body = None
         b = w.budget
+        tags = set()
         if self.rng.random() < 0.7:
             b = self.rng.randrange(w.sinks + 1, w.budget + 2)
             body = {"budget": b}
+            exp = self._expect(w, body, tags)
+        else:
+            exp = None
         return self._op("evict", "POST", f"/session/{sid}/evict", body, [sid],
-                        lambda a: do_evict(a[sid], b))
+                        lambda a: do_evict(a[sid], b, exp, sid), tags)
 
     def op_commit(self, sid):
         w, rng = self.s[sid].win, self.rng
@@ -870,9 +972,10 @@ class Fleet:
         else:
             p = self._commit_arg(w)
         tags = {"commit-drafts"} if w.drafts() else set()
-        return self._op("commit", "POST", f"/session/{sid}/commit",
-                        {"newest": p}, [sid],
-                        lambda a: do_commit(a[sid], p),
+        body = {"newest": p}
+        exp = self._expect(w, body, tags)
+        return self._op("commit", "POST", f"/session/{sid}/commit", body,
+                        [sid], lambda a: do_commit(a[sid], p, exp, sid),
                         tags | self._win_tags(w))
 
     def op_truncate(self, sid):
@@ -900,8 +1003,11 @@ class Fleet:
             tags.add("truncate-sinks")
         if any(q >= p for q in w.drafts()):
             tags.add("truncate-drafts")
+        body = {"from": p}
+        exp = self._expect(w, body, tags)
         return self._op("truncate", "POST", f"/session/{sid}/truncate",
-                        {"from": p}, [sid], lambda a: do_truncate(a[sid], p),
+                        body, [sid], lambda a: do_truncate(a[sid], p, exp,
+                                                           sid),
                         tags | self._win_tags(w))
 
     def op_fork(self, sid):
@@ -921,10 +1027,118 @@ class Fleet:
             into = rng.choice(self.ids)
         if into != sid:
             self.last_fork = (sid, into)
-        return self._op("fork", "POST", f"/session/{sid}/fork",
-                        {"into": into}, [sid, into],
-                        lambda a: do_fork(a, sid, into),
+        body = {"into": into}
+        exp = self._expect(self.s[sid].win, body, tags)
+        return self._op("fork", "POST", f"/session/{sid}/fork", body,
+                        [sid, into], lambda a: do_fork(a, sid, into, exp),
                         tags | self._win_tags(self.s[sid].win))
+
+    def op_diverged(self, sid):
+        """A change expecting a newest the session does not have: 409 with
+        its newest and view, nothing changed (not a resend of its record:
+        that would be answered from it)."""
+        sess, rng = self.s[sid], self.rng
+        w = sess.win
+        exp = rng.choice([w.newest + 1 + rng.randrange(5)] +
+                         ([w.newest - 1] if w.newest > 0 else []))
+        last = sess.last[0] if sess.last else None
+        free = [s for s in self.ids if self.s[s].win is None and s != sid]
+        r = rng.random()
+        if r < 0.2 and ("commit", w.committed + 3) != last:
+            path, body = "commit", {"newest": w.committed + 3}
+        elif r < 0.4 and ("truncate", w.newest + 9) != last:
+            path, body = "truncate", {"from": w.newest + 9}
+        elif r < 0.55:
+            path, body = "evict", {}
+        elif r < 0.7 and free:
+            path, body = "fork", {"into": rng.choice(free)}
+        else:
+            path, body = "step", {"pos": w.newest + 1}
+        body["expect_newest"] = exp
+        return self._op("diverged", "POST", f"/session/{sid}/{path}", body,
+                        [sid] + ([body["into"]] if "into" in body else []),
+                        lambda a: _diverged(a[sid], sid, exp))
+
+    def _adoptable(self):
+        """A configuration and a window in a state steps, truncations and
+        evictions leave (none pending, something held)."""
+        rng = self.rng
+        cfg = self._config()
+        w = Win(*cfg)
+        for _ in range(rng.randrange(0, 6)):
+            r = rng.random()
+            if r < 0.6:
+                w.steps(self._positions(w.newest, rng.randrange(
+                    1, 2 * w.lookahead + 2)), False)
+            elif r < 0.8:
+                w.truncate(rng.randrange(1, w.newest + 3))
+            else:
+                w.evict(rng.randrange(w.sinks + 1, w.budget + 1))
+        if not w.held:  # a truncation emptied a window without sinks
+            w.steps(self._positions(w.newest, 1), False)
+        return cfg, w
+
+    def op_adopt(self, sid):
+        """An adoption: the session's own state again (a resend), another
+        state (refused without replace, else replacing it), or a new
+        session; with the slots or in the canonical layout, the pages now
+        and then."""
+        sess, rng = self.s[sid], self.rng
+        tags = set()
+        if sess.win is not None and not sess.win.drafts() and \
+                sess.win.held and rng.random() < 0.3:
+            cfg, w = sess.win.config(), sess.win
+            tags.add("adopt-resend")
+        else:
+            cfg, w = self._adoptable()
+        kept = [p for p, _ in w.held]
+        slots = [s for _, s in w.held] if rng.random() < 0.5 else None
+        pages = w.pages() if w.page_size and rng.random() < 0.5 else None
+        replace = None
+        if sess.win is not None:
+            replace = rng.random() < 0.8
+            if replace and "adopt-resend" not in tags:
+                tags.add("adopt-replace")
+        elif rng.random() < 0.2:
+            replace = False
+        if sess.win is None:
+            tags.add("adopt")
+        body = adopt_body(cfg, kept, w.newest, slots, pages, replace)
+        return self._op("adopt", "POST", f"/session/{sid}/adopt", body,
+                        [sid], lambda a: do_adopt(a[sid], sid, cfg, kept,
+                                                  w.newest, slots,
+                                                  bool(replace)), tags)
+
+    def op_bad_adopt(self, sid):
+        """An adoption of a state no session can be in (each rule in
+        turn): 400 invalid_state, nothing changes."""
+        rng = self.rng
+        cfg, w = self._adoptable()
+        kept = [p for p, _ in w.held]
+        slots = [s for _, s in w.held]
+        newest, pages = w.newest, None
+        r = rng.random()
+        if r < 0.15 and len(kept) > 1:
+            kept[1] = kept[0]  # repeated
+        elif r < 0.3 and len(kept) > 1:
+            kept[0], kept[1] = kept[1], kept[0]  # out of order
+        elif r < 0.45 and kept[-1] > 0:
+            newest = kept[-1] - 1  # below a held position
+        elif r < 0.55 and w.sinks > 0 and len(kept) > 1:
+            kept, slots = kept[1:], slots[1:]  # position 0 missing
+        elif r < 0.7:
+            kept = list(range(w.budget + 1))  # past the budget
+            newest, slots = w.budget, None
+        elif r < 0.8 and w.page_size:
+            pages = w.pages() + [w.pages()[-1] + 1]  # not their pages
+        elif r < 0.9:
+            slots[0] = w.budget + w.lookahead  # not a slot
+        else:
+            slots = slots[:-1]  # one slot short
+        body = adopt_body(cfg, kept, newest, slots, pages,
+                          rng.random() < 0.5)
+        return self._op("bad-adopt", "POST", f"/session/{sid}/adopt", body,
+                        [sid], lambda a: error(400, "invalid_state"))
 
     def op_resend_to_child(self):
         """The parent's last request sent to its fork child: the child has
@@ -962,6 +1176,10 @@ class Fleet:
         sess = self.s[sid]
         key, ans = sess.last
         method, path, body = request_of(sid, key, self.rng)
+        if self.rng.random() < 0.2:
+            # What a resend carries: the newest before the request, which
+            # no longer matches; the record answers it all the same.
+            body["expect_newest"] = self.rng.randrange(sess.win.newest + 2)
         return Op(method, path, body, 200, dict(ans, replayed=True),
                   {sid: sess}, {sid: sess}, "retry-" + key[0])
 
@@ -983,6 +1201,8 @@ class Fleet:
         if sess.win is None:
             if r < 0.25:
                 return self.op_put(sid)
+            if r < 0.28:
+                return self.op_adopt(sid)
             if r < 0.3:
                 return self.op_get(sid)
             if r < 0.33:
@@ -1017,6 +1237,12 @@ class Fleet:
             return self.op_put(sid)
         if r < 0.83:
             return self.op_bad_step(sid)
+        if r < 0.85:
+            return self.op_adopt(sid)
+        if r < 0.855:
+            return self.op_bad_adopt(sid)
+        if r < 0.87:
+            return self.op_diverged(sid)
         if r < 0.92 and sess.last is not None:
             return self.op_retry(sid)
         return self.op_get(sid)
@@ -1038,7 +1264,11 @@ class Fleet:
             parent = op.path.split("/")[2]
             if self.s[parent].last is not None:
                 self.fork_origin[op.body["into"]] = self.s[parent].last[0]
+        if op.kind == "adopt" and op.status in (200, 201):
+            self.adopted.add(op.path.split("/")[2])
         for sid, st in op.after.items():
+            if st.win is None or st.last is not None:
+                self.adopted.discard(sid)
             if st.win is None:
                 self.children.discard(sid)
                 self.fork_origin.pop(sid, None)
@@ -1166,6 +1396,8 @@ def verify(client, fleets, pending=None):
                 tags.add("held-pages")
             if sid in f.children:
                 tags.add("held-fork-child")
+            if sid in f.adopted:
+                tags.add("held-adopted")
             if st.last is not None:
                 key = st.last[0]
                 tags.add("record-" + key[0])

@@ -4,7 +4,10 @@ page sizes are created (PUT, or by a step), stepped (one position, several,
 more than the lookahead, in batches), given drafts (tentative steps) and
 commits (alone and in steps), truncated (into the sinks, into the drafts,
 above the newest), forked (and both sides stepped on), evicted and deleted,
-and retried, every answer checked against a naive model (evdlib.py); then
+adopted (created, resent, replaced; refused for a state no session can be
+in), changed with the newest expected (and refused as diverged when it is
+not the session's), and retried, every answer checked against a naive model
+(evdlib.py); then
 the daemon gets SIGTERM, must exit 0, and a daemon started on the same
 --state-dir must show every session exactly as the model says (GET) and
 answer a retry of each session's last step, commit or truncate request with
@@ -12,8 +15,10 @@ answer a retry of each session's last step, commit or truncate request with
 
 Cases: one per --fsync mode; compaction (a tiny --compact-after, so that
 forked children write snapshots during the run and old segments go);
-SIGKILL of an idle daemon under --fsync always; more sessions on disk than
-today's --max-sessions; reaped sessions stay reaped; sessions created under
+SIGKILL of an idle daemon under --fsync always; adoptions acknowledged
+under --fsync always and everysec survive SIGKILL; more sessions on disk
+than today's --max-sessions; reaped sessions stay reaped; sessions created
+under
 other --sinks/--lookahead/--page-size defaults keep their configuration
 when the daemon restarts with others; and last, that the workloads of the
 cases before it exercised every operation (evdlib.COVERAGE).
@@ -139,6 +144,36 @@ def case_kill_idle(ctx):
     sigterm(d, c)
 
 
+def case_adopt_kill9(ctx):
+    """Adoptions (new sessions, replacements, and steps on from them) are
+    as durable as any change: acknowledged under --fsync always or
+    everysec, they survive SIGKILL, from the journal and, after a restart,
+    from the snapshot."""
+    state = ctx.path("state")
+    d = ctx.daemon()
+    fls = fleets(ctx, 2, 30)
+    adopted = 0
+    for mode in ("always", "everysec", "always", "everysec"):
+        c = start(d, state, "--fsync", mode)
+        verify(c, fls)
+        for _ in range(120):
+            f = ctx.rng.choice(fls)
+            sid = ctx.rng.choice(f.ids)
+            op = (f.op_adopt(sid) if ctx.rng.random() < 0.6
+                  or f.s[sid].win is None else f.next_op())
+            f.send(c, op)
+            adopted += op.kind == "adopt" and op.status in (200, 201)
+        c.close()
+        d.kill()
+    c = start(d, state)
+    verify(c, fls)
+    sigterm(d, c)
+    c = start(d, state)
+    verify(c, fls)
+    sigterm(d, c)
+    return f"{adopted} adoptions answered, each found after SIGKILL"
+
+
 def case_max_sessions(ctx):
     """Saved sessions all come back even above today's --max-sessions; new
     ones are then refused."""
@@ -235,6 +270,7 @@ CASES = [("restart-fsync-" + m, restart_mode(m))
          for m in ("always", "everysec", "no")] + [
     ("compaction", case_compaction),
     ("kill-idle", case_kill_idle),
+    ("adopt-kill9", case_adopt_kill9),
     ("max-sessions", case_max_sessions),
     ("reaped-stay-reaped", case_reaped_stay_reaped),
     ("defaults-change", case_defaults_change),

@@ -1,7 +1,8 @@
-# The API fuzzer: libFuzzer with ASan and UBSan, built by clang into its own
-# directory (never sharing objects with the gcc build). `make fuzz
-# FUZZ_SECONDS=600` fuzzes for that long; `make check` replays the saved
-# regressions and fuzzes for FUZZ_SMOKE_SECONDS; `make fuzz-stats` shows how
+# The fuzz targets: libFuzzer with ASan and UBSan, built by clang into
+# their own directory (never sharing objects with the gcc build): the API,
+# the on-disk formats and the C client's answer reader (each below).
+# `make fuzz FUZZ_SECONDS=600` fuzzes the API for that long; `make check`
+# replays the saved regressions and fuzzes for FUZZ_SMOKE_SECONDS; `make fuzz-stats` shows how
 # often each route answered each status over the corpus. Clang and its
 # runtime come from `deploy/deps.sh fuzz`.
 
@@ -112,11 +113,15 @@ fuzz: fuzz-build fuzz-corpus | $(FUZZ_B)/artifacts
 	$(call fuzz_run,$(FUZZ_SECONDS),$(FUZZ_LONG_FLAGS))
 	@$(MAKE) --no-print-directory fuzz-state \
 	  FUZZ_STATE_SECONDS=$(FUZZ_STATE_SECONDS)
+	@$(MAKE) --no-print-directory fuzz-answer \
+	  FUZZ_ANSWER_SECONDS=$(FUZZ_ANSWER_SECONDS)
 
 fuzz-smoke: fuzz-regress fuzz-corpus | $(FUZZ_B)/artifacts
 	$(call fuzz_run,$(FUZZ_SMOKE_SECONDS),)
 	@$(MAKE) --no-print-directory fuzz-state \
 	  FUZZ_STATE_SECONDS=$(FUZZ_STATE_SMOKE_SECONDS)
+	@$(MAKE) --no-print-directory fuzz-answer \
+	  FUZZ_ANSWER_SECONDS=$(FUZZ_ANSWER_SMOKE_SECONDS)
 
 # Every input of the corpus and the seeds once, in one process, with the
 # count of answers per route and status (EVD_FUZZ_STATS) at the end.
@@ -140,9 +145,9 @@ fuzz-cov: fuzz-deps fuzz-corpus
 	@llvm-profdata merge -o $(FUZZ_B)/cov/run.profdata $(FUZZ_B)/cov/*.profraw
 	@llvm-cov report $(FUZZ_B)/cov/fuzz_api_cov \
 	  -instr-profile=$(FUZZ_B)/cov/run.profdata \
-	  $(filter server/api.c server/apierr.c server/buf.c server/fastpath.c \
-	    server/pages.c server/request.c server/step.c server/session.c \
-	    server/window.c, \
+	  $(filter server/api.c server/api_adopt.c server/apierr.c server/buf.c \
+	    server/fastpath.c server/pages.c server/request.c server/step.c \
+	    server/session.c server/window.c server/window_state.c, \
 	    $(DAEMON_SRC) $(CORE_SRC))
 
 # ---- the on-disk formats ---------------------------------------------------
@@ -169,13 +174,16 @@ $(FUZZ_B)/fuzz_journal $(FUZZ_B)/fuzz_snapshot: $(FUZZ_B)/fuzz_%: \
 
 # Runs fuzz_$(1) for $(2) seconds on $(FUZZ_B)/$(1)-corpus (kept) and fresh
 # seeds, prints its figures, fails on a crash, leak, timeout or violated
-# property (inputs in $(FUZZ_B)/artifacts-$(1)/).
+# property (inputs in $(FUZZ_B)/artifacts-$(1)/). The seeds are written by
+# the command $(3), given the seed folder as its last argument (default:
+# the target itself under EVD_FUZZ_SEEDS); inputs are at most $(4) bytes
+# (default 4096).
 define fuzz_state_run
 	@rm -rf $(FUZZ_B)/$(1)-seeds $(FUZZ_B)/artifacts-$(1)
 	@mkdir -p $(FUZZ_B)/$(1)-seeds $(FUZZ_B)/$(1)-corpus $(FUZZ_B)/artifacts-$(1)
-	@EVD_FUZZ_SEEDS=$(FUZZ_B)/$(1)-seeds $(FUZZ_B)/fuzz_$(1)
-	@echo "== fuzzing $(1) files for $(2) s (log: $(FUZZ_B)/$(1).log)"
-	@$(FUZZ_B)/fuzz_$(1) -max_len=4096 -timeout=10 -print_final_stats=1 \
+	@$(if $(3),$(3) $(FUZZ_B)/$(1)-seeds,EVD_FUZZ_SEEDS=$(FUZZ_B)/$(1)-seeds $(FUZZ_B)/fuzz_$(1))
+	@echo "== fuzzing $(1) for $(2) s (log: $(FUZZ_B)/$(1).log)"
+	@$(FUZZ_B)/fuzz_$(1) -max_len=$(or $(4),4096) -timeout=10 -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_B)/artifacts-$(1)/ -max_total_time=$(2) \
 	  $(FUZZ_B)/$(1)-corpus $(FUZZ_B)/$(1)-seeds > $(FUZZ_B)/$(1).log 2>&1; \
 	  rc=$$?; \
@@ -202,5 +210,30 @@ fuzz-snapshot: fuzz-deps
 fuzz-state:
 	@$(MAKE) --no-print-directory fuzz-journal
 	@$(MAKE) --no-print-directory fuzz-snapshot
+
+# ---- the C client's answer reader ------------------------------------------
+# fuzz_answer: deploy/clients/c/reader.h alone (answer.c, json.c), with no
+# connection: bytes in, structs out; never a crash or a read out of bounds,
+# whatever it accepts keeps the contract's invariants and reads back the
+# same once written back (tests/client/rewrite.c). Seeds: the real daemon's
+# answers to every vector (make_answer_seeds.py, which starts $(B)/evictd).
+# `make fuzz-answer` runs it for FUZZ_ANSWER_SECONDS; `make fuzz` runs it
+# last, `make fuzz-smoke` for FUZZ_ANSWER_SMOKE_SECONDS.
+FUZZ_ANSWER_SECONDS       ?= 300
+FUZZ_ANSWER_SMOKE_SECONDS ?= 10
+FUZZ_ANSWER_SRC := tests/fuzz/fuzz_answer.c tests/client/rewrite.c \
+                   deploy/clients/c/answer.c deploy/clients/c/json.c
+FUZZ_ANSWER_HDR := include/evictd/client.h deploy/clients/c/reader.h \
+                   deploy/clients/c/json.h tests/client/rewrite.h
+
+.PHONY: fuzz-answer
+
+$(FUZZ_B)/fuzz_answer: $(FUZZ_ANSWER_SRC) $(FUZZ_ANSWER_HDR)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $(FUZZ_ANSWER_SRC)
+
+fuzz-answer: fuzz-deps
+	@$(MAKE) --no-print-directory $(FUZZ_B)/fuzz_answer $(B)/evictd
+	$(call fuzz_state_run,answer,$(FUZZ_ANSWER_SECONDS),python3 tests/fuzz/make_answer_seeds.py $(B)/evictd,16384)
 
 test-more:: fuzz-smoke

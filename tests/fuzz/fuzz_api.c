@@ -2,7 +2,8 @@
  * requests, hands them to ONE long-lived evd_api_t (state accumulates across
  * inputs, as in a running daemon) and checks every answer against the spec
  * (/work/spec9.md: lookahead, page_size, drafts and commit, truncate, fork,
- * pages, replay) and against the harness's own model of every session.
+ * pages, replay; proto/openapi.yaml: adopt and expect_newest) and against
+ * the harness's own model of every session.
  *
  * Input framing (text-friendly, so that seeds can be written by hand):
  *
@@ -33,14 +34,17 @@
  * holds, the exact answer the model gives. Then, after the API answered:
  *
  * - the route is the harness's own reading of the path, the status is one
- *   the spec documents for that route (201 only for PUT /session/{id} and
- *   fork), a 405 names the route's methods in Allow, a 204 has no body,
+ *   the spec documents for that route (201 only for PUT /session/{id},
+ *   fork and adopt), a 405 names the route's methods in Allow, a 204 has no
+ *   body,
  *   every other answer but /metrics is a JSON object (jansson, duplicate
  *   keys refused, so also valid UTF-8), /metrics names the new counters;
  * - an error is exactly {"error":{"code","message"}} (plus "newest" for
- *   stale_position, the session's newest before the request; plus "status"
- *   in a batch) with a code of its status, and a code whose condition holds
- *   for this request; a request for which none holds is not refused;
+ *   stale_position, the session's newest before the request; plus
+ *   "newest" and "view", the model's view of the session, for diverged;
+ *   plus "status" in a batch) with a code of its status, and a code whose
+ *   condition holds for this request; a request for which none holds is
+ *   not refused;
  * - a refused request changes nothing: the session count, the addressed
  *   session (for fork the child too; for a batch every session named) with
  *   every position, slot, draft and its last-use tick stay as the model has
@@ -61,7 +65,18 @@
  *   + lookahead and within budget without drafts, newest, removed >= from);
  * - a request equal to the session's replay record (same operation and
  *   operation fields) is answered with the recorded answer plus
- *   "replayed":true and changes nothing; a fork's child has no record;
+ *   "replayed":true and changes nothing, whatever newest it expects; a
+ *   fork's child has no record; any other change expecting a newest the
+ *   session does not have is diverged (a missing session expected past 0
+ *   is unknown_session, autocreate or not);
+ * - an adoption is refused unless the state keeps the spec's rules (the
+ *   model's own restatement of them: ascending, within the budget, position
+ *   0 under sinks, newest at least the largest, pins in their slots, one
+ *   run round the ring turned no further than the positions below it
+ *   allow, pages those of the positions); it creates (201), finds the same
+ *   state (200), refuses another without replace (409) or replaces it
+ *   (200, no replay record left), the view the model's with the canonical
+ *   layout when no slots are given;
  * - after every request the sessions it addressed agree with the model
  *   (positions, slots, drafts, newest, configuration, last use); every 64
  *   requests all sessions do, the table's last-use list is ordered and as

@@ -50,7 +50,8 @@ enum {
   E_INVALID_SINKS, E_INVALID_LOOKAHEAD, E_INVALID_PAGE_SIZE,
   E_INVALID_POSITION, E_TOO_MANY_POSITIONS, E_TOO_MANY_STEPS,
   E_UNKNOWN_SESSION, E_NOT_FOUND, E_METHOD_NOT_ALLOWED, E_SESSION_EXISTS,
-  E_STALE_POSITION, E_TENTATIVE_PENDING, E_SESSION_LIMIT, E_COUNT
+  E_STALE_POSITION, E_TENTATIVE_PENDING, E_SESSION_LIMIT, E_INVALID_STATE,
+  E_DIVERGED, E_COUNT
 };
 #define B(e) (1u << (e))
 
@@ -121,6 +122,9 @@ void sh_truncate(shadow_t *s, uint32_t from, json_t *removed);
 shadow_t *sh_new(const char *id, size_t idlen, const evd_session_config_t *c);
 shadow_t *sh_copy(const shadow_t *src, const char *id, size_t idlen,
                   int record);
+shadow_t *sh_adopted(const char *id, size_t idlen,
+                     const evd_session_config_t *c, const uint32_t *kept,
+                     const uint32_t *slots, uint32_t n, uint32_t newest);
 void sh_insert(shadow_t *s);
 void sh_remove(shadow_t *s);
 void sh_put(shadow_t *s);
@@ -147,8 +151,20 @@ typedef struct {
   json_t *expect;      /* the answer (NULL: checked by the caller) */
   int replay;          /* the answer is the replay record */
   shadow_t *next;      /* the session after success (owned) */
-  uint32_t newest;     /* for stale_position */
+  uint32_t newest;     /* for stale_position and diverged */
 } outcome_t;
+
+/* A request's "expect_newest" (obj NULL: none): the codes of a bad one,
+ * and *has and *expect. */
+unsigned read_expect(json_t *obj, int *has, uint32_t *expect);
+
+/* The codes an expectation of a session's newest adds: s's newest is not
+ * the one expected (diverged), or, with no session, a newest past 0 is
+ * expected (unknown_session). */
+unsigned expect_codes(const shadow_t *s, int has, uint32_t expect);
+
+/* Checks a diverged error object against session id's model. */
+void check_diverged(json_t *e, const char *id, size_t idlen);
 
 unsigned read_config(json_t *obj, evd_session_config_t *c);
 void outcome_free(outcome_t *o);
@@ -159,6 +175,13 @@ void settle(outcome_t *o, json_t *res, int status, int in_batch,
             const char *id, size_t idlen, const char *what);
 void step_item(json_t *obj, json_t *res, int status, int in_batch,
                const char *id, size_t idlen);
+
+/* ---- adopt as the model reads it (fuzz_api_adopt.c) ---------------------- */
+
+/* POST /session/{id}/adopt: the codes whose conditions hold, the answer,
+ * and the model's session after it. */
+void check_adopt(const evd_request_t *req, json_t *res, int st,
+                 const char *id, size_t idlen);
 
 /* ---- answers against the model (fuzz_api_check.c) ----------------------- */
 

@@ -242,10 +242,10 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep,
     break;
   }
   case EVD_R_EVICT: {
-    static const char *const fields[] = {"budget", NULL};
-    int bad = parse_body(req, 1, &body);
+    static const char *const fields[] = {"budget", "expect_newest", NULL};
+    int bad = parse_body(req, 1, &body), has_expect = 0;
     unsigned e = bad ? B(E_INVALID_JSON) : 0;
-    uint32_t limit = s != NULL ? s->budget : 0;
+    uint32_t limit = s != NULL ? s->budget : 0, expect = 0;
     json_t *v = body != NULL ? json_object_get(body, "budget") : NULL;
     outcome_t o;
     memset(&o, 0, sizeof o);
@@ -258,7 +258,9 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep,
       e |= B(E_INVALID_FIELD);
     else if (v != NULL && !int_in(v, 1, 4294967294LL, &limit))
       e |= B(E_INVALID_BUDGET);
-    if (e == 0) { /* both may hold; the spec orders neither */
+    e |= read_expect(body, &has_expect, &expect);
+    if (e == 0) { /* these may hold together; the spec orders them not */
+      e |= expect_codes(s, has_expect, expect);
       if (sh_drafts(s) > 0)
         e |= B(E_TENTATIVE_PENDING);
       if (limit <= s->sinks)
@@ -279,17 +281,22 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep,
             "evict to %u leaves %u", limit,
             u32_of(json_object_get(res, "size")));
     }
+    o.newest = s != NULL ? s->newest : 0;
     settle(&o, res, st, 0, id, idlen, "evict");
     outcome_free(&o);
     break;
   }
+  case EVD_R_ADOPT:
+    check_adopt(req, res, st, id, idlen);
+    break;
   case EVD_R_FORK: {
-    static const char *const fields[] = {"into", NULL};
-    int bad = parse_body(req, 0, &body);
+    static const char *const fields[] = {"into", "expect_newest", NULL};
+    int bad = parse_body(req, 0, &body), has_expect = 0;
     unsigned e = bad ? B(E_INVALID_JSON) : 0;
     json_t *v = body != NULL ? json_object_get(body, "into") : NULL;
     const char *into = NULL;
     size_t intolen = 0;
+    uint32_t expect = 0;
     shadow_t *child = NULL;
     if (s == NULL)
       e |= B(E_UNKNOWN_SESSION);
@@ -306,6 +313,12 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep,
       if (intolen == idlen && memcmp(into, id, idlen) == 0)
         e |= B(E_INVALID_FIELD); /* into itself */
     }
+    if (!bad)
+      e |= read_expect(body, &has_expect, &expect);
+    /* A resent fork (the child as the parent is) is answered whatever it
+     * expects; else the parent must be where the request expects it. */
+    if (e == 0 && (child == NULL || !sh_same_state(child, s)))
+      e |= expect_codes(s, has_expect, expect);
     if (e == 0 && child != NULL && !sh_same_state(child, s))
       e |= B(E_SESSION_EXISTS);
     if (e == 0 && child == NULL && sh_count >= cfg.max_sessions)
@@ -314,6 +327,8 @@ static void check_answer(const evd_request_t *req, const evd_reply_t *rep,
       int k = check_error(json_object_get(res, "error"), st, 0);
       CHECK(e & B(k), "fork refused with %s; the conditions of %s hold",
             codes[k].code, code_names(e));
+      if (k == E_DIVERGED)
+        check_diverged(json_object_get(res, "error"), id, idlen);
       if (into != NULL)
         check_session(into, intolen, "after a refused fork");
       break;
@@ -396,8 +411,8 @@ void check_reply(const evd_request_t *req, const evd_reply_t *rep) {
   CHECK(route_status_ok(route, st), "status %d on route %s", st,
         route_names[route]);
   CHECK(st != 201 || (req->method == EVD_M_PUT && route == EVD_R_SESSION) ||
-            route == EVD_R_FORK,
-        "201 for something else than PUT /session/{id} or fork");
+            route == EVD_R_FORK || route == EVD_R_ADOPT,
+        "201 for something else than PUT /session/{id}, fork or adopt");
   if (st == 405) {
     CHECK(rep->allow != NULL && route_allow(route) != NULL &&
               strcmp(rep->allow, route_allow(route)) == 0,
@@ -414,7 +429,9 @@ void check_reply(const evd_request_t *req, const evd_reply_t *rep) {
     static const char *const counters[] = {
         "evictd_forks_total", "evictd_commits_total",
         "evictd_dropped_positions_total", "evictd_truncates_total",
-        "evictd_removed_positions_total"};
+        "evictd_removed_positions_total", "evictd_adoptions_created_total",
+        "evictd_adoptions_replaced_total", "evictd_adoptions_resent_total",
+        "evictd_adoptions_refused_total", "evictd_divergences_total"};
     size_t i;
     CHECK(route == EVD_R_METRICS && st == 200,
           "non-JSON answer outside /metrics");

@@ -194,6 +194,44 @@ shadow_t *sh_new(const char *id, size_t idlen,
   return s;
 }
 
+/* An adopted session: kept[0..n) (a state the spec accepts), the first
+ * `sinks` pinned in slots 0..; the others in `slots`, or, when it is
+ * NULL, round the ring from where stepping every position after the
+ * newest pin one at a time leaves the oldest of them. No drafts, no
+ * replay record. */
+shadow_t *sh_adopted(const char *id, size_t idlen,
+                     const evd_session_config_t *c, const uint32_t *kept,
+                     const uint32_t *slots, uint32_t n, uint32_t newest) {
+  shadow_t *s = sh_alloc(id, idlen, c->budget, c->sinks, c->lookahead,
+                         c->page_size);
+  uint32_t np = n < c->sinks ? n : c->sinks, i, slot = 0;
+  uint64_t ring = (uint64_t)c->budget + c->lookahead - c->sinks, before;
+
+  for (i = 0; i < n; i++) {
+    if (i < np) {
+      slot = i;
+    } else if (slots != NULL) {
+      slot = slots[i];
+    } else if (i == np) {
+      /* Positions between the newest pin (or -1) and kept[np]. */
+      before = np > 0 ? (uint64_t)kept[np] - kept[np - 1] - 1
+                      : (uint64_t)kept[np];
+      slot = c->sinks + (uint32_t)(before % ring);
+    } else {
+      slot = slot + 1 == c->budget + c->lookahead ? c->sinks : slot + 1;
+    }
+    CHECK(slot < s->cap && !s->occ[slot], "model: adopted slot %u taken",
+          slot);
+    s->occ[slot] = 1;
+    s->pos[i] = kept[i];
+    s->slot[i] = slot;
+    s->pinned[i] = (uint8_t)(i < np);
+  }
+  s->n = n;
+  s->newest = s->committed = newest;
+  return s;
+}
+
 /* A copy of the state (the replay record only when `record`). */
 shadow_t *sh_copy(const shadow_t *src, const char *id, size_t idlen,
                   int record) {

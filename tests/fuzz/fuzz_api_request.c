@@ -40,6 +40,39 @@ unsigned read_config(json_t *obj, evd_session_config_t *c) {
   return e;
 }
 
+unsigned read_expect(json_t *obj, int *has, uint32_t *expect) {
+  json_t *v = obj != NULL ? json_object_get(obj, "expect_newest") : NULL;
+
+  *has = 0;
+  if (v == NULL)
+    return 0;
+  if (!int_in(v, 0, UINT32_MAX, expect))
+    return B(E_INVALID_POSITION) | (json_is_number(v) ? 0 : B(E_INVALID_FIELD));
+  *has = 1;
+  return 0;
+}
+
+unsigned expect_codes(const shadow_t *s, int has, uint32_t expect) {
+  if (!has)
+    return 0;
+  if (s == NULL)
+    return expect > 0 ? B(E_UNKNOWN_SESSION) : 0;
+  return expect != s->newest ? B(E_DIVERGED) : 0;
+}
+
+void check_diverged(json_t *e, const char *id, size_t idlen) {
+  shadow_t *s = id != NULL ? sh_find(id, idlen) : NULL;
+  json_t *want;
+
+  CHECK(s != NULL, "diverged on a session the model does not have");
+  CHECK(u32_of(json_object_get(e, "newest")) == s->newest,
+        "diverged names newest %u, the session's is %u",
+        u32_of(json_object_get(e, "newest")), s->newest);
+  want = sh_view(s);
+  check_equal(json_object_get(e, "view"), want, "diverged view");
+  json_decref(want);
+}
+
 /* A step object (the body of /session/{id}/step or a batch item). */
 typedef struct {
   unsigned perr;   /* codes of the request itself */
@@ -52,6 +85,8 @@ typedef struct {
   evd_session_config_t cfg;
   int given[4];    /* budget, sinks, lookahead, page_size named (and
                       valid integers) */
+  int has_expect;  /* expect_newest, in expect */
+  uint32_t expect;
 } stepreq_t;
 
 /* The positions of the step being read (a body of -max_len=8192 bytes
@@ -62,10 +97,10 @@ static uint32_t req_pos[REQ_POS_MAX];
 static void read_step(json_t *obj, int in_batch, stepreq_t *r) {
   static const char *const single[] = {
       "pos", "positions", "tentative", "commit", "attention", "budget",
-      "sinks", "lookahead", "page_size", NULL};
+      "sinks", "lookahead", "page_size", "expect_newest", NULL};
   static const char *const item[] = {
       "session", "pos", "positions", "tentative", "commit", "attention",
-      "budget", "sinks", "lookahead", "page_size", NULL};
+      "budget", "sinks", "lookahead", "page_size", "expect_newest", NULL};
   json_t *pos, *list, *v;
   size_t i;
 
@@ -99,6 +134,7 @@ static void read_step(json_t *obj, int in_batch, stepreq_t *r) {
       r->perr |= B(E_INVALID_POSITION) |
                  (json_is_number(v) ? 0 : B(E_INVALID_FIELD));
   }
+  r->perr |= read_expect(obj, &r->has_expect, &r->expect);
   pos = json_object_get(obj, "pos");
   list = json_object_get(obj, "positions");
   if ((pos != NULL && list != NULL) ||
@@ -159,6 +195,11 @@ static void model_step(shadow_t *s, const char *id, size_t idlen,
     o->allowed |= r->cerr; /* no session can be made of it */
     return;
   }
+  if (s == NULL && expect_codes(NULL, r->has_expect, r->expect) != 0) {
+    /* A fresh window would describe another cache: nothing is made. */
+    o->allowed |= B(E_UNKNOWN_SESSION);
+    return;
+  }
   /* Creation fields of an existing session are checked, and must equal
    * its own (else 409, before anything else). */
   o->allowed |= r->cerr;
@@ -176,6 +217,11 @@ static void model_step(shadow_t *s, const char *id, size_t idlen,
     o->replay = 1;
     o->expect = json_deep_copy(s->rec_answer);
     json_object_set_new(o->expect, "replayed", json_true());
+    return;
+  }
+  /* Not a resend: the session must be where the request expects it. */
+  if (expect_codes(s, r->has_expect, r->expect) != 0) {
+    o->allowed |= B(E_DIVERGED);
     return;
   }
   drafts = s != NULL ? sh_drafts(s) : 0;
@@ -238,11 +284,15 @@ static void model_step(shadow_t *s, const char *id, size_t idlen,
 void model_one_position(shadow_t *s, const char *id, size_t idlen,
                         int op, json_t *body, int bad_json,
                         outcome_t *o, uint32_t *arg) {
-  static const char *const commit_fields[] = {"newest", NULL};
-  static const char *const truncate_fields[] = {"from", NULL};
+  static const char *const commit_fields[] = {"newest", "expect_newest",
+                                              NULL};
+  static const char *const truncate_fields[] = {"from", "expect_newest",
+                                                NULL};
   json_t *v;
   shadow_t *t;
   json_t *a, *b = NULL;
+  uint32_t expect = 0;
+  int has_expect = 0;
 
   memset(o, 0, sizeof *o);
   o->status = 200;
@@ -260,6 +310,7 @@ void model_one_position(shadow_t *s, const char *id, size_t idlen,
   else if (!int_in(v, op == R_COMMIT ? 0 : 1, UINT32_MAX, arg))
     o->allowed |= B(E_INVALID_POSITION) |
                   (json_is_number(v) ? 0 : B(E_INVALID_FIELD));
+  o->allowed |= read_expect(body, &has_expect, &expect);
   if (o->allowed != 0)
     return;
   if (sh_rec_match(s, op, 0, 0, *arg, NULL, 0)) {
@@ -267,6 +318,11 @@ void model_one_position(shadow_t *s, const char *id, size_t idlen,
     o->replay = 1;
     o->expect = json_deep_copy(s->rec_answer);
     json_object_set_new(o->expect, "replayed", json_true());
+    return;
+  }
+  o->newest = s->newest;
+  if (expect_codes(s, has_expect, expect) != 0) {
+    o->allowed |= B(E_DIVERGED);
     return;
   }
   if (op == R_COMMIT && *arg < s->committed) {
@@ -371,6 +427,8 @@ void settle(outcome_t *o, json_t *res, int status, int in_batch,
       CHECK(u32_of(json_object_get(e, "newest")) == o->newest,
             "stale_position names newest %u, the session's is %u",
             u32_of(json_object_get(e, "newest")), o->newest);
+    if (k == E_DIVERGED)
+      check_diverged(e, id, idlen);
     if (in_batch)
       seen_items[1]++;
     return;

@@ -27,6 +27,8 @@ const fuzz_code_t codes[E_COUNT] = {
     [E_STALE_POSITION] = {"stale_position", 409},
     [E_TENTATIVE_PENDING] = {"tentative_pending", 409},
     [E_SESSION_LIMIT] = {"session_limit", 503},
+    [E_INVALID_STATE] = {"invalid_state", 400},
+    [E_DIVERGED] = {"diverged", 409},
 };
 
 static int code_index(const char *code) {
@@ -62,7 +64,8 @@ const char *route_allow(evd_route_t r) {
   case EVD_R_BATCH:
   case EVD_R_COMMIT:
   case EVD_R_TRUNCATE:
-  case EVD_R_FORK: return "POST";
+  case EVD_R_FORK:
+  case EVD_R_ADOPT: return "POST";
   default: return NULL;
   }
 }
@@ -87,9 +90,10 @@ int route_status_ok(evd_route_t r, int st) {
       [EVD_R_SESSION] = {200, 201, 204, 400, 404, 405, 409, 503},
       [EVD_R_STEP] = {200, 400, 404, 405, 409, 503},
       [EVD_R_EVICT] = {200, 400, 404, 405, 409},
-      [EVD_R_COMMIT] = {200, 400, 404, 405},
-      [EVD_R_TRUNCATE] = {200, 400, 404, 405},
+      [EVD_R_COMMIT] = {200, 400, 404, 405, 409},
+      [EVD_R_TRUNCATE] = {200, 400, 404, 405, 409},
       [EVD_R_FORK] = {200, 201, 400, 404, 405, 409, 503},
+      [EVD_R_ADOPT] = {200, 201, 400, 405, 409, 503},
   };
   int i;
 
@@ -101,7 +105,7 @@ int route_status_ok(evd_route_t r, int st) {
 
 const char *const route_names[EVD_R_COUNT] = {
     "none", "healthz", "metrics", "batch", "session", "step",
-    "evict", "commit", "truncate", "fork"};
+    "evict", "commit", "truncate", "fork", "adopt"};
 
 /* The harness's own reading of a path: the route and the session id. */
 evd_route_t parse_route(const char *p, size_t n, const char **id,
@@ -111,7 +115,7 @@ evd_route_t parse_route(const char *p, size_t n, const char **id,
     evd_route_t r;
   } tails[] = {{"/step", EVD_R_STEP},         {"/evict", EVD_R_EVICT},
                {"/commit", EVD_R_COMMIT},     {"/truncate", EVD_R_TRUNCATE},
-               {"/fork", EVD_R_FORK}};
+               {"/fork", EVD_R_FORK},         {"/adopt", EVD_R_ADOPT}};
   const char *slash;
   size_t i, rest;
 
@@ -324,10 +328,16 @@ int check_error(json_t *e, int status, int in_batch) {
     if (strcmp(key, "code") == 0 || strcmp(key, "message") == 0 ||
         (in_batch && strcmp(key, "status") == 0))
       continue;
-    CHECK(strcmp(key, "newest") == 0 && k == E_STALE_POSITION,
+    CHECK((strcmp(key, "newest") == 0 &&
+           (k == E_STALE_POSITION || k == E_DIVERGED)) ||
+              (strcmp(key, "view") == 0 && k == E_DIVERGED),
           "error %s has field %s", json_string_value(code), key);
   }
-  if (k == E_STALE_POSITION)
-    CHECK(is_u32(json_object_get(e, "newest")), "stale without newest");
+  if (k == E_STALE_POSITION || k == E_DIVERGED)
+    CHECK(is_u32(json_object_get(e, "newest")), "%s without newest",
+          codes[k].code);
+  if (k == E_DIVERGED)
+    CHECK(json_is_object(json_object_get(e, "view")), "diverged without a "
+          "view");
   return k;
 }

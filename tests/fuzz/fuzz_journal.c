@@ -3,8 +3,10 @@
  * start-up. The property: a refusal with a reason, or a recovery to exactly
  * the state of the records before the first bad one, which the harness
  * works out itself from the format (its own framing, LSN and torn-tail
- * rules; the ops applied through evd_api_apply). Recovered windows keep
- * their invariants, and the snapshot the close writes loads back the same.
+ * rules, its own reading of the sessions above --max-budget that recovery
+ * leaves out; the ops applied through evd_api_apply). Recovered windows
+ * keep their invariants, and the snapshot the close writes loads back the
+ * same.
  *
  * Input: byte 0 is a mode, the rest the segment file.
  *   mode & 1  every record's CRC is recomputed first (so that mutations
@@ -74,10 +76,91 @@ static void prepare(unsigned char mode, unsigned char swap, evd_buf_t *f) {
   evd_buf_free(&out);
 }
 
+/* The harness's reading of recovery's --max-budget rule (journal.h): a
+ * session made (created, adopted) above SF_MAX_BUDGET is left out with
+ * everything later records do to it and to its forks, yet exists as far
+ * as the records go (made again, it must be replaced; a delete or a reap
+ * ends it). The ops of the others go to evd_api_apply. */
+typedef struct {
+  evd_api_t *api;
+  int n, full;
+  uint8_t len[128];
+  char id[128][EVD_SESSION_ID_MAX];
+} model_t;
+
+static int out_at(const model_t *m, const char *id, size_t len) {
+  int i;
+
+  for (i = 0; i < m->n; i++)
+    if (m->len[i] == len && memcmp(m->id[i], id, len) == 0)
+      return i;
+  return -1;
+}
+
+static void out_add(model_t *m, const char *id, size_t len) {
+  if (m->n == 128) {
+    m->full = 1; /* not comparable: the harness's room, not the format */
+    return;
+  }
+  memcpy(m->id[m->n], id, len);
+  m->len[m->n++] = (uint8_t)len;
+}
+
+static void out_drop(model_t *m, int i) {
+  m->n--;
+  memmove(m->id[i], m->id[m->n], m->len[m->n]);
+  m->len[i] = m->len[m->n];
+}
+
+static int model_op(void *ctx, const evd_op_t *op) {
+  model_t *m = ctx;
+  evd_table_t *t = evd_api_table(m->api);
+  int out = out_at(m, op->id, op->idlen), makes = 0, replaces = 0;
+  evd_session_t *s;
+  evd_op_t o = *op;
+
+  makes = op->type == EVD_OP_CREATE || op->type == EVD_OP_CREATE2 ||
+          op->type == EVD_OP_ADOPT;
+  replaces = op->type == EVD_OP_ADOPT && (op->flags & EVD_OP_REPLACED);
+  if (op->type == EVD_OP_FORK && out_at(m, op->child, op->childlen) >= 0)
+    return EVD_ECORRUPT; /* the child exists */
+  if (makes && op->cfg.budget > SF_MAX_BUDGET) {
+    s = evd_table_find(t, op->id, op->idlen);
+    if (replaces) {
+      if (s == NULL && out < 0)
+        return EVD_ECORRUPT;
+    } else if (s != NULL || out >= 0) {
+      return EVD_ECORRUPT;
+    }
+    if (s != NULL)
+      evd_table_remove(t, s);
+    if (out < 0)
+      out_add(m, op->id, op->idlen);
+    return 0;
+  }
+  if (out < 0)
+    return evd_api_apply(m->api, op);
+  if (makes) {
+    if (!replaces)
+      return EVD_ECORRUPT;
+    out_drop(m, out);
+    o.flags = 0; /* left out, so made afresh */
+    return evd_api_apply(m->api, &o);
+  }
+  if (op->type == EVD_OP_FORK) {
+    if (evd_table_find(t, op->child, op->childlen) != NULL)
+      return EVD_ECORRUPT;
+    out_add(m, op->child, op->childlen);
+  } else if (op->type == EVD_OP_DELETE || op->type == EVD_OP_REAP) {
+    out_drop(m, out);
+  }
+  return 0;
+}
+
 /* The harness's own reading of a lone segment (no snapshot): 0 with the
  * state in ref and the length the file is cut to, EVD_ECORRUPT when it
  * must be refused, EVD_ENOMEM when applying ran out (not comparable). */
-static int expect(const unsigned char *d, size_t size, evd_api_t *ref,
+static int expect(const unsigned char *d, size_t size, model_t *ref,
                   size_t *keep) {
   int version;
   size_t at, len, later;
@@ -107,7 +190,7 @@ static int expect(const unsigned char *d, size_t size, evd_api_t *ref,
     if (lsn != last + 1) /* no snapshot: LSNs run 1, 2, 3, ... */
       return EVD_ECORRUPT;
     last = lsn;
-    err = sf_apply_payload(ref, d + at + SF_REC_HDR, len, version);
+    err = sf_decode(d + at + SF_REC_HDR, len, version, model_op, ref);
     if (err != 0)
       return err == EVD_ENOMEM ? err : EVD_ECORRUPT;
   }
@@ -115,7 +198,8 @@ static int expect(const unsigned char *d, size_t size, evd_api_t *ref,
 }
 
 /* Ring words the sessions a segment creates could take: every CREATE's
- * budget + lookahead, times the forks + 1 (a fork copies its parent). */
+ * and ADOPT's budget + lookahead (those recovery does not leave out),
+ * times the forks + 1 (a fork copies its parent). */
 typedef struct {
   uint64_t words, forks;
 } peek_t;
@@ -123,18 +207,19 @@ typedef struct {
 static int peek_op(void *ctx, const evd_op_t *op) {
   peek_t *p = ctx;
 
-  if (op->type == EVD_OP_CREATE || op->type == EVD_OP_CREATE2) {
+  if ((op->type == EVD_OP_CREATE || op->type == EVD_OP_CREATE2 ||
+       op->type == EVD_OP_ADOPT) && op->cfg.budget <= SF_MAX_BUDGET)
     p->words += (uint64_t)op->cfg.budget + op->cfg.lookahead;
-  }
   else if (op->type == EVD_OP_FORK)
     p->forks++;
   return 0;
 }
 
 /* 1 when the segment's sessions would take more than 16 MB of rings. The
- * daemon allocates whatever budget a record names (it trusts its own
- * files' sizes: --max-budget is not checked on recovery), so such inputs
- * test the machine's memory, not the format: they are skipped. */
+ * daemon allocates whatever lookahead a record names within
+ * --max-budget's budgets (it trusts its own files' sizes: --max-lookahead
+ * is not checked on recovery), so such inputs test the machine's memory,
+ * not the format: they are skipped. */
 static int too_big(const unsigned char *d, size_t size) {
   peek_t p = {0, 0};
   size_t at, len;
@@ -179,6 +264,23 @@ static void write_seeds(const char *dir) {
       fs_seed(dir, "story-swapped", 3, b.data, b.len);
     }
   }
+  { /* sessions above --max-budget, left out with their ops and forks */
+    static const uint32_t p5[] = {5};
+    evd_op_t ops[] = {sf_create("big", SF_MAX_BUDGET + 1, 0, 1, 0),
+                      sf_create("ok", 8, 0, 1, 0),
+                      sf_step("big", 0, 0, p5, 1),
+                      sf_fork("big", "kid"),
+                      sf_step("ok", 0, 0, p5, 1),
+                      sf_op(EVD_OP_DELETE, "big", 0),
+                      sf_adopt("big", 0, (evd_session_config_t){4, 1, 1, 0},
+                               sf_d_kept, sf_d_slots, 3, 11)};
+    size_t i;
+    evd_buf_reset(&b, 0);
+    sf_segment(&b, 2);
+    for (i = 0; i < sizeof ops / sizeof ops[0]; i++)
+      sf_record(&b, i + 1, &ops[i], 1);
+    fs_seed(dir, "max-budget", 0, b.data, b.len);
+  }
   fs_seed_file(dir, "v1-fixture", 0, "tests/durability/fixtures/v1/state",
                "journal.00000001");
   fs_seed(dir, "empty", 0, "", 0);
@@ -203,6 +305,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned char mode, swap = 0;
   evd_buf_t file, cut;
   evd_api_t *api, *ref, *again;
+  model_t *model = NULL;
   evd_journal_t *j = NULL;
   char why[512];
   size_t keep;
@@ -232,11 +335,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (api == NULL || ref == NULL)
     abort();
   evd_table_set_max(evd_api_table(ref), UINT32_MAX);
-  want = expect((const unsigned char *)file.data, file.len, ref, &keep);
+  model = calloc(1, sizeof *model);
+  if (model == NULL)
+    abort();
+  model->api = ref;
+  want = expect((const unsigned char *)file.data, file.len, model, &keep);
   got = sf_open(fs_dir, api, &j, why, sizeof why);
   if (got != 0 && why[0] == '\0')
     fail("a refusal without a reason", evd_strerror(got));
-  if (got == EVD_ENOMEM || want == EVD_ENOMEM)
+  if (got == EVD_ENOMEM || want == EVD_ENOMEM || model->full)
     goto done; /* the cap on allocations, not the format */
   if ((got == 0) != (want == 0))
     fail(got == 0 ? "recovered a segment that must be refused"
@@ -275,6 +382,7 @@ done:
     evd_journal_close(j, evd_api_table(api));
   evd_api_free(api);
   evd_api_free(ref);
+  free(model);
   evd_buf_free(&file);
   evd_buf_free(&cut);
   return 0;

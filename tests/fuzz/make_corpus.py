@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the API fuzzer (tests/fuzz/fuzz_api.c).
 
-Seeds come from two places: every test vector in proto/vectors, turned into
-the requests the HTTP tests would send (PUT the session, then one request per
-op, also as a batch and as retries), and a hand-written list of requests that
+Seeds come from two places: every test vector in proto/vectors and
+proto/vectors/rehome, turned into the requests the HTTP tests would send
+(PUT the session, then one request per op, also as a batch and as
+retries), and a hand-written list of requests that
 reach every error code of the spec (lookahead, page_size, drafts, commit,
 truncate and fork included). The framing is the harness's: records
 separated by the byte 0xFF, each record an op byte (G H U P D X, or T for the
@@ -62,6 +63,13 @@ def step_body(op):
     return body
 
 
+def expecting(op, body):
+    """`body` with the op's expect_newest, if it has one."""
+    if "expect_newest" in op:
+        body["expect_newest"] = op["expect_newest"]
+    return body
+
+
 def vector_config(v):
     cfg = {"budget": v["budget"], "sinks": v["sinks"]}
     for k in ("lookahead", "page_size"):
@@ -84,18 +92,22 @@ def vector_seeds(path):
             target = sid if "session" not in op else f"{sid}.{op['session']}"
             base = f"/session/{target}"
             if "step" in op:
-                recs.append(rec("P", base + "/step", step_body(op)))
+                recs.append(rec("P", base + "/step",
+                                expecting(op, step_body(op))))
             elif "evict" in op:
-                recs.append(rec("P", base + "/evict", {"budget": op["evict"]}))
+                recs.append(rec("P", base + "/evict",
+                                expecting(op, {"budget": op["evict"]})))
             elif "truncate" in op:
                 recs.append(rec("P", base + "/truncate",
-                                {"from": op["truncate"]}))
+                                expecting(op, {"from": op["truncate"]})))
             elif "fork" in op:
-                recs.append(rec("P", base + "/fork",
-                                {"into": f"{sid}.{op['fork']}"}))
+                recs.append(rec("P", base + "/fork", expecting(
+                    op, {"into": f"{sid}.{op['fork']}"})))
             elif "commit" in op:
                 recs.append(rec("P", base + "/commit",
-                                {"newest": op["commit"]}))
+                                expecting(op, {"newest": op["commit"]})))
+            elif "adopt" in op:
+                recs.append(rec("P", base + "/adopt", op["adopt"]))
             else:
                 recs.append(rec("G", base))
         return recs
@@ -379,6 +391,96 @@ def error_seeds():
                    rec("T", "2000"),
                    rec("P", "/session/f2/fork", {"into": "f2.c"}),
                    rec("T", "2000"), rec("G", "/session/f2.c")]))
+    # adopt: created, resent (with and without slots), refused for another
+    # state, replaced; every rule of a state broken; bad fields
+    ad = lambda sid, body: rec("P", f"/session/{sid}/adopt", body)
+    a1 = {"budget": 4, "sinks": 1, "kept": [0, 5, 9, 10], "newest": 12}
+    s.append(join([
+        ad("a1", a1), ad("a1", a1), ad("a1", dict(a1, slots=[0, 1, 2, 3])),
+        ad("a1", dict(a1, newest=13)),
+        ad("a1", dict(a1, kept=[0, 5, 9, 11], replace=True)),
+        rec("G", "/session/a1"), step("a1", {"pos": 14}),
+        step("a1", {"pos": 14}),
+        ad("a1", {"budget": 6, "kept": [2, 3, 4, 20], "newest": 20,
+                  "slots": [2, 3, 4, 5], "replace": True}),
+        step("a1", {"pos": 14}), step("a1", {"pos": 21}),
+        ad("a1", {"budget": 6, "lookahead": 3, "page_size": 4,
+                  "kept": [1, 2, 9], "newest": 11, "pages": [0, 2],
+                  "replace": True}),
+        step("a1", {"positions": [12, 13], "tentative": True}),
+        ad("a1", {"budget": 6, "lookahead": 3, "page_size": 4,
+                  "kept": [1, 2, 9], "newest": 11, "pages": [0, 2]}),
+        rec("D", "/session/a1"), ad("a1", a1)]))
+    for b in [{"kept": [0, 5, 5], "newest": 5}, {"kept": [0, 5, 3], "newest": 5},
+              {"budget": 2, "kept": [0, 1, 2], "newest": 2},
+              {"sinks": 1, "kept": [1, 2], "newest": 2},
+              {"kept": [0, 5], "newest": 4},
+              {"kept": [0, 5], "newest": 4294967295},
+              {"kept": [0, 4294967295], "newest": 4294967295},
+              {"kept": [], "newest": 4},
+              {"kept": [0, 5], "newest": 5, "slots": [0]},
+              {"kept": [0, 5], "newest": 5, "slots": [0, 9]},
+              {"kept": [0, 5], "newest": 5, "slots": [0, -1]},
+              {"sinks": 2, "kept": [0, 5, 6], "newest": 6, "slots": [1, 0, 2]},
+              {"sinks": 1, "kept": [0, 5, 6], "newest": 6, "slots": [0, 0, 1]},
+              {"kept": [0, 5, 6], "newest": 6, "slots": [0, 1, 3]},
+              {"kept": [0, 1, 2], "newest": 2, "slots": [3, 4, 5]},
+              {"kept": [4, 5, 6], "newest": 6, "slots": [4, 0, 1]},
+              {"page_size": 4, "kept": [0, 5], "newest": 5, "pages": [0, 2]},
+              {"page_size": 4, "kept": [0, 5], "newest": 5, "pages": [0]},
+              {"kept": [0, 5], "newest": 5, "pages": [0, 1]},
+              {"kept": [0, 5], "newest": 5, "pages": []},
+              {"kept": [0, 5], "newest": 5, "pages": [0.5]},
+              {"newest": 5}, {"kept": [0]}, {"kept": "0", "newest": 5},
+              {"kept": [0, "5"], "newest": 5},
+              {"kept": [0, 4294967296], "newest": 5},
+              {"kept": [0], "newest": -1}, {"kept": [0], "newest": "0"},
+              {"kept": [0], "newest": 0, "replace": 1},
+              {"kept": [0], "newest": 0, "tentative": []},
+              {"kept": [0], "newest": 0, "budget": 0},
+              {"kept": [0], "newest": 0, "budget": 4, "sinks": 4}]:
+        s.append(join([ad("ab", b), ad("ab", dict(b, replace=True))]))
+    s.append(join([ad("al", {"kept": list(range(0, 1001)), "newest": 1000,
+                             "budget": 1000}),
+                   rec("G", "/session/al"), rec("D", "/session/al")]))
+    # expect_newest on every change: matched, diverged, resent, missing
+    ex = lambda sid: [
+        put(sid, {"budget": 4, "lookahead": 2, "page_size": 2}),
+        step(sid, {"positions": [1, 2, 10], "expect_newest": 0}),
+        step(sid, {"pos": 11, "expect_newest": 10}),
+        step(sid, {"pos": 11, "expect_newest": 10}),
+        step(sid, {"pos": 12, "expect_newest": 10}),
+        step(sid, {"positions": [12, 13], "tentative": True,
+                   "expect_newest": 11}),
+        rec("P", f"/session/{sid}/commit", {"newest": 12,
+                                            "expect_newest": 13}),
+        rec("P", f"/session/{sid}/commit", {"newest": 12,
+                                            "expect_newest": 13}),
+        rec("P", f"/session/{sid}/commit", {"newest": 13,
+                                            "expect_newest": 13}),
+        rec("P", f"/session/{sid}/truncate", {"from": 12,
+                                              "expect_newest": 12}),
+        rec("P", f"/session/{sid}/truncate", {"from": 11,
+                                              "expect_newest": 12}),
+        evict(sid, {"budget": 2, "expect_newest": 11}),
+        evict(sid, {"budget": 2, "expect_newest": 0}),
+        rec("P", f"/session/{sid}/fork", {"into": f"{sid}.f",
+                                          "expect_newest": 11}),
+        rec("P", f"/session/{sid}/fork", {"into": f"{sid}.f",
+                                          "expect_newest": 3}),
+        rec("P", f"/session/{sid}/fork", {"into": f"{sid}.g",
+                                          "expect_newest": 3}),
+        step(sid, {"pos": 20, "expect_newest": -1}),
+        step(sid, {"pos": 20, "expect_newest": "11"}),
+        step(f"{sid}.new", {"pos": 5, "expect_newest": 4}),
+        step(f"{sid}.new", {"pos": 5, "expect_newest": 0}),
+        rec("P", "/step", {"steps": [
+            {"session": sid, "pos": 30, "expect_newest": 0},
+            {"session": f"{sid}.m", "pos": 1, "expect_newest": 7},
+            {"session": f"{sid}.k", "pos": 1, "expect_newest": 0},
+            {"session": sid, "pos": 30, "expect_newest": 11}]}),
+    ]
+    s.append(join(ex("x1")))
     # the session limit through forks
     s.append(join([rec("U", "/session/fl")] + [
         rec("P", "/session/fl/fork", {"into": f"fl.{i}"}) for i in range(60)]))
@@ -406,7 +508,8 @@ def main():
         "vectors")
     os.makedirs(outdir, exist_ok=True)
     seeds = []
-    for path in sorted(glob.glob(os.path.join(vdir, "*.json"))):
+    for path in sorted(glob.glob(os.path.join(vdir, "*.json"))) + sorted(
+            glob.glob(os.path.join(vdir, "rehome", "*.json"))):
         seeds += vector_seeds(path)
     seeds += error_seeds()
     for data in seeds:

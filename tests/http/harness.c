@@ -160,7 +160,9 @@ void ht_check_error_at(const char *file, int line, json_t *body, int status,
                        const char *code, int in_batch) {
   json_t *e = json_object_get(body, "error"), *m;
   int stale = strcmp(code, "stale_position") == 0;
-  size_t keys = 2 + (size_t)stale + (size_t)(in_batch != 0);
+  int diverged = strcmp(code, "diverged") == 0;
+  size_t keys = 2 + (size_t)stale + 2 * (size_t)diverged +
+                (size_t)(in_batch != 0);
 
   ck_assert_msg(json_is_object(body) && json_object_size(body) == 1 &&
                     json_is_object(e),
@@ -175,10 +177,17 @@ void ht_check_error_at(const char *file, int line, json_t *body, int status,
   ck_assert_msg(json_is_string(m) && json_string_length(m) > 0,
                 "%s:%d: the error has no message: %s", file, line,
                 ht_dump(body, 0));
-  if (stale)
+  if (stale || diverged)
     ck_assert_msg(json_is_integer(json_object_get(e, "newest")),
-                  "%s:%d: stale_position without \"newest\": %s", file, line,
+                  "%s:%d: %s without \"newest\": %s", file, line, code,
                   ht_dump(body, 0));
+  if (diverged) /* the daemon's own view, whose newest it names */
+    ck_assert_msg(json_is_object(json_object_get(e, "view")) &&
+                      json_equal(json_object_get(e, "newest"),
+                                 json_object_get(json_object_get(e, "view"),
+                                                 "newest")),
+                  "%s:%d: diverged without the session's view: %s", file,
+                  line, ht_dump(body, 0));
   if (in_batch)
     ck_assert_msg(json_is_integer(json_object_get(e, "status")) &&
                       json_integer_value(json_object_get(e, "status")) ==
@@ -197,7 +206,7 @@ json_int_t ht_error_at(const char *file, int line, ht_t *t,
   json_int_t newest = -1;
 
   ht_check_error_at(file, line, j, status, code, 0);
-  if (strcmp(code, "stale_position") == 0)
+  if (strcmp(code, "stale_position") == 0 || strcmp(code, "diverged") == 0)
     newest = json_integer_value(
         json_object_get(json_object_get(j, "error"), "newest"));
   json_decref(j);
@@ -212,4 +221,4 @@ json_t *ht_view_at(const char *file, int line, ht_t *t, const char *id) {
 }
 
 EVD_CHECK_MAIN(api_suite(), limits_suite(), vectors_suite(), process_suite(),
-               ops_suite())
+               ops_suite(), adopt_suite())

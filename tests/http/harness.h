@@ -24,6 +24,7 @@ Suite *limits_suite(void);
 Suite *vectors_suite(void);
 Suite *process_suite(void);
 Suite *ops_suite(void);
+Suite *adopt_suite(void);
 
 /* Starts a daemon with env (may be NULL) and args (may be NULL) and
  * connects to it; fails the test, showing the log, when either fails. */
@@ -63,7 +64,8 @@ void ht_expect_at(const char *file, int line, ht_t *t, const char *method,
   ht_expect_at(__FILE__, __LINE__, t, m, p, b, st, w)
 
 /* As ht_call, and asserts the body is exactly the error object for
- * `status` and `code`. Returns "newest" for stale_position, else -1. */
+ * `status` and `code`. Returns "newest" for stale_position and diverged,
+ * else -1. */
 json_int_t ht_error_at(const char *file, int line, ht_t *t,
                        const char *method, const char *path, const char *body,
                        int status, const char *code);
@@ -71,7 +73,8 @@ json_int_t ht_error_at(const char *file, int line, ht_t *t,
   ht_error_at(__FILE__, __LINE__, t, m, p, b, st, c)
 
 /* Asserts `body` is exactly an error: {"error":{"code","message"}} (plus
- * "newest" for stale_position; plus "status" inside when `in_batch`). */
+ * "newest" for stale_position; "newest" and "view" for diverged; plus
+ * "status" inside when `in_batch`). */
 void ht_check_error_at(const char *file, int line, json_t *body, int status,
                        const char *code, int in_batch);
 #define ht_check_error(b, st, c, in_batch) \

@@ -1,7 +1,9 @@
-/* Every vector in proto/vectors replayed through the daemon: once through
- * the per-session endpoints (step, evict, GET), and once with all vectors
+/* Every vector in proto/vectors and proto/vectors/rehome replayed through
+ * the daemon: once through the per-session endpoints (step, commit,
+ * truncate, evict, fork, adopt, GET), and once with all vectors
  * interleaved through the batch endpoint, one batch per op index. The
- * answers must equal the vectors' exactly; refused ops by error code. */
+ * answers must equal the vectors' exactly; refused ops by error code (a
+ * stale_position or diverged with the newest the answers said). */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include "harness.h"
 
 #define MAX_VECTORS 64
+#define MAX_NAME 80
 
 static char *names[MAX_VECTORS];
 static int nnames;
@@ -17,7 +20,7 @@ static int nnames;
 #define MAX_SESSIONS 16
 
 /* One vector as the replay needs it: its main session and the ones forked
- * from it, each with the newest position its answers said. */
+ * from it or adopted, each with the newest position its answers said. */
 typedef struct {
   json_t *root; /* the whole file */
   const char *name;
@@ -37,15 +40,20 @@ static int is_json(const struct dirent *e) {
 }
 
 /* Lists the vector files once, when the suite is built: the loop test
- * needs their number. */
-static void list_vectors(void) {
+ * needs their number. Those of rehome/ (adopt, expect_newest) follow,
+ * named with their folder. */
+static void list_vectors(const char *sub) {
   struct dirent **list;
+  char dir[512], name[MAX_NAME];
   int n, i;
 
-  n = scandir(ht_vectors_dir(), &list, is_json, alphasort);
+  snprintf(dir, sizeof dir, "%s%s%s", ht_vectors_dir(), *sub ? "/" : "", sub);
+  n = scandir(dir, &list, is_json, alphasort);
   for (i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "%.16s%s%.60s", sub, *sub ? "/" : "",
+             list[i]->d_name);
     if (nnames < MAX_VECTORS)
-      names[nnames++] = strdup(list[i]->d_name);
+      names[nnames++] = strdup(name);
     free(list[i]);
   }
   if (n >= 0)
@@ -79,10 +87,8 @@ static void vec_load(vec_t *v, const char *file, const char *id_prefix) {
   snprintf(v->sess[0].id, sizeof v->sess[0].id, "%s%s", id_prefix, v->name);
 }
 
-/* The session an op addresses ("session": a fork's name, else the main
- * one). */
-static int sess_of(vec_t *v, json_t *op) {
-  const char *name = json_string_value(json_object_get(op, "session"));
+/* The session of name `name` (NULL: the main one), or -1. */
+static int sess_named(vec_t *v, const char *name) {
   int i;
 
   if (name == NULL)
@@ -90,8 +96,29 @@ static int sess_of(vec_t *v, json_t *op) {
   for (i = 1; i < v->nsess; i++)
     if (strcmp(v->sess[i].name, name) == 0)
       return i;
-  ck_abort_msg("%s: op on unknown session %s", v->name, name);
-  return 0;
+  return -1;
+}
+
+/* The session an op addresses ("session": a fork's or an adoption's name,
+ * else the main one). */
+static int sess_of(vec_t *v, json_t *op) {
+  const char *name = json_string_value(json_object_get(op, "session"));
+  int i = sess_named(v, name);
+
+  ck_assert_msg(i >= 0, "%s: op on unknown session %s", v->name, name);
+  return i;
+}
+
+/* Names session c `name`, with the id <main id>.<name>. */
+static void sess_name(vec_t *v, int c, const char *name) {
+  char child[sizeof v->sess[c].id];
+  int n;
+
+  snprintf(v->sess[c].name, sizeof v->sess[c].name, "%s", name);
+  n = snprintf(child, sizeof child, "%.160s.%s", v->sess[0].id,
+               v->sess[c].name);
+  ck_assert(n > 0 && (size_t)n < sizeof child);
+  memcpy(v->sess[c].id, child, sizeof child);
 }
 
 /* PUT the vector's session: it starts holding position 0 in slot 0. */
@@ -134,14 +161,17 @@ static json_t *step_object(json_t *op, size_t k) {
     json_object_set(o, "tentative", json_object_get(op, "tentative"));
   if (json_object_get(op, "commit") != NULL)
     json_object_set(o, "commit", json_object_get(op, "commit"));
+  if (json_object_get(op, "expect_newest") != NULL)
+    json_object_set(o, "expect_newest", json_object_get(op, "expect_newest"));
   return o;
 }
 
 /* The keys of a vector op that describe the request, not the answer. */
 static int request_key(const char *k) {
-  static const char *const keys[] = {"step",  "tentative", "commit", "evict",
-                                     "truncate", "fork",   "check",  "session",
-                                     "error", NULL};
+  static const char *const keys[] = {"step",     "tentative", "commit",
+                                     "evict",    "truncate",  "fork",
+                                     "check",    "session",   "error",
+                                     "adopt",    "expect_newest", NULL};
   const char *const *p;
 
   for (p = keys; *p != NULL; p++)
@@ -165,13 +195,14 @@ static void check_answer(vec_t *v, size_t k, json_t *op, json_t *got,
     ck_assert_msg(status == st, "%s op %zu: status %d, expected %d (%s): %s",
                   v->name, k, status, st, code, ht_dump(got, 0));
     ht_check_error(got, st, code, in_batch);
-    if (strcmp(code, "stale_position") == 0) {
+    if (strcmp(code, "stale_position") == 0 ||
+        strcmp(code, "diverged") == 0) {
       json_int_t n = json_integer_value(
           json_object_get(json_object_get(got, "error"), "newest"));
       ck_assert_msg(n == v->sess[si].newest,
-                    "%s op %zu: stale with newest %" JSON_INTEGER_FORMAT
+                    "%s op %zu: %s with newest %" JSON_INTEGER_FORMAT
                     ", expected %" JSON_INTEGER_FORMAT,
-                    v->name, k, n, v->sess[si].newest);
+                    v->name, k, code, n, v->sess[si].newest);
     }
     return;
   }
@@ -240,12 +271,66 @@ static void check_view(vec_t *v, size_t k, int si, json_t *check, json_t *got,
   }
 }
 
+/* An adopt op: 201 for a name the vector has not made yet, 200
+ * otherwise, the answer the view (compared without its id); refusals by
+ * error code. */
+static void replay_adopt(ht_t *t, vec_t *v, size_t k, json_t *op) {
+  const char *name = json_string_value(json_object_get(op, "session"));
+  int status, si = sess_named(v, name), fresh = si < 0;
+  char path[300];
+  json_t *got, *want, *val;
+  const char *key;
+
+  if (fresh) {
+    ck_assert_int_lt(v->nsess, MAX_SESSIONS);
+    si = v->nsess;
+    sess_name(v, si, name);
+  }
+  snprintf(path, sizeof path, "/session/%s/adopt", v->sess[si].id);
+  got = send_json(t, "POST", path, json_object_get(op, "adopt"), &status);
+  if (json_object_get(op, "error") != NULL) {
+    const char *code = json_string_value(json_object_get(op, "error"));
+    ck_assert_msg(status == ht_status_of(code), "%s op %zu: status %d, "
+                  "expected %s: %s", v->name, k, status, code,
+                  ht_dump(got, 0));
+    ht_check_error(got, status, code, 0);
+    json_decref(got);
+    return;
+  }
+  want = json_object();
+  json_object_foreach(op, key, val) {
+    if (!request_key(key))
+      json_object_set(want, key, val);
+  }
+  ck_assert_msg(status == (fresh ? 201 : 200) &&
+                    strcmp(json_string_value(json_object_get(got, "id")),
+                           v->sess[si].id) == 0,
+                "%s op %zu: adopt %d %s", v->name, k, status,
+                ht_dump(got, 0));
+  json_object_del(got, "id");
+  ck_assert_msg(json_equal(got, want), "%s op %zu: expected %s, got %s",
+                v->name, k, ht_dump(want, 0), ht_dump(got, 1));
+  v->sess[si].newest = json_integer_value(json_object_get(op, "newest"));
+  if (fresh)
+    v->nsess++;
+  json_decref(want);
+  json_decref(got);
+}
+
 /* Replays one op through its own endpoint. */
 static void replay_single(ht_t *t, vec_t *v, size_t k, json_t *op) {
   char path[260];
   json_t *got, *body = NULL, *check = json_object_get(op, "check");
-  int status, si = sess_of(v, op);
-  const char *id = v->sess[si].id, *route;
+  json_t *expect = json_object_get(op, "expect_newest");
+  int status, si;
+  const char *id, *route;
+
+  if (json_object_get(op, "adopt") != NULL) {
+    replay_adopt(t, v, k, op);
+    return;
+  }
+  si = sess_of(v, op);
+  id = v->sess[si].id;
 
   if (check != NULL) {
     snprintf(path, sizeof path, "/session/%s", id);
@@ -257,16 +342,10 @@ static void replay_single(ht_t *t, vec_t *v, size_t k, json_t *op) {
   if (json_object_get(op, "fork") != NULL) {
     int c = v->nsess;
     ck_assert_int_lt(c, MAX_SESSIONS);
-    snprintf(v->sess[c].name, sizeof v->sess[c].name, "%s",
-             json_string_value(json_object_get(op, "fork")));
-    {
-      char child[sizeof v->sess[c].id];
-      int n = snprintf(child, sizeof child, "%.160s.%s", v->sess[0].id,
-                       v->sess[c].name);
-      ck_assert(n > 0 && (size_t)n < sizeof child);
-      memcpy(v->sess[c].id, child, sizeof child);
-    }
+    sess_name(v, c, json_string_value(json_object_get(op, "fork")));
     body = json_pack("{ss}", "into", v->sess[c].id);
+    if (expect != NULL)
+      json_object_set(body, "expect_newest", expect);
     snprintf(path, sizeof path, "/session/%s/fork", id);
     got = send_json(t, "POST", path, body, &status);
     json_decref(body);
@@ -296,6 +375,8 @@ static void replay_single(ht_t *t, vec_t *v, size_t k, json_t *op) {
     body = json_pack("{sO}", "budget", json_object_get(op, "evict"));
     route = "evict";
   }
+  if (expect != NULL)
+    json_object_set(body, "expect_newest", expect);
   snprintf(path, sizeof path, "/session/%s/%s", id, route);
   got = send_json(t, "POST", path, body, &status);
   json_decref(body);
@@ -396,7 +477,8 @@ Suite *vectors_suite(void) {
   Suite *s = suite_create("vectors");
   TCase *tc = tcase_create("replay");
 
-  list_vectors();
+  list_vectors("");
+  list_vectors("rehome");
   atexit(free_names);
   tcase_set_timeout(tc, 120);
   /* One daemon per vector file; a missing directory fails loudly. */

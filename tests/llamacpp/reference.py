@@ -2,7 +2,10 @@
 over positions written from the README's policy alone (never consulting
 evictd), and a replay of evictd-llama's run record (--dump) that computes,
 for every token llama.cpp computed, what it should have attended to and
-what its logits should have been, with deploy/model's PyTorch model.
+what its logits should have been, with a PyTorch model of the weights:
+deploy/model's, or gguf_lm's model of a llama-architecture GGUF (read with
+gguf-py: grouped-query attention, an output head of its own, eps and RoPE
+base from the file), such as stories260K.
 
 What a token attends to, in llama.cpp: every position its sequence holds in
 the KV cache when the pass runs, up to its own (llama.cpp's causal mask
@@ -164,8 +167,12 @@ def forward_rows(model: torch.nn.Module, tokens: Sequence[int],
     for blk in model.blocks:
         n = blk.attn_norm(x)[0]
         q = rope(blk.wq(n).view(t, h, d), (cos[qp], sin[qp]))
-        k = rope(blk.wk(n).view(t, h, d)[idx], (cos[kp], sin[kp]))
-        v = blk.wv(n).view(t, h, d)[idx]
+        # Grouped-query attention: fewer KV heads than query heads, query
+        # head j reading KV head j // group (gguf_lm.py says why).
+        k = blk.wk(n).view(t, -1, d)
+        group = h // k.shape[1]
+        k = rope(k[idx], (cos[kp], sin[kp])).repeat_interleave(group, 2)
+        v = blk.wv(n).view(t, -1, d)[idx].repeat_interleave(group, 2)
         scores = torch.einsum("thd,twhd->thw", q, k) / math.sqrt(d) + bias
         out = torch.einsum("thw,twhd->thd", torch.softmax(scores, -1), v)
         x = blk.finish(x, out.unsqueeze(0))

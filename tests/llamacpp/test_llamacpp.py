@@ -94,6 +94,18 @@ def tearDownModule() -> None:
         print("%-22s %s" % (name, line), file=sys.stderr)
 
 
+def gguf_py_dir() -> str:
+    """llama.cpp's gguf-py: $GGUF_PY, else the build's own (config.mk's
+    GGUF_PY, beside the GGUF files); "" for Python's gguf package."""
+    if os.environ.get("GGUF_PY"):
+        return os.environ["GGUF_PY"]
+    with open(os.path.join(MODELS, "config.mk")) as f:
+        for line in f:
+            if line.startswith("GGUF_PY"):
+                return line.split(":=", 1)[1].strip()
+    raise AssertionError("config.mk names no GGUF_PY")
+
+
 def prompt(i: int, n: int) -> bytes:
     """n bytes of the held-out text, a different place for each i."""
     with open(lm.HELD_OUT_TEXT, "rb") as f:
@@ -123,11 +135,20 @@ def kill_midway(d: Daemon, cmd: List[str], after: int
 
 class Engine(unittest.TestCase):
     """Runs evictd-llama and checks its record: the helpers of the cases
-    here and of test_positions.py's."""
+    here and of test_positions.py's and test_stories.py's (which run
+    another model: model_file and reference_models say which)."""
 
     def setUp(self) -> None:
         self.name = self._testMethodName[len("test_"):]
         self.runs = 0
+
+    def model_file(self) -> str:
+        """The GGUF evictd-llama runs."""
+        return TARGET_GGUF
+
+    def reference_models(self) -> Tuple[torch.nn.Module, torch.nn.Module]:
+        """The reference's target and draft models (float64)."""
+        return TARGET, DRAFT
 
     def run_engine(self, *args: str, url: Optional[str] = None,
                    dump: bool = True, check: bool = True
@@ -136,7 +157,7 @@ class Engine(unittest.TestCase):
         prefix)."""
         self.runs += 1
         prefix = os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
-        cmd = [BIN, "generate", "-m", TARGET_GGUF, "--evictd",
+        cmd = [BIN, "generate", "-m", self.model_file(), "--evictd",
                url or MAIN.url, "--session", "%s.%d" % (self.name,
                                                         self.runs),
                "--stats"] + list(args)
@@ -151,7 +172,8 @@ class Engine(unittest.TestCase):
 
     def verify(self, prefix: str, target=None, **kw) -> ref.Result:
         events, rows = ref.load_dump(prefix)
-        return ref.replay(events, rows, target or TARGET, DRAFT, **kw)
+        ours, draft = self.reference_models()
+        return ref.replay(events, rows, target or ours, draft, **kw)
 
     def check(self, prefix: str, note: str = "", target=None) -> ref.Result:
         res = self.verify(prefix, target)
@@ -412,9 +434,7 @@ class Case(Engine):
         torch.save({"config": dataclasses.asdict(lm.load(lm.WEIGHTS).cfg),
                     "state": state}, pt)
         gguf = os.path.join(TMP.name, "eos.gguf")
-        with open(os.path.join(MODELS, "config.mk")) as f:
-            gguf_py = [line.split(":=", 1)[1].strip() for line in f
-                       if line.startswith("GGUF_PY")][0]
+        gguf_py = gguf_py_dir()
         subprocess.run(["/usr/bin/python3", os.path.join(
             REPO, "deploy", "llama", "export_gguf.py")] +
             (["--gguf-py", gguf_py] if gguf_py else []) +

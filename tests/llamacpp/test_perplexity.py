@@ -96,9 +96,9 @@ def logsumexp(x: np.ndarray) -> float:
 
 def gguf_embedding(path: str) -> np.ndarray:
     """token_embd.weight of a GGUF, read with llama.cpp's own gguf-py."""
-    gp = os.environ.get("GGUF_PY") or os.path.join(
-        tl.MODELS, "src", "llama.cpp", "gguf-py")
-    sys.path.insert(0, gp)
+    gp = tl.gguf_py_dir()
+    if gp:
+        sys.path.insert(0, gp)
     import gguf
     r = gguf.GGUFReader(path)
     t = next(t for t in r.tensors if t.name == "token_embd.weight")

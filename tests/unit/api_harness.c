@@ -36,16 +36,24 @@ const char *check_error_object(json_t *e, int status, int in_batch) {
   REQUIRE(evd_check_status_of(json_string_value(code)) == status,
                 "code %s with status %d", json_string_value(code), status);
   json_object_foreach(e, key, v) {
+    int stale = strcmp(json_string_value(code), "stale_position") == 0;
+    int diverged = strcmp(json_string_value(code), "diverged") == 0;
     int known = strcmp(key, "code") == 0 || strcmp(key, "message") == 0 ||
                 (in_batch && strcmp(key, "status") == 0) ||
-                (strcmp(key, "newest") == 0 &&
-                 strcmp(json_string_value(code), "stale_position") == 0 &&
-                 json_is_integer(v));
+                (strcmp(key, "newest") == 0 && (stale || diverged) &&
+                 json_is_integer(v)) ||
+                (strcmp(key, "view") == 0 && diverged && json_is_object(v));
     REQUIRE(known, "error %s has field %s", json_string_value(code), key);
   }
-  if (strcmp(json_string_value(code), "stale_position") == 0)
+  if (strcmp(json_string_value(code), "stale_position") == 0 ||
+      strcmp(json_string_value(code), "diverged") == 0)
     REQUIRE(json_is_integer(json_object_get(e, "newest")),
-                  "stale_position without newest");
+                  "%s without newest", json_string_value(code));
+  if (strcmp(json_string_value(code), "diverged") == 0)
+    REQUIRE(json_integer_value(json_object_get(e, "newest")) ==
+                json_integer_value(json_object_get(
+                    json_object_get(e, "view"), "newest")),
+            "diverged: its newest is not its view's");
   return json_string_value(code);
 }
 

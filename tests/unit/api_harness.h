@@ -70,6 +70,7 @@ void expect_view(const char *id, const char *before);
 void api_step_tests(TCase *ops);    /* test_api_step.c */
 void api_vector_tests(TCase *ops);  /* test_api_vectors.c */
 void api_engine_tests(TCase *ops);  /* test_api_engine.c */
+void api_adopt_tests(TCase *ops);   /* test_api_adopt.c */
 void api_reaper_tests(TCase *reaper); /* test_api_reaper.c */
 
 #endif

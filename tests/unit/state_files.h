@@ -88,13 +88,29 @@ static inline evd_op_t sf_fork(const char *id, const char *child) {
                     .child = child, .childlen = strlen(child)};
 }
 
-/* A story of every op type over three sessions, one record per entry of
+/* An adoption of kept[0..n) in slots[0..n) with that newest (flags:
+ * EVD_OP_REPLACED when it replaces the session). */
+static inline evd_op_t sf_adopt(const char *id, uint32_t flags,
+                                evd_session_config_t cfg,
+                                const uint32_t *kept, const uint32_t *slots,
+                                uint32_t n, uint32_t newest) {
+  return (evd_op_t){.type = EVD_OP_ADOPT, .id = id, .idlen = strlen(id),
+                    .flags = flags, .cfg = cfg, .arg = newest,
+                    .positions = kept, .slots = slots, .n = n};
+}
+
+/* A story of every op type over four sessions, one record per entry of
  * SF_STORY (its ops from sf_story_ops); each record applies after the
  * ones before it. */
 static const uint32_t sf_p123[] = {1, 2, 3}, sf_p45[] = {4, 5},
                       sf_p67[] = {6, 7}, sf_p1to9[] = {1, 2, 3, 4, 5, 6, 7,
                                                        8, 9};
-#define SF_STORY 12
+/* The adoptions' states: d (budget 4, sinks 1) holds 0, 5, 9 in the
+ * canonical slots; b is replaced by a paged session (budget 6) holding 3,
+ * 4, 7 in slots a ring turned by 3 gives them. */
+static const uint32_t sf_d_kept[] = {0, 5, 9}, sf_d_slots[] = {0, 1, 2},
+                      sf_b_kept[] = {3, 4, 7}, sf_b_slots[] = {3, 4, 5};
+#define SF_STORY 14
 
 /* The ops of record k (0-based) of the story into ops[]; returns how many. */
 static inline size_t sf_story_ops(int k, evd_op_t *ops) {
@@ -113,7 +129,16 @@ static inline size_t sf_story_ops(int k, evd_op_t *ops) {
   case 8: ops[0] = sf_op(EVD_OP_TRUNCATE, "b", 7); return 1;
   case 9: ops[0] = sf_step("a", EVD_RP_COMMIT_ARG, 4, NULL, 0); return 1;
   case 10: ops[0] = sf_create("gone", 2, 0, 1, 0); return 1;
-  default: ops[0] = sf_op(EVD_OP_DELETE, "gone", 0); return 1;
+  case 11: ops[0] = sf_op(EVD_OP_DELETE, "gone", 0); return 1;
+  case 12:
+    ops[0] = sf_adopt("d", 0, (evd_session_config_t){4, 1, 1, 0}, sf_d_kept,
+                      sf_d_slots, 3, 11);
+    return 1;
+  default:
+    ops[0] = sf_adopt("b", EVD_OP_REPLACED,
+                      (evd_session_config_t){6, 0, 1, 2}, sf_b_kept,
+                      sf_b_slots, 3, 8);
+    return 1;
   }
 }
 
@@ -197,13 +222,17 @@ static inline evd_api_t *sf_api(void) {
   return api;
 }
 
+/* The --max-budget recovery keeps to: sessions above it are left out. */
+#define SF_MAX_BUDGET 4096u
+
 /* Opens the journal in dir into api (its table), as the daemon's start-up
- * does. Returns what evd_journal_open did; *j is set on success. */
+ * does with --max-budget SF_MAX_BUDGET. Returns what evd_journal_open did;
+ * *j is set on success. */
 static inline int sf_open(const char *dir, evd_api_t *api, evd_journal_t **j,
                           char *why, size_t len) {
   why[0] = '\0';
-  return evd_journal_open(j, dir, EVD_FSYNC_NO, UINT64_MAX, evd_api_table(api),
-                          evd_api_apply, api, why, len);
+  return evd_journal_open(j, dir, EVD_FSYNC_NO, UINT64_MAX, SF_MAX_BUDGET,
+                          evd_api_table(api), evd_api_apply, api, why, len);
 }
 
 /* Decodes one payload of a `version` segment, handing each op to fn. */
@@ -252,7 +281,7 @@ static inline int sf_snapshot_load(int dirfd, evd_table_t *t, uint64_t *lsn,
                                    char *why, size_t len) {
   uint64_t bytes = 0;
   why[0] = '\0';
-  return evd_snapshot_load(dirfd, t, lsn, &bytes, why, len);
+  return evd_snapshot_load(dirfd, t, NULL, lsn, &bytes, why, len);
 }
 
 /* ---- checks ----------------------------------------------------------------- */

@@ -318,6 +318,7 @@ static Suite *api_suite(void) {
                       (int)(sizeof odd_bodies / sizeof odd_bodies[0]));
   api_vector_tests(ops);
   api_engine_tests(ops); /* lookahead, pages, drafts, commit, truncate, fork */
+  api_adopt_tests(ops);  /* adopt, expect_newest */
   suite_add_tcase(s, ops);
 
   tcase_set_timeout(reaper, 120);

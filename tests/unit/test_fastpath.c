@@ -1,7 +1,8 @@
 /* The fast path against the general path: for randomly generated step and
- * batch bodies, valid and subtly broken, whenever the fast path accepts a
- * body the general path (jansson and step.c's checks) must accept it too,
- * with exactly the same values. White-box: it calls the evd__ functions. */
+ * batch bodies (expect_newest among their fields), valid and subtly
+ * broken, whenever the fast path accepts a body the general path (jansson
+ * and step.c's checks) must accept it too, with exactly the same values.
+ * White-box: it calls the evd__ functions. */
 #include <check.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -106,6 +107,8 @@ static void step_object(text_t *t, int in_batch) {
     fields[nf++] = "tentative";
   if (pick(4) == 0)
     fields[nf++] = "commit";
+  if (pick(3) == 0)
+    fields[nf++] = "expect_newest";
   if (pick(20) == 0)
     fields[nf++] = pick(2) ? "lookahead" : "page_size";
   if (pick(40) == 0)
@@ -150,7 +153,8 @@ static void step_object(text_t *t, int in_batch) {
                                       "null", "tru", "False"};
       unsigned k = pick(20);
       put(t, b[k < 7 ? k : k % 2]);
-    } else if (strcmp(fields[i], "commit") == 0) {
+    } else if (strcmp(fields[i], "commit") == 0 ||
+               strcmp(fields[i], "expect_newest") == 0) {
       number(t, p);
     } else if (strcmp(fields[i], "lookahead") == 0 ||
                strcmp(fields[i], "page_size") == 0) {
@@ -210,6 +214,8 @@ static void same(const evd_api_t *api, const copy_t *fast,
                     fast->r.tentative == slow->tentative &&
                     fast->r.has_arg == slow->has_arg &&
                     (!slow->has_arg || fast->r.arg == slow->arg) &&
+                    fast->r.has_expect == slow->has_expect &&
+                    (!slow->has_expect || fast->r.expect == slow->expect) &&
                     memcmp(fast->pos, api->pos + slow->first,
                            slow->n * sizeof(uint32_t)) == 0,
                 "fast and general paths read different values from: %.*s",
@@ -224,7 +230,7 @@ START_TEST(fast_step_agrees_with_general_path) {
   evd_api_t *api = make_api();
   const char *env = getenv("EVD_SEED");
   uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : 7;
-  long i, accepted = 0;
+  long i, accepted = 0, with_expect = 0;
 
   rng_state = seed;
   for (i = 0; i < 100000; i++) {
@@ -240,9 +246,15 @@ START_TEST(fast_step_agrees_with_general_path) {
     step_object(&t, 0);
     ws(&t);
     mutate(&t);
-    if (!evd__fast_step(api, t.s, t.n, &r))
+    if (!evd__fast_step(api, t.s, t.n, &r)) {
+      /* Stepping aside leaves the request as the general path starts it:
+       * the path's id and nothing else. */
+      ck_assert(r.id[0] == 'x' && r.idlen == 1 && r.n == 0 && r.op == 0 &&
+                !r.has_arg && !r.tentative && !r.given && !r.has_expect);
       continue;
+    }
     accepted++;
+    with_expect += r.has_expect;
     fast.r = r;
     ck_assert_uint_le(r.n, 64);
     memcpy(fast.pos, api->pos + r.first, r.n * sizeof(uint32_t));
@@ -257,9 +269,11 @@ START_TEST(fast_step_agrees_with_general_path) {
     same(api, &fast, &slow, &t, 0);
     json_decref(root);
   }
-  /* Both outcomes must be common, or the generator tests nothing. */
+  /* Both outcomes must be common, or the generator tests nothing; and the
+   * precondition must be among what the fast path reads. */
   ck_assert_int_gt(accepted, 20000);
   ck_assert_int_lt(accepted, 90000);
+  ck_assert_int_gt(with_expect, 5000);
   evd_api_free(api);
 }
 END_TEST

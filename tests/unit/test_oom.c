@@ -126,14 +126,15 @@ static void free_views(char *v[10]) {
  * form adds an "attention" field to each item. */
 static const char *const items[] = {
     "{\"session\":\"s0\",\"positions\":[1,3,7]%s}", /* gaps: pooled */
-    "{\"session\":\"s1\",\"positions\":[1,2,3,4,5,6,7,8,9]%s}",
+    "{\"session\":\"s1\",\"positions\":[1,2,3,4,5,6,7,8,9],"
+    "\"expect_newest\":0%s}",
     "{\"session\":\"s2\",\"positions\":[13,14,15,16,17,18,19,20,21,22,23,"
     "24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41]%s}",
     "{\"session\":\"s3\",\"commit\":2,\"positions\":[3,4,5,6],"
     "\"tentative\":true%s}",
     "{\"session\":\"s4\",\"positions\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
-    "15,16,17,18,19,20]%s}",
-    "{\"session\":\"s5\",\"pos\":3%s}", /* a replay */
+    "15,16,17,18,19,20],\"expect_newest\":9%s}", /* diverged: a view */
+    "{\"session\":\"s5\",\"pos\":3,\"expect_newest\":2%s}", /* a replay */
     "{\"session\":\"s6\",\"pos\":5,\"page_size\":3,\"lookahead\":2%s}",
     "{\"session\":\"s7\",\"positions\":[1,2,3,4,5,6,7,8,9,10]%s}",
     "{\"session\":\"s8\",\"commit\":0%s}",
@@ -262,6 +263,12 @@ START_TEST(single_requests_under_every_failure) {
       {EVD_M_PUT, "/session/s8", "{\"lookahead\":3}"},
       {EVD_M_DELETE, "/session/s4", NULL},
       {EVD_M_POST, "/session/s7/step", "{\"positions\":[1,2,3,4,5,6,7,8,9]}"},
+      {EVD_M_POST, "/session/s9/adopt",
+       "{\"budget\":6,\"sinks\":1,\"page_size\":2,\"kept\":[0,5,9],"
+       "\"newest\":11,\"pages\":[0,2,4]}"},
+      {EVD_M_POST, "/session/s2/adopt",
+       "{\"kept\":[0,3],\"newest\":3,\"replace\":true}"},
+      {EVD_M_POST, "/session/s2/step", "{\"pos\":99,\"expect_newest\":1}"},
   };
   size_t q;
 

@@ -1,6 +1,7 @@
 /* The state files, below the daemon: record.c (ops to bytes and back),
- * journal.c (recovery: torn tails cut, damage refused) and snapshot.c
- * (write and load), each driven through its public header alone. */
+ * journal.c (recovery: torn tails cut, damage refused, adoptions,
+ * sessions above --max-budget left out) and snapshot.c (write and load),
+ * each driven through its public header alone. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ typedef struct {
   int n;
   evd_op_t ops[4];
   char ids[4][2][EVD_SESSION_ID_MAX + 1];
-  uint32_t pos[4][16];
+  uint32_t pos[4][16], slots[4][16];
 } seen_t;
 
 static int capture(void *ctx, const evd_op_t *op) {
@@ -43,7 +44,7 @@ static int capture(void *ctx, const evd_op_t *op) {
   *o = *op;
   memcpy(s->ids[s->n][0], op->id, op->idlen);
   o->id = s->ids[s->n][0];
-  if (op->child != NULL) {
+  if (op->type == EVD_OP_FORK) {
     memcpy(s->ids[s->n][1], op->child, op->childlen);
     o->child = s->ids[s->n][1];
   }
@@ -51,6 +52,11 @@ static int capture(void *ctx, const evd_op_t *op) {
   if (op->n > 0)
     memcpy(s->pos[s->n], op->positions, 4 * (size_t)op->n);
   o->positions = s->pos[s->n];
+  if (op->type == EVD_OP_ADOPT) {
+    if (op->n > 0)
+      memcpy(s->slots[s->n], op->slots, 4 * (size_t)op->n);
+    o->slots = s->slots[s->n];
+  }
   s->n++;
   return 0;
 }
@@ -85,6 +91,14 @@ static void assert_same_op(const evd_op_t *a, const evd_op_t *b) {
   case EVD_OP_FORK:
     ck_assert_uint_eq(a->childlen, b->childlen);
     ck_assert(memcmp(a->child, b->child, a->childlen) == 0);
+    break;
+  case EVD_OP_ADOPT:
+    ck_assert(memcmp(&a->cfg, &b->cfg, sizeof a->cfg) == 0);
+    ck_assert_uint_eq(a->flags, b->flags);
+    ck_assert_uint_eq(a->arg, b->arg);
+    ck_assert_uint_eq(a->n, b->n);
+    ck_assert(memcmp(a->positions, b->positions, 4 * (size_t)a->n) == 0);
+    ck_assert(memcmp(a->slots, b->slots, 4 * (size_t)a->n) == 0);
     break;
   default:
     break;
@@ -160,7 +174,7 @@ END_TEST
 /* Unknown op types, version 2 ops in a version 1 segment, bad ids and
  * unknown step flags are refused. */
 START_TEST(record_refuses_unknown_types_and_fields) {
-  static const unsigned char types[] = {0, 11, 99, 255};
+  static const unsigned char types[] = {0, 12, 99, 255};
   evd_op_t op = sf_create("a", 4, 0, 1, 0);
   seen_t s;
   size_t i;
@@ -236,7 +250,7 @@ START_TEST(journal_recovers_every_record) {
   sf_story(&seg, 0, SF_STORY);
   ck_assert_int_eq(sf_put(dir, "journal.00000001", seg.data, seg.len), 0);
   ck_assert_int_eq(recover(&api, why, sizeof why), 0);
-  ck_assert_uint_eq(evd_table_count(evd_api_table(api)), 3); /* a, b, c */
+  ck_assert_uint_eq(evd_table_count(evd_api_table(api)), 4); /* a b c d */
   ck_assert_ptr_null(evd_table_find(evd_api_table(api), "gone", 4));
   assert_state_is_story(api, SF_STORY);
   evd_api_free(api);
@@ -387,6 +401,128 @@ START_TEST(record_refuses_a_page_size_past_the_limit) {
 }
 END_TEST
 
+/* 1 when api's session id holds kept[0..n) in slots[0..n) with that
+ * newest and budget, and no drafts. */
+static int holds(evd_api_t *api, const char *id, uint32_t budget,
+                 const uint32_t *kept, const uint32_t *slots, uint32_t n,
+                 uint32_t newest) {
+  evd_session_t *s = evd_table_find(evd_api_table(api), id, strlen(id));
+  evd_window_state_t st = {kept, slots, n, newest};
+
+  return s != NULL && evd_session_window(s)->budget == budget &&
+         evd_window_is_state(evd_session_window(s), &st);
+}
+
+/* Adoptions recover to the states they name, in their slots; an adoption
+ * of a state no window reaches, a replacement of a session that is not
+ * there and a creation of one that is do not replay. */
+START_TEST(journal_recovers_adoptions) {
+  static const uint32_t bad[] = {0, 5, 5}, turned[] = {0, 3, 1};
+  evd_op_t op;
+  char why[256];
+  evd_api_t *api;
+  int k;
+
+  sf_segment(&seg, 2);
+  sf_story(&seg, 0, SF_STORY);
+  ck_assert_int_eq(sf_put(dir, "journal.00000001", seg.data, seg.len), 0);
+  ck_assert_int_eq(recover(&api, why, sizeof why), 0);
+  ck_assert(holds(api, "d", 4, sf_d_kept, sf_d_slots, 3, 11));
+  ck_assert(holds(api, "b", 6, sf_b_kept, sf_b_slots, 3, 8));
+  evd_api_free(api);
+  for (k = 0; k < 4; k++) {
+    switch (k) {
+    case 0: /* kept repeats a position */
+      op = sf_adopt("e", 0, (evd_session_config_t){4, 1, 1, 0}, bad,
+                    sf_d_slots, 3, 11);
+      break;
+    case 1: /* the ring turned further than the positions allow */
+      op = sf_adopt("e", 0, (evd_session_config_t){4, 1, 1, 0}, sf_d_kept,
+                    turned, 3, 11);
+      break;
+    case 2: /* a replacement of a session that is not there */
+      op = sf_adopt("e", EVD_OP_REPLACED, (evd_session_config_t){4, 1, 1, 0},
+                    sf_d_kept, sf_d_slots, 3, 11);
+      break;
+    default: /* a creation of one that is */
+      op = sf_adopt("a", 0, (evd_session_config_t){4, 1, 1, 0}, sf_d_kept,
+                    sf_d_slots, 3, 11);
+      break;
+    }
+    sf_rmtree(dir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    evd_buf_reset(&seg, 0);
+    sf_segment(&seg, 2);
+    sf_story(&seg, 0, 1); /* a exists */
+    sf_record(&seg, 2, &op, 1);
+    ck_assert_int_eq(sf_put(dir, "journal.00000001", seg.data, seg.len), 0);
+    ck_assert_msg(recover(&api, why, sizeof why) == EVD_ECORRUPT,
+                  "bad adoption %d replayed", k);
+    evd_api_free(api);
+  }
+}
+END_TEST
+
+/* A session created above --max-budget is left out, with what the journal
+ * does to it and to its forks, and the others are recovered; deleted, its
+ * id may be made again. Making again a session that is left out, but for
+ * a replacement, does not replay (it still exists). */
+START_TEST(journal_leaves_out_sessions_above_max_budget) {
+  static const uint32_t p5[] = {5}, p9[] = {9};
+  evd_op_t ops[] = {
+      sf_create("big", SF_MAX_BUDGET + 1, 0, 1, 0),
+      sf_create("ok", 8, 0, 1, 0),
+      sf_step("big", 0, 0, p5, 1),
+      sf_fork("big", "kid"),
+      sf_step("kid", 0, 0, p9, 1),
+      sf_step("ok", 0, 0, p5, 1),
+      sf_adopt("huge", 0, (evd_session_config_t){4000000000u, 0, 1, 0},
+               sf_b_kept, sf_b_slots, 3, 8),
+      sf_op(EVD_OP_DELETE, "big", 0),
+      sf_create("big", 4, 0, 1, 0),
+      sf_adopt("huge", EVD_OP_REPLACED, (evd_session_config_t){4, 1, 1, 0},
+               sf_d_kept, sf_d_slots, 3, 11)};
+  size_t n = sizeof ops / sizeof ops[0], i;
+  evd_session_t *s;
+  evd_op_t again;
+  char why[256];
+  evd_api_t *api;
+
+  sf_segment(&seg, 2);
+  for (i = 0; i < n; i++)
+    sf_record(&seg, i + 1, &ops[i], 1);
+  ck_assert_int_eq(sf_put(dir, "journal.00000001", seg.data, seg.len), 0);
+  ck_assert_int_eq(recover(&api, why, sizeof why), 0);
+  ck_assert_uint_eq(evd_table_count(evd_api_table(api)), 3);
+  s = evd_table_find(evd_api_table(api), "ok", 2);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_uint_eq(evd_window_newest(evd_session_window(s)), 5);
+  s = evd_table_find(evd_api_table(api), "big", 3); /* the new one */
+  ck_assert_ptr_nonnull(s);
+  ck_assert_uint_eq(evd_session_window(s)->budget, 4);
+  ck_assert_uint_eq(evd_window_newest(evd_session_window(s)), 0);
+  ck_assert_ptr_null(evd_table_find(evd_api_table(api), "kid", 3));
+  ck_assert(holds(api, "huge", 4, sf_d_kept, sf_d_slots, 3, 11));
+  evd_api_free(api);
+  /* The close wrote a snapshot without them: they are gone for good. */
+  ck_assert_int_eq(recover(&api, why, sizeof why), 0);
+  ck_assert_uint_eq(evd_table_count(evd_api_table(api)), 3);
+  evd_api_free(api);
+
+  /* A session left out, created again without a delete between. */
+  sf_rmtree(dir);
+  ck_assert_int_eq(mkdir(dir, 0700), 0);
+  evd_buf_reset(&seg, 0);
+  sf_segment(&seg, 2);
+  sf_record(&seg, 1, &ops[0], 1);
+  again = sf_create("big", 4, 0, 1, 0);
+  sf_record(&seg, 2, &again, 1);
+  ck_assert_int_eq(sf_put(dir, "journal.00000001", seg.data, seg.len), 0);
+  ck_assert_int_eq(recover(&api, why, sizeof why), EVD_ECORRUPT);
+  evd_api_free(api);
+}
+END_TEST
+
 /* ---- snapshot.c ------------------------------------------------------------- */
 
 START_TEST(snapshot_round_trip) {
@@ -472,6 +608,54 @@ START_TEST(snapshot_then_journal) {
 }
 END_TEST
 
+/* Sessions above --max-budget in a snapshot are left out before their
+ * rings are allocated, each named in the log, and so is what the journal
+ * after it does to them; the other sessions load. */
+START_TEST(snapshot_leaves_out_sessions_above_max_budget) {
+  static const uint32_t p5[] = {5};
+  evd_op_t made[] = {sf_create("ok", 8, 0, 1, 0),
+                     sf_create("big", SF_MAX_BUDGET + 1, 1, 1, 0),
+                     sf_create("big2", 2 * SF_MAX_BUDGET, 0, 3, 4)};
+  evd_op_t after[] = {sf_step("big", 0, 0, p5, 1), sf_step("ok", 0, 0, p5, 1),
+                      sf_fork("big", "kid"), sf_op(EVD_OP_DELETE, "big2", 0),
+                      sf_create("big2", 4, 0, 1, 0)};
+  evd_api_t *api = sf_api(), *got;
+  evd_buf_t p;
+  evd_session_t *s;
+  char why[256];
+  size_t i;
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY);
+
+  ck_assert_int_ge(dirfd, 0);
+  ck_assert_ptr_nonnull(api);
+  evd_buf_init(&p);
+  for (i = 0; i < 3; i++) {
+    evd_buf_reset(&p, 0);
+    evd_record_put_op(&p, &made[i]);
+    ck_assert_int_eq(sf_apply_payload(api, p.data, p.len, 2), 0);
+  }
+  evd_buf_free(&p);
+  ck_assert_int_eq(sf_snapshot_write(dirfd, evd_api_table(api), 3), 0);
+  sf_segment(&seg, 2);
+  for (i = 0; i < 5; i++)
+    sf_record(&seg, 4 + i, &after[i], 1);
+  ck_assert_int_eq(sf_put(dir, "journal.00000002", seg.data, seg.len), 0);
+  ck_assert_int_eq(recover(&got, why, sizeof why), 0);
+  ck_assert_uint_eq(evd_table_count(evd_api_table(got)), 2);
+  s = evd_table_find(evd_api_table(got), "ok", 2);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_uint_eq(evd_window_newest(evd_session_window(s)), 5);
+  s = evd_table_find(evd_api_table(got), "big2", 4);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_uint_eq(evd_session_window(s)->budget, 4);
+  ck_assert_ptr_null(evd_table_find(evd_api_table(got), "big", 3));
+  ck_assert_ptr_null(evd_table_find(evd_api_table(got), "kid", 3));
+  evd_api_free(got);
+  evd_api_free(api);
+  close(dirfd);
+}
+END_TEST
+
 static Suite *state_suite(void) {
   Suite *s = suite_create("state");
   TCase *rec = tcase_create("record"), *jr = tcase_create("journal"),
@@ -491,12 +675,15 @@ static Suite *state_suite(void) {
   tcase_add_test(jr, journal_bad_crc_last_dropped_middle_refused);
   tcase_add_test(jr, journal_refuses_foreign_and_gapped_files);
   tcase_add_test(jr, record_refuses_a_page_size_past_the_limit);
+  tcase_add_test(jr, journal_recovers_adoptions);
+  tcase_add_test(jr, journal_leaves_out_sessions_above_max_budget);
   suite_add_tcase(s, jr);
   tcase_add_checked_fixture(snap, setup, teardown);
   tcase_set_timeout(snap, 60);
   tcase_add_test(snap, snapshot_round_trip);
   tcase_add_test(snap, snapshot_refuses_damage);
   tcase_add_test(snap, snapshot_then_journal);
+  tcase_add_test(snap, snapshot_leaves_out_sessions_above_max_budget);
   suite_add_tcase(s, snap);
   return s;
 }

@@ -1,6 +1,8 @@
 /* Unit tests of the sliding-window policy: the vectors in proto/vectors
- * replayed here; edge cases, engine operations and the randomized model
- * checks in test_window_*.c, all in the one suite below. */
+ * (and proto/vectors/rehome: adoptions built with evd_window_build,
+ * expect_newest against the window's newest) replayed here; edge cases, engine operations, the randomized model
+ * checks and windows built in a given state in test_window_*.c, all in the
+ * one suite below. */
 #include <check.h>
 #include <dirent.h>
 #include <inttypes.h>
@@ -78,6 +80,7 @@ static int use_advance;
 typedef struct {
   char name[64];
   evd_window_t *w;
+  uint32_t page_size; /* the window has none: answers' pages come from it */
 } vsess_t;
 
 typedef struct {
@@ -164,6 +167,133 @@ static int apply_op(evd_window_t *w, json_t *op, answer_t *a) {
   }
 }
 
+/* The u32 entries of a vector's list into *out (malloc'd); 0 when one is
+ * not an integer in 0..UINT32_MAX. */
+static int u32_list(json_t *list, uint32_t **out, uint32_t *n) {
+  size_t i;
+  json_t *v;
+
+  *n = (uint32_t)json_array_size(list);
+  *out = calloc(*n + 1, sizeof **out);
+  ck_assert_ptr_nonnull(*out);
+  json_array_foreach(list, i, v) {
+    json_int_t x = json_integer_value(v);
+    if (!json_is_integer(v) || x < 0 || x > (json_int_t)UINT32_MAX)
+      return 0;
+    (*out)[i] = (uint32_t)x;
+  }
+  return 1;
+}
+
+/* An adopt op: the state checked and built by the window (pages checked
+ * here, as the API does), the session table's answers (a resend, an
+ * existing session, a replacement) played on the vector's sessions. */
+static void replay_adopt(vset_t *vs, json_t *op, const char *where) {
+  const char *name = json_string_value(json_object_get(op, "session"));
+  json_t *b = json_object_get(op, "adopt"), *pages = json_object_get(b,
+                                                                  "pages");
+  json_t *want_err = json_object_get(op, "error");
+  uint32_t budget = (uint32_t)json_integer_value(json_object_get(b, "budget"));
+  uint32_t sinks = (uint32_t)json_integer_value(json_object_get(b, "sinks"));
+  uint32_t la = (uint32_t)json_integer_value(json_object_get(b, "lookahead"));
+  uint32_t ps = (uint32_t)json_integer_value(json_object_get(b, "page_size"));
+  uint32_t *kept, *slots = NULL, *pg = NULL, n, ns = 0, np = 0, i, at, k;
+  json_int_t newest = json_integer_value(json_object_get(b, "newest"));
+  evd_window_state_t st;
+  evd_window_rule_t rule;
+  vsess_t *old = NULL;
+  evd_window_t *w;
+  const char *err = NULL;
+  int j;
+
+  for (j = 0; j < vs->n; j++)
+    if (strcmp(vs->s[j].name, name != NULL ? name : "") == 0)
+      old = &vs->s[j];
+  if (!u32_list(json_object_get(b, "kept"), &kept, &n) || newest < 0 ||
+      newest > (json_int_t)UINT32_MAX)
+    err = "invalid_position";
+  st = (evd_window_state_t){.kept = kept, .n = n, .newest = (uint32_t)newest};
+  if (err == NULL && json_object_get(b, "slots") != NULL) {
+    if (!u32_list(json_object_get(b, "slots"), &slots, &ns) || ns != n)
+      err = "invalid_state";
+    st.slots = slots;
+  }
+  if (err == NULL && evd_window_check(budget, sinks, la, &st, &rule, &at) != 0)
+    err = "invalid_state";
+  if (err == NULL && pages != NULL) {
+    /* The pages of the positions held, each once, ascending. */
+    if (!u32_list(pages, &pg, &np))
+      err = "invalid_state";
+    for (i = 0, k = 0; err == NULL && i < n; i++) {
+      if (ps == 0 || (i > 0 && kept[i] / ps == kept[i - 1] / ps))
+        continue;
+      if (k >= np || pg[k++] != kept[i] / ps)
+        err = "invalid_state";
+    }
+    if (err == NULL && k != np)
+      err = "invalid_state";
+  }
+  if (err == NULL && old != NULL) {
+    int same = old->w->budget == budget && old->w->sinks == sinks &&
+               evd_window_lookahead(old->w) == la && old->page_size == ps &&
+               evd_window_is_state(old->w, &st);
+    if (!same && !json_is_true(json_object_get(b, "replace")))
+      err = "session_exists";
+    else if (same)
+      goto answer; /* a resend: nothing changes */
+  }
+  if (err != NULL || want_err != NULL) {
+    ck_assert_msg(want_err != NULL && err != NULL &&
+                      strcmp(err, json_string_value(want_err)) == 0,
+                  "%s: error %s, vector says %s", where, err ? err : "none",
+                  want_err ? json_string_value(want_err) : "none");
+    goto done;
+  }
+  ck_assert_int_eq(evd_window_new(&w, budget, sinks, la, NULL), 0);
+  ck_assert_int_eq(evd_window_build(w, &st, &rule, &at), 0);
+  if (old == NULL) {
+    ck_assert_int_lt(vs->n, 16);
+    old = &vs->s[vs->n++];
+    snprintf(old->name, sizeof old->name, "%s", name);
+  } else {
+    evd_window_free(old->w);
+  }
+  old->w = w;
+  old->page_size = ps;
+answer:
+  ck_assert_msg(want_err == NULL, "%s: accepted, vector says %s", where,
+                json_string_value(want_err));
+  {
+    uint32_t *got = calloc(n + 1, sizeof *got);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_int_eq(json_integer_value(json_object_get(op, "budget")),
+                     budget);
+    ck_assert_int_eq(json_integer_value(json_object_get(op, "sinks")), sinks);
+    ck_assert_int_eq(evd_window_size(old->w),
+                     json_integer_value(json_object_get(op, "size")));
+    ck_assert_int_eq(evd_window_newest(old->w),
+                     json_integer_value(json_object_get(op, "newest")));
+    for (i = 0; i < n; i++)
+      ck_assert_uint_eq(evd_window_at(old->w, i, &got[i]), kept[i]);
+    expect_u32_array(where, json_object_get(op, "kept"), kept, n);
+    expect_u32_array(where, json_object_get(op, "slots"), got, n);
+    free(got);
+  }
+done:
+  free(kept);
+  free(slots);
+  free(pg);
+}
+
+/* The error of an op whose expect_newest is not the window's newest. */
+static const char *diverged(const evd_window_t *w, json_t *op) {
+  json_t *e = json_object_get(op, "expect_newest");
+
+  return e != NULL && json_integer_value(e) != (json_int_t)evd_window_newest(w)
+             ? "diverged"
+             : NULL;
+}
+
 static void replay_op(vset_t *vs, json_t *op, const char *where) {
   const char *name = json_string_value(json_object_get(op, "session"));
   json_t *want_err = json_object_get(op, "error"), *list;
@@ -178,14 +308,24 @@ static void replay_op(vset_t *vs, json_t *op, const char *where) {
       w = vs->s[i].w;
   ck_assert_msg(w != NULL, "%s: no session %s", where, name);
   if (json_object_get(op, "fork") != NULL) {
+    err = diverged(w, op);
+    ck_assert_msg((err == NULL) == (want_err == NULL), "%s: error %s, "
+                  "vector says %s", where, err ? err : "none",
+                  want_err ? json_string_value(want_err) : "none");
+    if (err != NULL)
+      return;
     ck_assert_int_lt(vs->n, 16);
     snprintf(vs->s[vs->n].name, sizeof vs->s[vs->n].name, "%s",
              json_string_value(json_object_get(op, "fork")));
+    for (i = 0; i < vs->n; i++)
+      if (vs->s[i].w == w)
+        vs->s[vs->n].page_size = vs->s[i].page_size;
     vs->s[vs->n++].w = copy_of(w);
     return;
   }
   list = json_object_get(op, "step");
-  if (list != NULL)
+  err = diverged(w, op);
+  if (err == NULL && list != NULL)
     err = json_array_size(list) == 0 && json_object_get(op, "commit") == NULL
               ? "invalid_position" /* a step of nothing, not a commit */
               : positions_error(list);
@@ -269,6 +409,8 @@ static int replay_file(const char *path) {
 
   ck_assert_msg(vec != NULL, "%s: %s", path, jerr.text);
   la = json_object_get(vec, "lookahead");
+  vs.s[0].page_size =
+      (uint32_t)json_integer_value(json_object_get(vec, "page_size"));
   ck_assert_int_eq(
       evd_window_new(&vs.s[0].w,
                      (uint32_t)json_integer_value(json_object_get(vec, "budget")),
@@ -281,6 +423,8 @@ static int replay_file(const char *path) {
     snprintf(where, sizeof where, "%s op %zu", path, i);
     if (json_object_get(op, "check") != NULL)
       replay_check(&vs, op, where);
+    else if (json_object_get(op, "adopt") != NULL)
+      replay_adopt(&vs, op, where);
     else
       replay_op(&vs, op, where);
   }
@@ -292,24 +436,32 @@ static int replay_file(const char *path) {
 
 /* _i is 0 for step + evict, 1 for the fused evd_window_advance (for the
  * plain lookahead-1 steps; the rest always go through steps/commit). */
-START_TEST(vectors_all_replay) {
-  DIR *d = opendir(vectors_dir());
+static int replay_dir(const char *dir) {
+  DIR *d = opendir(dir);
   struct dirent *e;
   int files = 0;
   char path[4096];
 
-  use_advance = _i;
-  ck_assert_msg(d != NULL, "cannot open %s", vectors_dir());
+  ck_assert_msg(d != NULL, "cannot open %s", dir);
   while ((e = readdir(d)) != NULL) {
     size_t len = strlen(e->d_name);
     if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
       continue;
-    snprintf(path, sizeof path, "%s/%s", vectors_dir(), e->d_name);
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     files += replay_file(path);
   }
   closedir(d);
+  return files;
+}
+
+START_TEST(vectors_all_replay) {
+  char rehome[4096];
+
+  use_advance = _i;
   /* The issue names seven kinds of vector; losing files must fail. */
-  ck_assert_int_ge(files, 10);
+  ck_assert_int_ge(replay_dir(vectors_dir()), 10);
+  snprintf(rehome, sizeof rehome, "%s/rehome", vectors_dir());
+  ck_assert_int_ge(replay_dir(rehome), 4);
 }
 END_TEST
 
@@ -323,6 +475,7 @@ static Suite *window_suite(void) {
   window_model_tests(tc);        /* step and evict against a plain array */
   window_engine_tests(tc);       /* lookahead, drafts, truncate, primitives */
   window_engine_model_tests(tc); /* every engine operation against a model */
+  window_state_tests(tc);        /* windows built in a given state */
   suite_add_tcase(s, tc);
   return s;
 }

@@ -10,5 +10,6 @@ void window_edge_tests(TCase *tc);         /* test_window_edges.c */
 void window_model_tests(TCase *tc);        /* test_window_model.c */
 void window_engine_tests(TCase *tc);       /* test_window_engine.c */
 void window_engine_model_tests(TCase *tc); /* test_window_model.c */
+void window_state_tests(TCase *tc);        /* test_window_state.c */
 
 #endif

@@ -18,9 +18,11 @@ $(B)/test_window: tests/unit/test_window.c $(B)/evictd-core.a $(UNIT_HDR)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $(filter %.c,$^) $(B)/evictd-core.a \
 	  $(LDFLAGS) $(PKG_LIBS) $(CHECK_LIBS)
 # test_window: the vectors (test_window.c), the edge cases, the engine
-# operations and ring primitives, the randomized model checks.
+# operations and ring primitives, the randomized model checks, windows
+# built in a given state.
 $(B)/test_window: tests/unit/test_window_edges.c \
-  tests/unit/test_window_engine.c tests/unit/test_window_model.c
+  tests/unit/test_window_engine.c tests/unit/test_window_model.c \
+  tests/unit/test_window_state.c
 
 # The daemon modules, each linking the daemon library: the session table,
 # the response buffer, the API driven through evd_api_handle, pages, replay
@@ -36,10 +38,10 @@ $(UNIT_DAEMON_TESTS): $(B)/test_%: tests/unit/test_%.c $(B)/evictd-daemon.a $(UN
 
 # test_api: the fake client (api_harness.c), then the routes and
 # PUT/GET/DELETE (test_api.c), step and batch, the vectors, the engine
-# workflows, the idle reaper.
+# workflows, adopt and expect_newest, the idle reaper.
 UNIT_API_SRC := tests/unit/api_harness.c tests/unit/test_api_step.c \
   tests/unit/test_api_vectors.c tests/unit/test_api_engine.c \
-  tests/unit/test_api_reaper.c
+  tests/unit/test_api_adopt.c tests/unit/test_api_reaper.c
 $(B)/test_api: $(UNIT_API_SRC)
 
 # test_session: the table's cases (test_session.c), and its randomized run

@@ -1,10 +1,14 @@
 /* What the C client's files share: the client itself, its grow-only
- * buffers and pools, and the answer parser's entry points. Not installed:
- * include/evictd/client.h is the whole public interface. */
+ * buffers, and each file's entry points, from the bottom up: base.c
+ * (buffers, errors, names), body.c (request bodies and URLs), transport.c
+ * (sending); client.c (the operations) uses them and the answer reader
+ * (reader.h). Not installed: include/evictd/client.h is the whole public
+ * interface. */
 #ifndef EVICTD_CLIENT_INT_H
 #define EVICTD_CLIENT_INT_H
 
 #include "evictd/client.h"
+#include "reader.h"
 
 #include <curl/curl.h>
 
@@ -21,23 +25,17 @@ typedef enum { EVD__GET, EVD__POST, EVD__PUT, EVD__DELETE } evd__method_t;
 
 struct evd_client_s {
   CURL *curl;
+  CURLM *multi;               /* drives curl; its cache holds the connection */
   struct curl_slist *headers; /* Content-Type, Accept, Expect:, token */
   char *base;                 /* "http://host:port/prefix", unix: localhost */
   size_t base_len;
   char *unix_path, *cafile;
   unsigned timeout_ms, connect_timeout_ms, reconnect_ms;
-  bool insecure;
+  bool insecure, resend_timeouts;
 
   evd__cbuf_t url, body, ans; /* this request's URL, body and answer */
   evd__method_t method;       /* what the easy handle is set up for */
-  /* The answer's lists and strings: sized from the answer's length before
-   * it is parsed (no list can hold more than len / 2 numbers, no string
-   * more than its quoted bytes), so parsing never reallocates them and the
-   * pointers handed out stay put. */
-  uint32_t *u32;
-  size_t u32_len, u32_cap;
-  char *chars;
-  size_t chars_len, chars_cap;
+  evd__arena_t arena;         /* the answer's lists and strings */
 
   /* The request in flight (see transport.c). */
   bool may_repeat;   /* a lost answer may be asked for again */
@@ -48,19 +46,24 @@ struct evd_client_s {
   unsigned refused;  /* of those, resends on_attempt did not let out */
   bool write_failed; /* the answer did not fit in memory */
   long status;       /* the HTTP status of the answer */
+  bool attempt_on;   /* curl is in the multi: an attempt is under way */
+  CURLcode start_rc; /* how beginning the current attempt went */
+  bool inflight;     /* a request begun and not yet ended */
+  bool batch_sent;   /* ... and it is evd_client_batch_send's */
 
   evd_client_err_t err; /* the last failure; strings in the arrays below */
   char err_code[48];
   char err_msg[1024];
-  char parse_msg[256]; /* what the parser found wrong, and where */
   char curl_msg[CURL_ERROR_SIZE];
   evd_client_stats_t stats;
 };
 
+/* ---- base.c: buffers, errors, names ------------------------------------ */
+
 /* "GET", "POST", ... */
 const char *evd__method_name(evd__method_t m);
 
-/* Buffers (client.c). Each returns 0 or -1 when memory ran out. */
+/* Makes room for `extra` more bytes: 0, or -1 when memory ran out. */
 int evd__cbuf_reserve(evd__cbuf_t *b, size_t extra);
 
 /* Records a failure of the client's own (not an answer's): rc, code and a
@@ -69,39 +72,53 @@ int evd__client_fail(evd_client_t *c, int rc, const char *code,
                      const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* EVD_CLIENT_EINVAL with the sentence `what`, EVD_CLIENT_ENOMEM. */
+int evd__einval(evd_client_t *c, const char *what);
+int evd__enomem(evd_client_t *c);
+
+/* ---- body.c: requests --------------------------------------------------- */
+
+/* Each writes c->url or c->body for one request (c->body emptied first,
+ * but by evd__put_step, which appends) and returns 0, or EVD_CLIENT_EINVAL
+ * / _ENOMEM with c->err set. */
+int evd__put_url(evd_client_t *c, const char *path, const char *session,
+                 const char *suffix);
+int evd__session_url(evd_client_t *c, const char *session,
+                     const char *suffix);
+int evd__check_step(evd_client_t *c, const evd_step_t *s);
+int evd__put_step(evd_client_t *c, const evd_step_t *s, bool item);
+int evd__put_batch(evd_client_t *c, const evd_step_t *steps, size_t n);
+int evd__put_create(evd_client_t *c, const evd_session_cfg_t *cfg);
+/* expect: the precondition expect_newest, or EVD_NO_EXPECT (not sent);
+ * anything else outside 0..4294967295 is EVD_CLIENT_EINVAL. */
+int evd__put_fork(evd_client_t *c, const char *into, int64_t expect);
+/* The body {"key":v}, or {} when v < 0, with expect_newest. */
+int evd__put_int_body(evd_client_t *c, const char *key, int64_t v,
+                      int64_t expect);
+int evd__put_adopt(evd_client_t *c, const evd_adopt_t *state);
+
+/* ---- transport.c: sending ----------------------------------------------- */
+
 /* Sends the request in c->url / c->body with `method` and waits for the
  * whole answer (c->ans, c->status), opening connections and sending again
- * as the header describes (transport.c). Returns 0 when an answer of any
- * status arrived, else EVD_CLIENT_ECONNECT, _ETIMEOUT, _ENOMEM or _EPROTO
- * with c->err set. */
+ * as the header describes. Returns 0 when an answer of any status arrived,
+ * else EVD_CLIENT_ECONNECT, _ETIMEOUT, _ENOMEM or _EPROTO with c->err
+ * set. It is evd__client_begin and evd__client_end. */
 int evd__client_send(evd_client_t *c, evd__method_t method, bool may_repeat);
 
-/* Whether a batch may be sent again: it names no session twice. */
-bool evd__batch_repeatable(const evd_step_t *steps, size_t n);
+/* The two halves: begin starts the first attempt (with `push`, it returns
+ * once the request is written whole, or the attempt is over) and returns
+ * 0, or EVD_CLIENT_EINVAL while another request is in flight, or
+ * EVD_CLIENT_ENOMEM; a failure of the attempt itself is end's to report.
+ * end waits for the answer and sends again as evd__client_send does.
+ * c->url and c->body stay the request's until end returns. */
+int evd__client_begin(evd_client_t *c, evd__method_t method, bool may_repeat,
+                      bool push);
+int evd__client_end(evd_client_t *c);
 
 /* The transport's share of evd_client_new and evd_client_free: the easy
  * handle with every option that does not change per request. */
 int evd__client_transport_init(evd_client_t *c, char *errbuf, size_t errlen);
 void evd__client_transport_close(evd_client_t *c);
-
-/* The answer parser (answer.c): each reads c->ans whole, writes lists and
- * strings into c's pools (which evd__client_pools sized first) and returns
- * 0, or -1 with a sentence in c->parse_msg saying what is not the
- * contract, and where (the caller makes that EVD_CLIENT_EPROTO). */
-enum {
-  EVD__F_VICTIMS = 1 << 0,
-  EVD__F_SLOTS = 1 << 1,
-  EVD__F_DROPPED = 1 << 2,
-  EVD__F_REMOVED = 1 << 3,
-  EVD__F_SIZE = 1 << 4,
-  EVD__F_NEWEST = 1 << 5
-};
-int evd__client_pools(evd_client_t *c);
-int evd__parse_answer(evd_client_t *c, unsigned required, evd_answer_t *out);
-int evd__parse_view(evd_client_t *c, evd_view_t *out);
-int evd__parse_batch(evd_client_t *c, evd_batch_result_t *out, size_t n);
-/* An error answer {"error":{...}}: code and message into err (strings in
- * the pools), newest or -1. */
-int evd__parse_error(evd_client_t *c, evd_client_err_t *err);
 
 #endif

@@ -1,9 +1,42 @@
-/* The C client's JSON reader, its less frequent steps: strings with their
- * escapes, object keys, and passing over values this client does not know.
- * The cursor and the per-value steps are in json.h. */
+/* The C client's JSON lexing, its less frequent steps: strings with their
+ * escapes, object keys, passing over values this client does not know, and
+ * the arena answers are read into. The cursor and the per-value steps are
+ * in json.h. */
 #include "json.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+int evd__arena_fit(evd__arena_t *a, size_t len) {
+  /* Every number of a list takes at least two bytes ("7," or "7]"), and
+   * a string's decoded bytes plus its NUL at most its quoted ones. */
+  size_t u32_need = len / 2 + 1, chars_need = len + 1;
+
+  a->u32_len = a->chars_len = 0;
+  if (a->u32_cap < u32_need) {
+    uint32_t *p = realloc(a->u32, u32_need * 2 * sizeof *p);
+    if (p == NULL)
+      return -1;
+    a->u32 = p;
+    a->u32_cap = u32_need * 2;
+  }
+  if (a->chars_cap < chars_need) {
+    char *p = realloc(a->chars, chars_need * 2);
+    if (p == NULL)
+      return -1;
+    a->chars = p;
+    a->chars_cap = chars_need * 2;
+  }
+  return 0;
+}
+
+void evd__arena_free(evd__arena_t *a) {
+  free(a->u32);
+  free(a->chars);
+  a->u32 = NULL;
+  a->chars = NULL;
+  a->u32_len = a->u32_cap = a->chars_len = a->chars_cap = 0;
+}
 
 static int hex4(jp_t *j, unsigned *v) {
   int i;
@@ -109,15 +142,15 @@ int evd__jp_str(jp_t *j, char *dst, size_t cap, size_t *len) {
 }
 
 int evd__jp_pool_str(jp_t *j, const char **out) {
-  evd_client_t *c = j->c;
-  char *dst = c->chars + c->chars_len;
-  size_t cap = c->chars_cap - c->chars_len, n;
+  evd__arena_t *a = j->r->arena;
+  char *dst = a->chars + a->chars_len;
+  size_t cap = a->chars_cap - a->chars_len, n;
 
   if (evd__jp_str(j, dst, cap, &n))
     return -1;
   if (n + 1 > cap)
     return jp_fail(j, "strings longer than the answer"); /* cannot happen */
-  c->chars_len += n + 1;
+  a->chars_len += n + 1;
   *out = dst;
   return 0;
 }
@@ -156,15 +189,17 @@ int evd__jp_next_key(jp_t *j, int *n, char *key, size_t cap) {
     return jp_fail(j, "expected ',' or '}' in an object");
   jp_ws(j);
   if (j->p < j->end && *j->p == '"') {
-    /* The usual key: short, no escapes; copied without decoding. */
+    /* The usual key: short, no escapes; copied as it is scanned (a call
+     * of memcpy costs more than these few bytes). A key that is longer
+     * than cap, or has escapes, goes the long way. */
     const char *q = j->p + 1, *stop = j->end;
     if ((size_t)(stop - q) > cap)
       stop = q + cap;
-    while (q < stop && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
-      q++;
+    for (len = 0; q < stop && *q != '"' && *q != '\\' &&
+                  (unsigned char)*q >= 0x20;
+         q++)
+      key[len++] = *q;
     if (q < stop && *q == '"') {
-      len = (size_t)(q - j->p - 1);
-      memcpy(key, j->p + 1, len);
       key[len] = '\0';
       j->p = q + 1;
       goto colon;

@@ -1,10 +1,11 @@
-/* The C client's JSON reader: the cursor over an answer and the lexing
- * every answer shape is read with (answer.c). The small steps taken per
- * value are inline here, the rest (strings, keys, skipping) in json.c. */
+/* The C client's JSON lexing: the cursor over an answer and the steps every
+ * answer shape is read with (answer.c). The small steps taken per value
+ * are inline here, the rest (strings, keys, skipping, the arena) in
+ * json.c. */
 #ifndef EVICTD_CLIENT_JSON_H
 #define EVICTD_CLIENT_JSON_H
 
-#include "client_int.h"
+#include "reader.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,7 +14,8 @@
 #define MAX_DEPTH 64 /* of values skipped: the daemon's answers are flat */
 
 typedef struct {
-  evd_client_t *c;
+  evd__reader_t *r; /* its arena takes lists and strings, its why the
+                       sentence of a refusal */
   const char *s, *p, *end;
   const char *why; /* the first thing found wrong */
   int depth;
@@ -55,32 +57,27 @@ static inline const char *jp_digits(const char *p, const char *end) {
   return p;
 }
 
-/* A JSON number that is an integer in 0..max (no sign, fraction or
- * exponent: the contract's integers never have them). */
+/* A JSON number that is an integer in 0..max, max below 10^19 (no sign,
+ * fraction or exponent: the contract's integers never have them). The
+ * digits are summed without a check per digit: up to 19 of them cannot
+ * overflow 64 bits, and more are out of range whatever they say. */
 static inline int jp_integer(jp_t *j, uint64_t max, uint64_t *v) {
   const char *p, *q;
   uint64_t x = 0;
-  int big = 0;
 
   jp_ws(j);
   p = j->p;
   if (p < j->end && *p == '-')
     return jp_fail(j, "a negative number where the contract has none");
-  q = jp_digits(p, j->end);
+  for (q = p; q < j->end && *q >= '0' && *q <= '9'; q++)
+    x = x * 10 + (uint64_t)(*q - '0');
   if (q == p)
     return jp_fail(j, "expected an integer");
   if (*p == '0' && q - p > 1)
     return jp_fail(j, "a number with a leading zero");
   if (q < j->end && (*q == '.' || *q == 'e' || *q == 'E'))
     return jp_fail(j, "a number that is not an integer");
-  for (; p < q; p++) {
-    unsigned d = (unsigned)(*p - '0');
-    if (x > (max - d) / 10)
-      big = 1;
-    else
-      x = x * 10 + d;
-  }
-  if (big)
+  if (q - p > 19 || x > max)
     return jp_fail(j, "an integer out of range");
   j->p = q;
   *v = x;
@@ -115,7 +112,7 @@ static inline int jp_next_elem(jp_t *j, size_t *n) {
  * is at most the quoted length minus one. */
 int evd__jp_str(jp_t *j, char *dst, size_t cap, size_t *len);
 
-/* A string into the client's char pool (which has room: see client_int.h). */
+/* A string into the arena's chars (which has room: see reader.h). */
 int evd__jp_pool_str(jp_t *j, const char **out);
 
 /* true or false. */

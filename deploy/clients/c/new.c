@@ -163,6 +163,7 @@ int evd_client_new(evd_client_t **out, const evd_client_opts_t *opts,
   if (opts->cafile != NULL && (c->cafile = strdup(opts->cafile)) == NULL)
     return new_fail(c, errbuf, errlen, EVD_CLIENT_ENOMEM, "out of memory");
   c->insecure = opts->insecure;
+  c->resend_timeouts = opts->resend_timeouts;
   c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
   c->connect_timeout_ms =
       opts->connect_timeout_ms ? opts->connect_timeout_ms : c->timeout_ms;
@@ -207,7 +208,6 @@ void evd_client_free(evd_client_t *c) {
   free(c->url.p);
   free(c->body.p);
   free(c->ans.p);
-  free(c->u32);
-  free(c->chars);
+  evd__arena_free(&c->arena);
   free(c);
 }

@@ -422,3 +422,12 @@ int evd_client_pool_batch(evd_client_pool_t *p, const evd_step_t *steps,
                     -1}};
   return 0;
 }
+
+int evd_client_pool_adopt(evd_client_pool_t *p, const char *session,
+                          const evd_adopt_t *state, evd_view_t *out) {
+  int k = evd_client_pool_instance(p, session);
+
+  if (k < 0)
+    return EVD_CLIENT_EINVAL;
+  return evd_client_adopt(p->clients[k], session, state, out);
+}

@@ -11,12 +11,15 @@
  *    only when that is safe (the daemon replays an identical step, commit
  *    or truncate; PUT, GET, DELETE and fork are idempotent), never an
  *    evict, nor a batch that names a session twice.
- *  - a timeout: never sent again (EVD_CLIENT_ETIMEOUT); the request may
- *    still be running.
+ *  - a timeout: the request may have been applied, or may still be
+ *    running. Returned as EVD_CLIENT_ETIMEOUT, unless the client was made
+ *    with resend_timeouts: then it is sent again as an answer lost is
+ *    (only when that is safe), or as one not delivered when no attempt
+ *    began (connecting took the time).
  * Sending again happens on a new connection, once (reconnect_ms 0), or
  * with a backoff of 10 ms doubling to 500 ms for up to reconnect_ms after
- * the first failure, which is what carries an engine across a daemon
- * restart.
+ * the first failure of any kind (one clock for the whole call), which is
+ * what carries an engine across a daemon restart or a stall.
  *
  * libcurl resends on its own too: when a request on a reused keep-alive
  * connection gets no byte of answer, it sends it again on a new connection
@@ -31,7 +34,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -67,12 +72,37 @@ static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg) {
   return n;
 }
 
+/* Whether a batch names no session twice (else it is never sent again:
+ * only a session's last step is replayed). Asked only when a batch's
+ * connection failed, so the sort's allocation is off the hot path. */
+static int cmp_ids(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool batch_repeatable(const evd_step_t *steps, size_t n) {
+  const char **ids;
+  bool ok = true;
+  size_t i;
+
+  if (n < 2)
+    return true;
+  if ((ids = malloc(n * sizeof *ids)) == NULL)
+    return false;
+  for (i = 0; i < n; i++)
+    ids[i] = steps[i].session;
+  qsort(ids, n, sizeof *ids, cmp_ids);
+  for (i = 1; i < n && ok; i++)
+    ok = strcmp(ids[i - 1], ids[i]) != 0;
+  free(ids);
+  return ok;
+}
+
 /* Whether the request in flight may be sent again once it may have been
  * applied. A batch's answer is worked out only when asked, which is only
  * when its connection failed. */
 static bool repeatable(evd_client_t *c) {
   if (c->batch_steps != NULL && !c->batch_checked) {
-    c->may_repeat = evd__batch_repeatable(c->batch_steps, c->batch_n);
+    c->may_repeat = batch_repeatable(c->batch_steps, c->batch_n);
     c->batch_checked = true;
   }
   return c->may_repeat;
@@ -105,6 +135,15 @@ int evd__client_transport_init(evd_client_t *c, char *errbuf, size_t errlen) {
   }
   c->curl = h;
   c->method = EVD__GET;
+  /* Transfers run in a multi handle of the client's own, so that a batch
+   * can be sent now and its answer read later (evd_client_batch_send);
+   * the keep-alive connection lives in its cache, shared by every call. */
+  if ((c->multi = curl_multi_init()) == NULL ||
+      curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 1L) != CURLM_OK) {
+    if (errbuf != NULL && errlen > 0)
+      snprintf(errbuf, errlen, "libcurl could not make a multi handle");
+    return -1;
+  }
 #define SET(opt, v)                                                            \
   do {                                                                         \
     if (rc == CURLE_OK)                                                        \
@@ -148,9 +187,81 @@ int evd__client_transport_init(evd_client_t *c, char *errbuf, size_t errlen) {
 }
 
 void evd__client_transport_close(evd_client_t *c) {
+  if (c->multi != NULL && c->curl != NULL && c->attempt_on)
+    curl_multi_remove_handle(c->multi, c->curl);
+  if (c->multi != NULL)
+    curl_multi_cleanup(c->multi);
   if (c->curl != NULL)
     curl_easy_cleanup(c->curl);
+  c->multi = NULL;
   c->curl = NULL;
+}
+
+/* ---- one attempt: the easy handle driven through the client's multi ---- */
+
+/* Begins an attempt: the handle joins the multi and one pass of
+ * curl_multi_perform goes as far as it can without waiting (on a live
+ * keep-alive connection, the whole request is written). */
+static CURLcode attempt_start(evd_client_t *c) {
+  int running;
+
+  c->prereqs = c->refused = 0;
+  c->write_failed = false;
+  c->ans.len = 0;
+  c->curl_msg[0] = '\0';
+  if (curl_multi_add_handle(c->multi, c->curl) != CURLM_OK)
+    return CURLE_OUT_OF_MEMORY;
+  c->attempt_on = true;
+  curl_multi_perform(c->multi, &running);
+  return CURLE_OK;
+}
+
+/* Waits until the attempt is over (an answer, a failure or the timeout,
+ * which libcurl keeps) and returns how it ended. */
+static CURLcode attempt_finish(evd_client_t *c) {
+  CURLcode rc = CURLE_OK;
+
+  for (;;) {
+    CURLMsg *m;
+    CURLMcode mc;
+    int left, running;
+
+    while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
+      if (m->msg == CURLMSG_DONE && m->easy_handle == c->curl) {
+        rc = m->data.result;
+        goto done;
+      }
+    }
+    mc = curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
+    if (mc == CURLM_OK)
+      mc = curl_multi_perform(c->multi, &running);
+    if (mc != CURLM_OK) {
+      rc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+      goto done;
+    }
+  }
+done:
+  curl_multi_remove_handle(c->multi, c->curl);
+  c->attempt_on = false;
+  return rc;
+}
+
+/* Drives the attempt until its request is written whole (or it is over),
+ * without waiting for the answer: what evd_client_batch_send returns
+ * after. libcurl's own timeout bounds it. */
+static void attempt_push(evd_client_t *c) {
+  for (;;) {
+    curl_off_t up = 0;
+    int running = 1;
+
+    if (c->prereqs > 0 &&
+        curl_easy_getinfo(c->curl, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK &&
+        up >= (curl_off_t)c->body.len)
+      return;
+    if (curl_multi_poll(c->multi, NULL, 0, 1000, NULL) != CURLM_OK ||
+        curl_multi_perform(c->multi, &running) != CURLM_OK || running == 0)
+      return;
+  }
 }
 
 static outcome_t classify(evd_client_t *c, CURLcode rc) {
@@ -222,12 +333,31 @@ static CURLcode prepare(evd_client_t *c, evd__method_t m) {
   return rc;
 }
 
-int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
-  struct timespec first_failure;
-  unsigned backoff = BACKOFF_FIRST_MS, resent = 0;
-  bool applied_maybe = false, failing = false;
+/* What a failed call returns once sending again is over: the last
+ * attempt's kind, a timeout or a failed connection. */
+static int give_up(evd_client_t *c, bool timed_out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int give_up(evd_client_t *c, bool timed_out, const char *fmt, ...) {
+  char msg[sizeof c->err_msg];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return timed_out ? evd__client_fail(c, EVD_CLIENT_ETIMEOUT, "timeout", "%s",
+                                      msg)
+                   : evd__client_fail(c, EVD_CLIENT_ECONNECT,
+                                      "connection_failed", "%s", msg);
+}
+
+int evd__client_begin(evd_client_t *c, evd__method_t m, bool may_repeat,
+                      bool push) {
   CURLcode rc;
 
+  if (c->inflight)
+    return evd__einval(c, "A request is in flight (evd_client_batch_send): "
+                          "read its answer first (evd_client_batch_recv).");
   c->status = 0;
   c->may_repeat = may_repeat;
   c->batch_checked = false;
@@ -235,16 +365,32 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
     return evd__client_fail(c, EVD_CLIENT_ENOMEM, "out_of_memory",
                             "libcurl refused the request: %s",
                             curl_easy_strerror(rc));
+  c->inflight = true;
+  c->start_rc = attempt_start(c);
+  if (push && c->start_rc == CURLE_OK)
+    attempt_push(c);
+  return 0;
+}
+
+/* The first attempt (begun by evd__client_begin), then as many more as the
+ * rules above allow. */
+static int finish(evd_client_t *c) {
+  struct timespec first_failure;
+  unsigned backoff = BACKOFF_FIRST_MS, resent = 0;
+  bool applied_maybe = false, failing = false, begun = true;
+  evd__method_t m = c->method;
+  CURLcode rc;
+
   for (;;) {
     long conns = 0;
     outcome_t what;
     const char *why;
+    bool timed_out = false;
 
-    c->prereqs = c->refused = 0;
-    c->write_failed = false;
-    c->ans.len = 0;
-    c->curl_msg[0] = '\0';
-    rc = curl_easy_perform(c->curl);
+    if (!begun)
+      c->start_rc = attempt_start(c);
+    begun = false;
+    rc = c->start_rc != CURLE_OK ? c->start_rc : attempt_finish(c);
     if (curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &conns) ==
         CURLE_OK)
       c->stats.connections += (uint64_t)conns;
@@ -268,11 +414,27 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
     what = classify(c, rc);
     switch (what) {
     case TIMED_OUT:
-      return evd__client_fail(
-          c, EVD_CLIENT_ETIMEOUT, "timeout",
-          "No whole answer to %s %s within %u ms (it may have been "
-          "applied; a step, commit or truncate can be sent again): %s",
-          evd__method_name(m), c->url.p, c->timeout_ms, why);
+      /* Sent again only when asked to (resend_timeouts) and when that is
+       * safe: the request never began (no attempt reached the
+       * pre-request callback: connecting or the TLS handshake took the
+       * time), or it may be repeated. */
+      timed_out = true;
+      if (c->prereqs > 0)
+        applied_maybe = true;
+      if (!c->resend_timeouts || (applied_maybe && !repeatable(c)))
+        return evd__client_fail(
+            c, EVD_CLIENT_ETIMEOUT, "timeout",
+            "No whole answer to %s %s within %u ms (it may have been "
+            "applied; %s): %s",
+            evd__method_name(m), c->url.p, c->timeout_ms,
+            !c->resend_timeouts
+                ? "a step, commit or truncate can be sent again"
+            : c->batch_steps != NULL
+                ? "not sent again: a batch naming a session twice"
+                : "not sent again: an evict; GET the session to see what "
+                  "it holds",
+            why);
+      break;
     case NO_MEMORY:
       return evd__client_fail(c, EVD_CLIENT_ENOMEM, "out_of_memory",
                               "Out of memory during %s %s: %s",
@@ -305,21 +467,33 @@ int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
     failing = true;
     if (c->reconnect_ms == 0) {
       if (resent > 0)
-        return evd__client_fail(c, EVD_CLIENT_ECONNECT, "connection_failed",
-                                "%s %s failed, sent again too: %s",
-                                evd__method_name(m), c->url.p, why);
+        return give_up(c, timed_out, "%s %s failed, sent again too: %s",
+                       evd__method_name(m), c->url.p, why);
     } else {
       long left = (long)c->reconnect_ms - ms_since(&first_failure);
       if (left <= 0)
-        return evd__client_fail(
-            c, EVD_CLIENT_ECONNECT, "connection_failed",
-            "%s %s failed, and kept failing for %u ms (reconnect_ms), sent "
-            "%u times: %s",
-            evd__method_name(m), c->url.p, c->reconnect_ms, resent + 1, why);
+        return give_up(c, timed_out,
+                       "%s %s failed, and kept failing for %u ms "
+                       "(reconnect_ms), sent %u times: %s",
+                       evd__method_name(m), c->url.p, c->reconnect_ms,
+                       resent + 1, why);
       sleep_ms(backoff < (unsigned long)left ? backoff : (unsigned)left);
       backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
     }
     resent++;
     c->stats.resends++;
   }
+}
+
+int evd__client_end(evd_client_t *c) {
+  int rc = finish(c);
+
+  c->inflight = false;
+  return rc;
+}
+
+int evd__client_send(evd_client_t *c, evd__method_t m, bool may_repeat) {
+  int rc = evd__client_begin(c, m, may_repeat, false);
+
+  return rc != 0 ? rc : evd__client_end(c);
 }

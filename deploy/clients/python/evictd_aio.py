@@ -48,7 +48,8 @@ from evictd_client import (
     DEFAULT_URL, BatchOutcome, CommitResult, ConnectionFailed, EvictdClient,
     EvictdError, EvictResult, RequestTimeout, SessionView,
     StepBatch, StepResult, TruncateResult, _IDEMPOTENT, _Call, _answer,
-    _base_headers, _batch_call, _commit_call, _create_call, _delete_call,
+    _adopt_call, _base_headers, _batch_call, _commit_call, _create_call,
+    _delete_call,
     _encode, _evict_call, _fork_call, _get_call, _health_call, _metrics_call,
     _parse_address, _peer_closed, _session_path, _step_call, _tls_context,
     _truncate_call)
@@ -514,25 +515,44 @@ class AsyncEvictdClient:
                    sinks: Optional[int] = None,
                    lookahead: Optional[int] = None,
                    page_size: Optional[int] = None, tentative: bool = False,
-                   commit: Optional[int] = None) -> StepResult:
+                   commit: Optional[int] = None,
+                   expect_newest: Optional[int] = None) -> StepResult:
         return await self._call(_step_call(
             session, pos, positions, attention,
             {"budget": budget, "sinks": sinks, "lookahead": lookahead,
-             "page_size": page_size}, tentative, commit))
+             "page_size": page_size}, tentative, commit, expect_newest))
 
-    async def commit(self, session: str, newest: int) -> CommitResult:
-        return await self._call(_commit_call(session, newest))
+    async def commit(self, session: str, newest: int, *,
+                     expect_newest: Optional[int] = None) -> CommitResult:
+        return await self._call(_commit_call(session, newest, expect_newest))
 
     async def truncate(self, session: str, frm: Optional[int] = None, *,
-                       from_: Optional[int] = None) -> TruncateResult:
-        return await self._call(_truncate_call(session, frm, from_))
+                       from_: Optional[int] = None,
+                       expect_newest: Optional[int] = None
+                       ) -> TruncateResult:
+        return await self._call(_truncate_call(session, frm, from_,
+                                               expect_newest))
 
-    async def fork(self, session: str, into: str) -> SessionView:
-        return await self._call(_fork_call(session, into))
+    async def fork(self, session: str, into: str, *,
+                   expect_newest: Optional[int] = None) -> SessionView:
+        return await self._call(_fork_call(session, into, expect_newest))
 
-    async def evict(self, session: str, budget: Optional[int] = None
-                    ) -> EvictResult:
-        return await self._call(_evict_call(session, budget))
+    async def evict(self, session: str, budget: Optional[int] = None, *,
+                    expect_newest: Optional[int] = None) -> EvictResult:
+        return await self._call(_evict_call(session, budget, expect_newest))
+
+    async def adopt(self, session: str, kept: Sequence[int], newest: int, *,
+                    slots: Optional[Sequence[int]] = None,
+                    pages: Optional[Sequence[int]] = None,
+                    budget: Optional[int] = None,
+                    sinks: Optional[int] = None,
+                    lookahead: Optional[int] = None,
+                    page_size: Optional[int] = None,
+                    replace: bool = False) -> SessionView:
+        return await self._call(_adopt_call(
+            session, kept, newest, slots, pages,
+            {"budget": budget, "sinks": sinks, "lookahead": lookahead,
+             "page_size": page_size}, replace))
 
     async def get(self, session: str) -> SessionView:
         return await self._call(_get_call(session))
@@ -549,7 +569,7 @@ class AsyncEvictdClient:
 # The API methods say what EvictdClient's say (the tests check that the
 # signatures are the same).
 for _name in ("health", "metrics", "create", "step", "commit", "truncate",
-              "fork", "evict", "get", "delete", "batch"):
+              "fork", "evict", "adopt", "get", "delete", "batch"):
     getattr(AsyncEvictdClient, _name).__doc__ = (
         "Coroutine of :meth:`evictd_client.EvictdClient.%s`.\n\n    %s"
         % (_name, (getattr(EvictdClient, _name).__doc__ or "").strip()))

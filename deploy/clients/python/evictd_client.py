@@ -49,6 +49,34 @@ earlier item would come back as ``stale_position``. A retried fork whose
 first attempt created the child answers with ``created=False``, as a retried
 create does.
 
+Re-homing. A session lives in the instance that holds it, while the engine
+holds the cache it describes; an instance can lose the session (a restart
+without ``--state-dir``, a pool that changed size) or hold an old copy of it
+(a pool that changed size and back). Every change (:meth:`EvictdClient.step`,
+a batch item, :meth:`~EvictdClient.commit`, :meth:`~EvictdClient.truncate`,
+:meth:`~EvictdClient.evict`, :meth:`~EvictdClient.fork`) takes
+``expect_newest=N``, the newest position the engine believes the session
+has before the request: an instance whose session differs refuses the change
+with :class:`Diverged` (carrying its ``newest`` and ``view``) and changes
+nothing, so no change is answered from a window other than the engine's. A
+missing session expected past 0 is :class:`UnknownSession`, even where a step
+would create one. Either way, :meth:`EvictdClient.adopt` the state the engine
+holds (``replace=True`` after a divergence) and resend::
+
+    try:
+        r = ev.step(sid, pos, expect_newest=held.newest)
+    except (UnknownSession, Diverged) as e:
+        ev.adopt(sid, held.kept, held.newest, slots=held.slots,
+                 budget=held.budget, sinks=held.sinks,
+                 replace=isinstance(e, Diverged))
+        r = ev.step(sid, pos, expect_newest=held.newest)
+
+An adoption is safe to resend (the same state again answers 200 and changes
+nothing), so it is retried like a step. A resend of a change carries the
+newest before it, which no longer matches after the change was applied: the
+daemon answers a resend of the session's last request from its record
+first, whatever it expects, so the retries above stay safe with it.
+
 Evict requests are never retried once sent: a second evict to the same
 budget evicts nothing and the first answer's victims would be lost, so the
 client raises :class:`ConnectionFailed` and the caller must read the session
@@ -80,7 +108,7 @@ __all__ = [
     "NotFound", "MethodNotAllowed", "SessionExists", "StalePosition",
     "TentativePending", "ReplayUnavailable", "BodyTooLarge", "SessionLimit",
     "OutOfMemory",
-    "JournalFailed",
+    "JournalFailed", "InvalidState", "Diverged",
 ]
 
 __version__ = "0.2.0"
@@ -279,6 +307,34 @@ class JournalFailed(EvictdError):
     code = "journal_failed"
 
 
+class InvalidState(EvictdError):
+    """400: the state to adopt is not one a session can be in; the message
+    names the rule it breaks (positions not strictly ascending, more than
+    the budget, position 0 missing under sinks, a newest below a held
+    position, slots the ring cannot have, pages that are not those of the
+    positions)."""
+    code = "invalid_state"
+
+
+class Diverged(EvictdError):
+    """409: the change carried ``expect_newest``, and the session's newest
+    is another: its window is not the one the engine holds. Nothing changed.
+    ``newest`` and ``view`` are the daemon's. Adopt the engine's state
+    (``replace=True``) and resend (see the module docstring)."""
+    code = "diverged"
+
+    @property
+    def newest(self) -> Optional[int]:
+        """The newest position the daemon's session has."""
+        return self.error.get("newest")
+
+    @property
+    def view(self) -> Optional["SessionView"]:
+        """The daemon's view of the session (None if the answer had none)."""
+        v = self.error.get("view")
+        return _view(v) if isinstance(v, dict) else None
+
+
 _ERRORS: Dict[str, Type[EvictdError]] = {
     cls.code: cls for cls in (
         InvalidJSON, InvalidField, InvalidSessionId, InvalidBudget,
@@ -287,7 +343,7 @@ _ERRORS: Dict[str, Type[EvictdError]] = {
         NotFound, MethodNotAllowed, SessionExists, StalePosition,
         TentativePending, ReplayUnavailable, BodyTooLarge, SessionLimit,
         OutOfMemory,
-        JournalFailed)
+        JournalFailed, InvalidState, Diverged)
 }
 
 
@@ -557,11 +613,12 @@ _CREATION = ("budget", "sinks", "lookahead", "page_size")
 
 
 def _step_body(key: Optional[str], value: Any, tentative: Any, commit: Any,
-               attention: Any, creation: Mapping[str, Any]
-               ) -> Dict[str, Any]:
+               attention: Any, creation: Mapping[str, Any],
+               expect_newest: Optional[int] = None) -> Dict[str, Any]:
     """A step's JSON body (a batch item adds "session" first). ``tentative``
     goes on the wire only when it is not False/None (false is the default),
-    so default requests stay byte for byte what they were."""
+    and ``expect_newest`` only when given, so default requests stay byte for
+    byte what they were."""
     body: Dict[str, Any] = {}
     if key is not None:
         body[key] = value
@@ -574,6 +631,16 @@ def _step_body(key: Optional[str], value: Any, tentative: Any, commit: Any,
     for name in _CREATION:
         if creation.get(name) is not None:
             body[name] = creation[name]
+    if expect_newest is not None:
+        body["expect_newest"] = expect_newest
+    return body
+
+
+def _with_expect(body: Dict[str, Any], expect_newest: Optional[int]
+                 ) -> Dict[str, Any]:
+    """body with "expect_newest" when one is given."""
+    if expect_newest is not None:
+        body["expect_newest"] = expect_newest
     return body
 
 
@@ -582,14 +649,18 @@ def step_item(session: str, pos: Union[int, Sequence[int], None] = None, *,
               attention: Any = None, budget: Optional[int] = None,
               sinks: Optional[int] = None, lookahead: Optional[int] = None,
               page_size: Optional[int] = None, tentative: bool = False,
-              commit: Optional[int] = None) -> Dict[str, Any]:
+              commit: Optional[int] = None,
+              expect_newest: Optional[int] = None) -> Dict[str, Any]:
     """One batch item, as :meth:`EvictdClient.batch` sends it. With
-    ``commit`` and no positions it is a commit-only item."""
+    ``commit`` and no positions it is a commit-only item; with
+    ``expect_newest`` it is refused alone (:class:`Diverged`) when the
+    session's newest is another."""
     key, value = _positions_of(pos, positions, commit)
     item: Dict[str, Any] = {"session": session}
     item.update(_step_body(key, value, tentative, commit, attention,
                            {"budget": budget, "sinks": sinks,
-                            "lookahead": lookahead, "page_size": page_size}))
+                            "lookahead": lookahead, "page_size": page_size},
+                           expect_newest))
     return item
 
 
@@ -608,7 +679,8 @@ class StepBatch:
     each time) applies before all its positions, whatever order the adds
     came in, and its positions are all tentative (drafts) or all not, so
     adds with positions must agree on ``tentative``. ``add(sid,
-    commit=P)`` alone makes a commit-only item.
+    commit=P)`` alone makes a commit-only item. ``expect_newest`` (the
+    session's newest before the item) is given once, or the same each time.
     """
 
     def __init__(self) -> None:
@@ -619,12 +691,13 @@ class StepBatch:
             attention: Any = None, budget: Optional[int] = None,
             sinks: Optional[int] = None, lookahead: Optional[int] = None,
             page_size: Optional[int] = None, tentative: bool = False,
-            commit: Optional[int] = None) -> "StepBatch":
+            commit: Optional[int] = None,
+            expect_newest: Optional[int] = None) -> "StepBatch":
         """Adds positions (and/or a commit) for a session. budget, sinks,
         lookahead and page_size (used only when the step creates the
-        session) and commit must agree with earlier adds; attention can be
-        given once per session; tentative must agree with earlier adds that
-        had positions. Returns self."""
+        session), commit and expect_newest must agree with earlier adds;
+        attention can be given once per session; tentative must agree with
+        earlier adds that had positions. Returns self."""
         key, value = _positions_of(pos, positions, commit)
         new = _sent_positions(key, value)
         item = self._items.get(session)
@@ -633,12 +706,12 @@ class StepBatch:
                              attention=attention, budget=budget, sinks=sinks,
                              lookahead=lookahead, page_size=page_size,
                              tentative=tentative if key else False,
-                             commit=commit)
+                             commit=commit, expect_newest=expect_newest)
             self._items[session] = item
             return self
         for name, v in (("budget", budget), ("sinks", sinks),
                         ("lookahead", lookahead), ("page_size", page_size),
-                        ("commit", commit)):
+                        ("commit", commit), ("expect_newest", expect_newest)):
             if v is not None and item.setdefault(name, v) != v:
                 raise ValueError("conflicting %s for session %r"
                                  % (name, session))
@@ -737,41 +810,65 @@ def _create_call(session: str, budget: Optional[int], sinks: Optional[int],
 
 
 def _step_call(session: str, pos: Any, positions: Any, attention: Any,
-               creation: Mapping[str, Any], tentative: Any, commit: Any
-               ) -> _Call:
+               creation: Mapping[str, Any], tentative: Any, commit: Any,
+               expect_newest: Optional[int] = None) -> _Call:
     key, value = _positions_of(pos, positions, commit)
-    body = _step_body(key, value, tentative, commit, attention, creation)
+    body = _step_body(key, value, tentative, commit, attention, creation,
+                      expect_newest)
     sent = _sent_positions(key, value)
     return _Call("POST", _session_path(session, "/step"), body, True,
                  lambda status, obj: StepResult.from_json(
                      obj, sent, tentative is True, commit))
 
 
-def _commit_call(session: str, newest: int) -> _Call:
+def _commit_call(session: str, newest: int,
+                 expect_newest: Optional[int] = None) -> _Call:
     return _Call("POST", _session_path(session, "/commit"),
-                 {"newest": newest}, True,
+                 _with_expect({"newest": newest}, expect_newest), True,
                  lambda status, obj: CommitResult.from_json(obj))
 
 
-def _truncate_call(session: str, frm: Optional[int], from_: Optional[int]
-                   ) -> _Call:
+def _truncate_call(session: str, frm: Optional[int], from_: Optional[int],
+                   expect_newest: Optional[int] = None) -> _Call:
     if (frm is None) == (from_ is None):
         raise ValueError("give exactly one of frm and from_")
     return _Call("POST", _session_path(session, "/truncate"),
-                 {"from": frm if from_ is None else from_}, True,
+                 _with_expect({"from": frm if from_ is None else from_},
+                              expect_newest), True,
                  lambda status, obj: TruncateResult.from_json(obj))
 
 
-def _fork_call(session: str, into: str) -> _Call:
-    return _Call("POST", _session_path(session, "/fork"), {"into": into},
-                 True,
+def _fork_call(session: str, into: str,
+               expect_newest: Optional[int] = None) -> _Call:
+    return _Call("POST", _session_path(session, "/fork"),
+                 _with_expect({"into": into}, expect_newest), True,
                  lambda status, obj: _view(obj, created=status == 201))
 
 
-def _evict_call(session: str, budget: Optional[int]) -> _Call:
+def _evict_call(session: str, budget: Optional[int],
+                expect_newest: Optional[int] = None) -> _Call:
     body = {} if budget is None else {"budget": budget}
-    return _Call("POST", _session_path(session, "/evict"), body, False,
+    return _Call("POST", _session_path(session, "/evict"),
+                 _with_expect(body, expect_newest), False,
                  lambda status, obj: EvictResult.from_json(obj))
+
+
+def _adopt_call(session: str, kept: Sequence[int], newest: int,
+                slots: Optional[Sequence[int]], pages: Optional[Sequence[int]],
+                creation: Mapping[str, Any], replace: bool) -> _Call:
+    body: Dict[str, Any] = {name: creation[name] for name in _CREATION
+                            if creation.get(name) is not None}
+    body["kept"] = list(kept)
+    body["newest"] = newest
+    if slots is not None:
+        body["slots"] = list(slots)
+    if pages is not None:
+        body["pages"] = list(pages)
+    if replace:
+        body["replace"] = True
+    # A resent adoption finds the state it made: 200, nothing changes.
+    return _Call("POST", _session_path(session, "/adopt"), body, True,
+                 lambda status, obj: _view(obj, created=status == 201))
 
 
 def _get_call(session: str) -> _Call:
@@ -1183,7 +1280,8 @@ class EvictdClient:
              attention: Any = None, budget: Optional[int] = None,
              sinks: Optional[int] = None, lookahead: Optional[int] = None,
              page_size: Optional[int] = None, tentative: bool = False,
-             commit: Optional[int] = None) -> StepResult:
+             commit: Optional[int] = None,
+             expect_newest: Optional[int] = None) -> StepResult:
         """POST /session/{id}/step: steps one position (``pos``) or several
         (``positions``, or a sequence as ``pos``), in sub-steps of up to the
         session's lookahead positions, each appended and then evicted down to
@@ -1199,44 +1297,84 @@ class EvictdClient:
         the budget (the first victims); it may come without positions (a
         commit-only step, empty ``slots``).
 
+        ``expect_newest=N``: the newest position the engine believes the
+        session has before this step; when the daemon's is another, the step
+        is refused with :class:`Diverged` (nothing changes), and a missing
+        session expected past 0 is :class:`UnknownSession` (not created).
+
         Retried once on a dropped connection: an exact retry is answered with
         the original response and ``replayed=True``.
         """
         return self._call(_step_call(
             session, pos, positions, attention,
             {"budget": budget, "sinks": sinks, "lookahead": lookahead,
-             "page_size": page_size}, tentative, commit))
+             "page_size": page_size}, tentative, commit, expect_newest))
 
-    def commit(self, session: str, newest: int) -> CommitResult:
+    def commit(self, session: str, newest: int, *,
+               expect_newest: Optional[int] = None) -> CommitResult:
         """POST /session/{id}/commit: keeps the pending drafts up to
         ``newest``, drops the others and evicts down to the budget. Nothing
         pending is fine (empty lists); ``newest`` below the committed newest
-        is :class:`InvalidPosition`. Never creates the session. Retried once
-        on a dropped connection (an exact retry is replayed)."""
-        return self._call(_commit_call(session, newest))
+        is :class:`InvalidPosition`. Never creates the session. With
+        ``expect_newest``, :class:`Diverged` when the session's newest is
+        another. Retried once on a dropped connection (an exact retry is
+        replayed)."""
+        return self._call(_commit_call(session, newest, expect_newest))
 
     def truncate(self, session: str, frm: Optional[int] = None, *,
-                 from_: Optional[int] = None) -> TruncateResult:
+                 from_: Optional[int] = None,
+                 expect_newest: Optional[int] = None) -> TruncateResult:
         """POST /session/{id}/truncate: removes every held position >= the
         given one (``frm``, or ``from_`` by keyword; at least 1), pinned and
         drafts included, e.g. to roll back after a rejected branch; newest
-        becomes ``frm - 1`` when it was at or above it. Retried once on a
-        dropped connection (an exact retry is replayed)."""
-        return self._call(_truncate_call(session, frm, from_))
+        becomes ``frm - 1`` when it was at or above it. With
+        ``expect_newest``, :class:`Diverged` when the session's newest is
+        another. Retried once on a dropped connection (an exact retry is
+        replayed)."""
+        return self._call(_truncate_call(session, frm, from_, expect_newest))
 
-    def fork(self, session: str, into: str) -> SessionView:
+    def fork(self, session: str, into: str, *,
+             expect_newest: Optional[int] = None) -> SessionView:
         """POST /session/{id}/fork: copies the session (config, positions,
         slots, drafts) into a new session ``into`` and returns the child's
         view, ``created=True``. An identical existing child is returned with
         ``created=False``; a different one raises :class:`SessionExists`.
-        Retried once on a dropped connection."""
-        return self._call(_fork_call(session, into))
+        With ``expect_newest`` (the parent's), :class:`Diverged` when the
+        parent's newest is another. Retried once on a dropped connection."""
+        return self._call(_fork_call(session, into, expect_newest))
 
-    def evict(self, session: str, budget: Optional[int] = None
-              ) -> EvictResult:
+    def evict(self, session: str, budget: Optional[int] = None, *,
+              expect_newest: Optional[int] = None) -> EvictResult:
         """POST /session/{id}/evict: evicts until at most ``budget`` (default
-        the session's own) positions remain. Not retried once sent."""
-        return self._call(_evict_call(session, budget))
+        the session's own) positions remain. With ``expect_newest``,
+        :class:`Diverged` when the session's newest is another. Not retried
+        once sent."""
+        return self._call(_evict_call(session, budget, expect_newest))
+
+    def adopt(self, session: str, kept: Sequence[int], newest: int, *,
+              slots: Optional[Sequence[int]] = None,
+              pages: Optional[Sequence[int]] = None,
+              budget: Optional[int] = None, sinks: Optional[int] = None,
+              lookahead: Optional[int] = None,
+              page_size: Optional[int] = None,
+              replace: bool = False) -> SessionView:
+        """POST /session/{id}/adopt: creates the session in the state the
+        engine holds: the positions ``kept`` (ascending), ``newest`` and,
+        optionally, their ``slots`` (else the canonical layout: where
+        stepping every position one at a time puts them) and their
+        ``pages`` (a check). No drafts: commit or drop them first. Returns
+        its view, ``created=True``. The same state again returns the view
+        with ``created=False`` and changes nothing; another state raises
+        :class:`SessionExists` unless ``replace=True``, which replaces it
+        (its replay record too). A state no session can be in raises
+        :class:`InvalidState`, naming the rule. The configuration defaults
+        as :meth:`create`'s. Retried once on a dropped connection (a resent
+        adoption finds its state). See the module docstring for re-homing a
+        session with it."""
+        return self._call(_adopt_call(
+            session, kept, newest, slots, pages,
+            {"budget": budget, "sinks": sinks, "lookahead": lookahead,
+             "page_size": page_size}, replace))
 
     def get(self, session: str) -> SessionView:
         """GET /session/{id}: the positions kept and their slots."""
@@ -1253,7 +1391,8 @@ class EvictdClient:
         """POST /step: many step requests in one. ``items`` are dicts with
         ``session``, ``pos``/``positions`` and optionally ``tentative``,
         ``commit``, ``attention``, ``budget``, ``sinks``, ``lookahead``,
-        ``page_size`` (see :func:`step_item`), or a :class:`StepBatch`.
+        ``page_size``, ``expect_newest`` (see :func:`step_item`), or a
+        :class:`StepBatch`.
         Returns one outcome per item, in order: a :class:`StepResult`, or the
         :class:`EvictdError` of that item (not raised). Errors of the request
         as a whole (e.g. :class:`TooManySteps`, :class:`BodyTooLarge`) raise.

@@ -291,8 +291,11 @@ class EvictdPool:
     def truncate(self, session: str, *args: Any, **kw: Any) -> Any:
         return self.client_for(session).truncate(session, *args, **kw)
 
-    def fork(self, session: str, into: str) -> Any:
-        return self.client_for(session).fork(session, into)
+    def adopt(self, session: str, *args: Any, **kw: Any) -> Any:
+        return self.client_for(session).adopt(session, *args, **kw)
+
+    def fork(self, session: str, into: str, **kw: Any) -> Any:
+        return self.client_for(session).fork(session, into, **kw)
 
     def evict(self, session: str, *args: Any, **kw: Any) -> Any:
         return self.client_for(session).evict(session, *args, **kw)

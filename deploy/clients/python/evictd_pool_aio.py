@@ -85,8 +85,11 @@ class AsyncEvictdPool:
     async def truncate(self, session: str, *args: Any, **kw: Any) -> Any:
         return await self.client_for(session).truncate(session, *args, **kw)
 
-    async def fork(self, session: str, into: str) -> Any:
-        return await self.client_for(session).fork(session, into)
+    async def adopt(self, session: str, *args: Any, **kw: Any) -> Any:
+        return await self.client_for(session).adopt(session, *args, **kw)
+
+    async def fork(self, session: str, into: str, **kw: Any) -> Any:
+        return await self.client_for(session).fork(session, into, **kw)
 
     async def evict(self, session: str, *args: Any, **kw: Any) -> Any:
         return await self.client_for(session).evict(session, *args, **kw)

@@ -640,6 +640,126 @@ class Engine:
         self.assertEqual(await self.c.get(s), v)
 
 
+    # -- adopt and expect_newest (issue 26) --
+
+    async def test_adopt_creates_resends_refuses_and_replaces(self) -> None:
+        s = self.sid()
+        v = await self.c.adopt(s, [0, 5, 9, 10], 12, budget=4, sinks=1)
+        self.assertEqual(v, ec.SessionView(s, 4, 1, 4, 12, [0, 5, 9, 10],
+                                           [0, 1, 2, 3], True))
+        again = await self.c.adopt(s, [0, 5, 9, 10], 12, budget=4, sinks=1,
+                                   slots=[0, 1, 2, 3])
+        self.assertEqual(again, dataclasses.replace(v, created=False))
+        await self.assertApiError(ec.SessionExists, 409, self.c.adopt(
+            s, [0, 5, 9, 11], 12, budget=4, sinks=1))
+        r = await self.c.step(s, 13, expect_newest=12)
+        self.assertEqual((r.victims, r.slots, r.newest), ([5], [4], 13))
+        # Replaced: its replay record goes with it (the resent step is
+        # stale now, not a replay).
+        v = await self.c.adopt(s, [2, 3, 4, 20], 20, budget=6, page_size=4,
+                               slots=[2, 3, 4, 5], pages=[0, 1, 5],
+                               replace=True)
+        self.assertEqual((v.created, v.kept, v.slots, v.pages),
+                         (False, [2, 3, 4, 20], [2, 3, 4, 5], [0, 1, 5]))
+        e = await self.assertApiError(ec.StalePosition, 409,
+                                      self.c.step(s, 13))
+        self.assertEqual(e.newest, 20)
+
+    async def test_adopt_refuses_states_naming_the_rule(self) -> None:
+        s = self.sid()
+        for kept, newest, kw, says in (
+                ([0, 5, 5], 5, {}, "repeats"),
+                ([0, 5, 3], 5, {}, "below kept[1]"),
+                ([0, 1, 2], 2, {"budget": 2}, "budget of 2"),
+                ([1, 2], 2, {"sinks": 1}, "Position 0"),
+                ([0, 5], 4, {}, "below kept[1]"),
+                ([0, 1, 2], 2, {"slots": [3, 4, 5]}, "round the ring"),
+                ([0, 5], 5, {"page_size": 4, "pages": [0, 2]}, "pages")):
+            e = await self.assertApiError(ec.InvalidState, 400, self.c.adopt(
+                s, kept, newest, **kw))
+            self.assertIn(says, e.message)
+        await self.assertApiError(ec.UnknownSession, 404, self.c.get(s))
+
+    async def test_expect_newest_on_every_change(self) -> None:
+        s, child = self.sid(), self.sid("child")
+        await self.c.create(s, budget=4, lookahead=2)
+        await self.c.step(s, [1, 2, 9], expect_newest=0)
+        view = await self.c.get(s)
+        for call in (self.c.step(s, 10, expect_newest=5),
+                     self.c.step(s, [10, 11], tentative=True,
+                                 expect_newest=5),
+                     self.c.commit(s, 9, expect_newest=5),
+                     self.c.truncate(s, 3, expect_newest=5),
+                     self.c.evict(s, 2, expect_newest=5),
+                     self.c.fork(s, child, expect_newest=5)):
+            e = await self.assertApiError(ec.Diverged, 409, call)
+            self.assertEqual((e.newest, e.view), (9, view))
+        self.assertEqual(await self.c.get(s), view)
+        await self.assertApiError(ec.UnknownSession, 404, self.c.get(child))
+        # Expected right, each applies; a resend (the same request, its
+        # expectation stale now) is answered from the record.
+        r = await self.c.step(s, 10, expect_newest=9)
+        again = await self.c.step(s, 10, expect_newest=9)
+        self.assertEqual((r.newest, again.replayed), (10, True))
+        self.assertTrue((await self.c.fork(s, child, expect_newest=10)
+                         ).created)
+        await self.c.evict(s, 3, expect_newest=10)
+        await self.c.step(s, [11, 12], tentative=True, expect_newest=10)
+        self.assertEqual((await self.c.commit(s, 11, expect_newest=12)
+                          ).newest, 11)
+        self.assertEqual((await self.c.truncate(s, 11, expect_newest=11)
+                          ).newest, 10)
+        # A missing session expected past 0 is not made; at 0 it is.
+        await self.assertApiError(ec.UnknownSession, 404, self.c.step(
+            self.sid("n"), 5, expect_newest=4))
+        await self.assertApiError(ec.UnknownSession, 404,
+                                  self.c.get(self.sid("n")))
+        self.assertEqual((await self.c.step(self.sid("n"), 1,
+                                            expect_newest=0)).newest, 1)
+        # In a batch, the diverged item alone fails.
+        b = StepBatch().add(s, 11, expect_newest=3).add(self.sid("n"), 2,
+                                                        expect_newest=1)
+        out = await self.c.batch(b)
+        self.assertIs(type(out[0]), ec.Diverged)
+        self.assertEqual((out[0].status, out[0].newest, out[0].view.newest),
+                         (409, 10, 10))
+        self.assertEqual(out[1].newest, 2)
+        with self.assertRaises(ValueError):
+            StepBatch().add(s, 11, expect_newest=3).add(s, 12,
+                                                        expect_newest=4)
+
+    async def test_rehome_as_the_client_docs_say(self) -> None:
+        # The engine's own copy of a session on one instance; a second
+        # instance that lost it (a restart without state), then one that
+        # holds an old copy: each refuses the step expecting the engine's
+        # newest, the recipe adopts what the engine holds and resends, and
+        # the answer is the one the first instance gives.
+        s = self.sid()
+        lost = start()
+        home, away = self.c, self.make_client(lost.url)
+        await home.create(s, budget=4, sinks=1)
+        for p in (1, 2, 3, 7, 8):
+            await home.step(s, p)
+        held = await home.get(s)
+        await away.adopt(s, [0, 1], 1, budget=4, sinks=1)  # an old copy
+        for where, err in ((self.make_client(start().url), ec.UnknownSession),
+                           (away, ec.Diverged)):
+            try:
+                await where.step(s, 9, expect_newest=held.newest)
+                self.fail("a step expecting another window was applied")
+            except (ec.UnknownSession, ec.Diverged) as e:
+                self.assertIs(type(e), err)
+                await where.adopt(s, held.kept, held.newest,
+                                  slots=held.slots, budget=held.budget,
+                                  sinks=held.sinks,
+                                  replace=isinstance(e, ec.Diverged))
+            r = await where.step(s, 9, expect_newest=held.newest)
+            want = await home.step(s, 9, expect_newest=held.newest)
+            self.assertEqual(dataclasses.replace(r, replayed=False),
+                             dataclasses.replace(want, replayed=False))
+            self.assertEqual(await where.get(s), await home.get(s))
+
+
 class SyncEngineTest(Engine, unittest.IsolatedAsyncioTestCase):
     kind = "sync"
 
@@ -659,9 +779,9 @@ class AsyncEngineTest(Engine, unittest.IsolatedAsyncioTestCase):
 
 
 class AsyncVectorsTest(unittest.IsolatedAsyncioTestCase):
-    """Every proto/vectors/*.json through the asyncio client, with single
-    steps and with batch items (test_evictd_client replays them through the
-    blocking one)."""
+    """Every proto/vectors/*.json and rehome/*.json through the asyncio
+    client, with single steps and with batch items (test_evictd_client
+    replays them through the blocking one)."""
 
     async def test_vectors(self) -> None:
         self.assertGreaterEqual(len(VECTORS), 20)

@@ -35,7 +35,7 @@ TMP: Any = None
 MAIN: Any = None
 
 API = ("health", "metrics", "create", "step", "commit", "truncate", "fork",
-       "evict", "get", "delete", "batch", "request")
+       "evict", "adopt", "get", "delete", "batch", "request")
 
 
 def start(*args: str, listen: str = "127.0.0.1:0") -> Daemon:
@@ -126,6 +126,26 @@ class SurfaceTest(unittest.TestCase):
 
 
 # ---- connections and the pool -----------------------------------------------
+
+
+class InstancePoolTest(Case):
+
+    async def test_adopt_and_expect_go_to_the_session_instance(self) -> None:
+        import evictd_pool_aio
+        other = start()
+        pool = evictd_pool_aio.AsyncEvictdPool([MAIN.url, other.url])
+        self.addAsyncCleanup(pool.close)
+        for k in range(6):
+            s = self.sid(str(k))
+            self.assertTrue((await pool.adopt(s, [0, 3], 3, budget=4)
+                             ).created)
+            self.assertEqual((await pool.client_for(s).get(s)).kept, [0, 3])
+            self.assertEqual((await pool.step(s, 4, expect_newest=3)).newest,
+                             4)
+            self.assertEqual((await pool.fork(s, s + "~f", expect_newest=4)
+                              ).kept, [0, 3, 4])
+            with self.assertRaises(ec.Diverged):
+                await pool.truncate(s, 2, expect_newest=9)
 
 
 class PoolTest(Case):

@@ -35,6 +35,9 @@ import example_frontend  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 VECTORS = sorted(glob.glob(os.path.join(REPO, "proto", "vectors", "*.json")))
+# Adopt and expect_newest (issue 26), in their own folder.
+VECTORS += sorted(glob.glob(os.path.join(REPO, "proto", "vectors", "rehome",
+                                         "*.json")))
 LISTENING = re.compile(r"listening on (\S+)")
 
 
@@ -387,6 +390,27 @@ class ErrorsTest(Case):
         e = self.assertApiError(ec.MethodNotAllowed, 405, self.client.request,
                                 "GET", "/session/a/step")
         self.assertEqual(e.allow, "POST")
+
+    def test_diverged_carries_newest_and_view(self) -> None:
+        s = self.sid()
+        self.client.step(s, [1, 2])
+        e = self.assertApiError(ec.Diverged, 409, self.client.step, s, 3,
+                                expect_newest=1)
+        self.assertEqual((e.newest, e.view), (2, self.client.get(s)))
+        self.assertIsInstance(e, EvictdError)
+        # Built from a body alone too, as a batch item's error is.
+        e = ec.error_from_body(None, {"error": {
+            "code": "diverged", "message": "m", "status": 409, "newest": 4,
+            "view": {"id": "x", "budget": 2, "sinks": 0, "size": 1,
+                     "newest": 4, "kept": [4], "slots": [1]}}})
+        self.assertEqual((type(e), e.status, e.newest, e.view.kept),
+                         (ec.Diverged, 409, 4, [4]))
+        self.assertIsNone(ec.Diverged("m").view)
+
+    def test_invalid_state(self) -> None:
+        e = self.assertApiError(ec.InvalidState, 400, self.client.adopt,
+                                self.sid(), [0, 3, 2], 3)
+        self.assertIn("strictly increase", e.message)
 
     def test_session_exists(self) -> None:
         s = self.sid()
@@ -777,6 +801,17 @@ class RetryThroughProxyTest(Case):
         self.assertEqual(self.pc.retries, 4)
         self.assertEqual(self.client.get(s).tentative, [4, 5])
 
+    def test_lost_adopt_answer_finds_its_state_on_retry(self) -> None:
+        s = self.sid()
+        self.proxy.drop = 1
+        v = self.pc.adopt(s, [0, 4, 5], 6, budget=4, sinks=1)
+        self.assertEqual((v.created, v.kept, v.newest), (False, [0, 4, 5], 6))
+        self.proxy.drop = 1
+        v = self.pc.adopt(s, [0, 7], 7, budget=4, sinks=1, replace=True)
+        self.assertEqual((v.created, v.kept), (False, [0, 7]))
+        self.assertEqual(self.pc.retries, 2)
+        self.assertEqual(self.client.get(s).kept, [0, 7])
+
     def test_lost_evict_answer_is_not_retried(self) -> None:
         s = self.sid()
         self.client.step(s, [1, 2, 3])
@@ -987,11 +1022,13 @@ class TransportFailureTest(unittest.TestCase):
 
 # Keys of a vector op that describe its request; the others are its answer.
 VECTOR_REQUEST_KEYS = {"session", "step", "tentative", "commit", "evict",
-                       "truncate", "fork", "check", "error"}
+                       "truncate", "fork", "check", "error", "adopt",
+                       "expect_newest"}
 # The HTTP status of each error code a vector may expect.
 VECTOR_STATUS = {"invalid_position": 400, "invalid_budget": 400,
                  "too_many_positions": 400, "stale_position": 409,
-                 "tentative_pending": 409, "session_exists": 409}
+                 "tentative_pending": 409, "session_exists": 409,
+                 "invalid_state": 400, "diverged": 409}
 
 
 class AsAsync:
@@ -1022,12 +1059,14 @@ async def replay_vector(test: unittest.TestCase, client: Any,
                         main: str) -> None:
     """Replays one proto/vectors file (proto/vectors/README.md) through a
     client's coroutines (AsyncEvictdClient, or AsAsync(EvictdClient)) on
-    session ``main`` (forks become ``main.<name>``): each step as a step
-    request (``pos`` for one position) or as a batch item, every answer
-    compared with the vector's expected fields exactly (with a page size:
-    pages_new, pages_freed and pages_transient too; without one all three
-    must be empty), errors by class, code and status."""
+    session ``main`` (forks and adoptions become ``main.<name>``): each
+    step as a step request (``pos`` for one position) or as a batch item,
+    every answer compared with the vector's expected fields exactly (with a
+    page size: pages_new, pages_freed and pages_transient too; without one
+    all three must be empty), errors by class, code and status (a
+    divergence with the newest the answers said and the session's view)."""
     names: Dict[Optional[str], str] = {None: main}
+    newest: Dict[Optional[str], int] = {None: 0}
     await client.delete(main, missing_ok=True)
     view = await client.create(main, budget=vec["budget"], sinks=vec["sinks"],
                                lookahead=vec.get("lookahead"),
@@ -1038,12 +1077,36 @@ async def replay_vector(test: unittest.TestCase, client: Any,
     paged = vec.get("page_size", 0) > 0
     for i, op in enumerate(vec["ops"]):
         where = "%s op %d %s" % (vec["name"], i, json.dumps(op)[:120])
-        sid = names[op.get("session")]
+        name = op.get("session")
+        sid = names.get(name) or "%s.%s" % (main, name)
+        expect = {"expect_newest": op["expect_newest"]} \
+            if "expect_newest" in op else {}
         got: Dict[str, Any] = {}
         try:
-            if "step" in op:
+            if "adopt" in op:
+                b = op["adopt"]
+                fresh = name not in names
+                if fresh:
+                    await client.delete(sid, missing_ok=True)
+                v = await client.adopt(
+                    sid, b["kept"], b["newest"], slots=b.get("slots"),
+                    pages=b.get("pages"), budget=b["budget"],
+                    sinks=b["sinks"], lookahead=b["lookahead"],
+                    page_size=b["page_size"],
+                    replace=b.get("replace", False))
+                test.assertEqual((v.id, v.created), (sid, fresh), where)
+                names[name] = sid
+                got = {k: getattr(v, k) for k in (
+                    "budget", "sinks", "size", "newest", "kept", "slots")}
+                if v.lookahead != 1:
+                    got["lookahead"] = v.lookahead
+                if v.page_size:
+                    got.update(page_size=v.page_size, pages=v.pages)
+                test.assertEqual(v.tentative, [], where)
+                r = None
+            elif "step" in op:
                 kw = {"tentative": op.get("tentative", False),
-                      "commit": op.get("commit")}
+                      "commit": op.get("commit"), **expect}
                 positions = op["step"] or None
                 if use_batch:
                     item = ec.step_item(sid, positions=positions, **kw)
@@ -1066,24 +1129,24 @@ async def replay_vector(test: unittest.TestCase, client: Any,
                 else:
                     test.assertEqual(r.dropped, [], where)
             elif "commit" in op:
-                c = await client.commit(sid, op["commit"])
+                c = await client.commit(sid, op["commit"], **expect)
                 test.assertFalse(c.replayed, where)
                 got = {"victims": c.victims, "dropped": c.dropped,
                        "size": c.size, "newest": c.newest}
                 r = c
             elif "truncate" in op:
-                t = await client.truncate(sid, op["truncate"])
+                t = await client.truncate(sid, op["truncate"], **expect)
                 test.assertFalse(t.replayed, where)
                 got = {"removed": t.removed, "size": t.size,
                        "newest": t.newest}
                 r = t
             elif "evict" in op:
-                r = await client.evict(sid, op["evict"])
+                r = await client.evict(sid, op["evict"], **expect)
                 got = {"victims": r.victims, "size": r.size}
             elif "fork" in op:
                 child = "%s.%s" % (main, op["fork"])
                 await client.delete(child, missing_ok=True)
-                v = await client.fork(sid, child)
+                v = await client.fork(sid, child, **expect)
                 test.assertTrue(v.created, where)
                 test.assertEqual(v.id, child, where)
                 parent = await client.get(sid)
@@ -1111,21 +1174,54 @@ async def replay_vector(test: unittest.TestCase, client: Any,
         except EvictdError as err:
             test.assertEqual(err.status, VECTOR_STATUS.get(err.code), where)
             test.assertIs(type(err), ec._ERRORS.get(err.code), where)
+            if isinstance(err, ec.Diverged):
+                test.assertEqual((err.newest, err.view.newest),
+                                 (newest[name], newest[name]), where)
             got = {"error": err.code}
         want = {k: v for k, v in op.items() if k not in VECTOR_REQUEST_KEYS}
         if "error" in op:
             want = {"error": op["error"]}
         test.assertEqual(got, want, where)
+        if "error" in op:
+            continue
+        if "fork" in op:
+            newest[op["fork"]] = newest[name]
+        elif "newest" in want:
+            newest[name] = want["newest"]
     for sid in names.values():
         await client.delete(sid)
 
 
+class PoolAdoptTest(Case):
+    """EvictdPool sends an adoption and changes that expect a newest to
+    the session's instance, as nginx routes them."""
+
+    def test_adopt_and_expect_go_to_the_session_instance(self) -> None:
+        import evictd_pool
+        other = start_daemon()
+        pool = evictd_pool.EvictdPool([MAIN.url, other.url])
+        self.addCleanup(pool.close)
+        for k in range(6):
+            s = self.sid(str(k))
+            v = pool.adopt(s, [0, 3], 3, budget=4)
+            self.assertTrue(v.created)
+            home = pool.client_for(s)
+            self.assertEqual(home.get(s).kept, [0, 3])
+            self.assertEqual(pool.step(s, 4, expect_newest=3).newest, 4)
+            self.assertEqual(pool.fork(s, s + "~f", expect_newest=4).kept,
+                             [0, 3, 4])
+            with self.assertRaises(ec.Diverged):
+                pool.commit(s, 4, expect_newest=9)
+
+
 class VectorsTest(Case):
-    """Every proto/vectors/*.json replayed through the client, once with
-    single step requests and once with each step as a batch item."""
+    """Every proto/vectors/*.json and rehome/*.json replayed through the
+    client, once with single step requests and once with each step as a
+    batch item."""
 
     def test_vectors(self) -> None:
         self.assertGreaterEqual(len(VECTORS), 20)
+        self.assertTrue(any("rehome" in p for p in VECTORS))
         for path in VECTORS:
             for use_batch in (False, True):
                 with self.subTest(vector=os.path.basename(path),
