@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/clock.h"
 
 int fault_set(fault_t *f, int status, const char *code, const char *fmt,
               ...) {
@@ -26,9 +25,15 @@ int link_open(link_t *l, const link_opts_t *o, fault_t *f) {
   char err[400];
   memset(l, 0, sizeof(*l));
   l->o = *o;
+  /* A repeatable request that timed out (its answer may have been lost
+   * after it was applied) is sent again by the client itself, for
+   * --reconnect-ms: evictd answers a resent step, commit or truncate with
+   * its first answer, a delete is idempotent, and the engine's batches
+   * name each session once. */
   evd_client_opts_t co = {.url = o->url, .timeout_ms = o->timeout_ms,
                           .reconnect_ms = o->reconnect_ms,
-                          .token_file = o->token_file, .cafile = o->cafile};
+                          .token_file = o->token_file, .cafile = o->cafile,
+                          .resend_timeouts = true};
   if (evd_client_new(&l->c, &co, err, sizeof(err)) != 0)
     return fault_set(f, 500, "evictd_client", "%s", err);
   return 0;
@@ -74,17 +79,7 @@ static int send_once(evd_client_t *c, const link_req_t *r) {
 }
 
 int link_send(link_t *l, const link_req_t *r, fault_t *f) {
-  /* The one place a timed-out request is sent again. A step's answer that
-   * came too late may have been applied: resent, it is answered with the
-   * first answer (replayed), so only how long to keep trying is a
-   * question. A batch names each session once (a resend replays every
-   * item). */
-  double t0 = clock_now();
-  int rc;
-  do
-    rc = send_once(l->c, r);
-  while (rc == EVD_CLIENT_ETIMEOUT &&
-         clock_now() - t0 < l->o.reconnect_ms / 1000.0);
+  int rc = send_once(l->c, r);
   if (rc != 0)
     client_fault(l->c, what[r->op],
                  r->op == LINK_STEP ? r->steps[0].session : r->session, f);

@@ -1,8 +1,9 @@
 /* evictd-llama's link to evictd: one C client made from the options every
- * command shares, the requests the commands send through it (a repeatable
- * request that timed out sent again for up to --reconnect-ms), the
- * sentences its failures are told in, and deletes that never wait long on
- * a dead daemon. Used by one thread at a time, like the client. */
+ * command shares (a repeatable request that timed out is sent again by
+ * the client for up to --reconnect-ms: its resend_timeouts option), the
+ * requests the commands send through it, the sentences its failures are
+ * told in, and deletes that never wait long on a dead daemon. Used by one
+ * thread at a time, like the client. */
 #ifndef EVICTD_LLAMA_LINK_H
 #define EVICTD_LLAMA_LINK_H
 
@@ -67,12 +68,11 @@ typedef struct link_req_s {
   evd_batch_result_t *results;
 } link_req_t;
 
-/* Sends r; one that timed out (it may have been applied) is sent again
- * until --reconnect-ms has passed since the first attempt: evictd answers
- * a resent step, commit or truncate with its first answer, and a delete is
- * idempotent. 0, or the client's EVD_CLIENT_* code with f set ("evictd
- * refused the step of session S: 400 invalid_sinks: ..." with status 502,
- * or "the step of session S failed: connection_failed: ..." with 503). */
+/* Sends r (resent by the client while the daemon restarts or answers too
+ * late, for --reconnect-ms). 0, or the client's EVD_CLIENT_* code with f
+ * set ("evictd refused the step of session S: 400 invalid_sinks: ..."
+ * with status 502, or "the step of session S failed: connection_failed:
+ * ..." with 503). */
 int link_send(link_t *l, const link_req_t *r, fault_t *f);
 
 /* Creates session with cfg (view in *v), or forks `from` into session:
