@@ -12,7 +12,7 @@
 #include "common/link.h"
 #include "common/lm.h"
 #include "evictd/client.h"
-#include "posmap.h"
+#include "common/posmap.h"
 
 int cli_number(const char *who, const char *name, const char *arg,
                unsigned long long lo, unsigned long long hi,

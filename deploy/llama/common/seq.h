@@ -14,7 +14,7 @@
 #include "common/link.h"
 #include "common/lm.h"
 #include "evictd/client.h"
-#include "posmap.h"
+#include "common/posmap.h"
 
 /* evictd's longest session id. */
 #define SEQ_ID_MAX 128

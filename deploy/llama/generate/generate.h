@@ -14,7 +14,7 @@
 #include "common/sampler.h"
 #include "common/seq.h"
 #include "generate/dump.h"
-#include "posmap.h"
+#include "common/posmap.h"
 
 typedef struct gen_opts_s {
   lm_settings_t lm;         /* the target model, threads */

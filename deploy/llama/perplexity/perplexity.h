@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "posmap.h"
+#include "common/posmap.h"
 
 #define PPL_MAX_BUDGETS 32
 
