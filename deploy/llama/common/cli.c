@@ -280,8 +280,12 @@ static void help(const cli_t *c) {
       default_of(o, (const char *)c->groups[g].base + o->off, def,
                  sizeof(def));
       snprintf(text, sizeof(text), "%s%s", o->help, def);
-      printf("  %-24s", left);
-      wrap(text, strlen(left) > 24 ? 2 + (int)strlen(left) : 26, 26);
+      /* A name too long for its column gets a line of its own. */
+      if (strlen(left) >= 24)
+        printf("  %s\n%26s", left, "");
+      else
+        printf("  %-24s", left);
+      wrap(text, 26, 26);
     }
 }
 
