@@ -132,6 +132,7 @@ LLAMA_CFLAGS := $cflags
 LLAMA_LIBS := $libs
 LLAMA_CPP_VERSION := $version
 GGUF_PY := $gguf_py
+LLAMA_TREE := $tree
 EOF
 # Replaced only when it changes, so that what depends on it (evictd-llama's
 # objects, the GGUF files) is not rebuilt by every make.

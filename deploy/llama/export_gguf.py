@@ -2,7 +2,7 @@
 """Writes deploy/model's byte-level Llama model as a GGUF file llama.cpp loads.
 
     export_gguf.py [--gguf-py DIR] --weights deploy/model/evictd-lm.pt OUT.gguf
-    export_gguf.py [--gguf-py DIR] --random 100M [--seed 1] OUT.gguf
+    export_gguf.py [--gguf-py DIR] --random 100M [--seed 1] [--ascii-pieces] OUT.gguf
     export_gguf.py [--gguf-py DIR] --synthetic zero|bigram [--seed 1] OUT.gguf
 
 DIR is the gguf-py directory of a llama.cpp source tree (its own writer;
@@ -10,7 +10,9 @@ nothing is downloaded); without it, Python's gguf package if installed. The weig
 state dict, float32); --random writes a model of the same architecture with
 random weights (normal, std 0.02) sized to about the parameter count given
 (for benchmarks: llama.cpp's time per token depends on the shapes, not on
-the values). --synthetic writes small models whose logits are known in
+the values; --ascii-pieces spells the bytes 0x80-0xff as "<80>"..."<ff>"
+so that every token decodes to valid UTF-8 alone, which llama-server needs
+of a random model's output). --synthetic writes small models whose logits are known in
 closed form, for evictd-llama perplexity's tests: "zero", every weight 0
 (every logit 0: the uniform distribution over the 258 tokens, perplexity
 258 whatever is attended to); "bigram", random embeddings (std 1) and
@@ -138,7 +140,7 @@ def parse_count(text):
     return int(text)
 
 
-def write(gguf, out, cfg, state, name):
+def write(gguf, out, cfg, state, name, ascii_pieces=False):
     vocab = int(cfg.get("vocab", VOCAB))
     if vocab != VOCAB:
         sys.exit("export_gguf.py: the model's vocabulary is %d, not the "
@@ -161,7 +163,13 @@ def write(gguf, out, cfg, state, name):
 
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
-    w.add_token_list(byte_chars() + ["<s>", "</s>"])
+    pieces = byte_chars()
+    if ascii_pieces:
+        # Bytes 0x80..0xff as four ASCII characters ("<80>"), so that every
+        # token decodes to valid UTF-8 on its own (llama-server refuses a
+        # completion that is not): a random model emits any token.
+        pieces = pieces[:128] + ["<%02x>" % b for b in range(128, 256)]
+    w.add_token_list(pieces + ["<s>", "</s>"])
     w.add_token_types([gguf.TokenType.NORMAL] * 256 +
                       [gguf.TokenType.CONTROL] * 2)
     # llama.cpp refuses a BPE vocabulary without merges and gguf-py an
@@ -210,6 +218,9 @@ def main():
     ap.add_argument("--synthetic", choices=("zero", "bigram"),
                     help="a small model whose logits are known (see above)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ascii-pieces", action="store_true",
+                    help="bytes 0x80-0xff spelt as '<80>'...'<ff>': every "
+                    "token is valid UTF-8 alone (for llama-server)")
     args = ap.parse_args()
     if sum(bool(x) for x in (args.weights, args.random, args.synthetic)) != 1:
         ap.error("give exactly one of --weights, --random and --synthetic")
@@ -225,12 +236,13 @@ def main():
         name = "evictd synthetic %s" % args.synthetic
     elif args.random:
         cfg, state = random_model(parse_count(args.random), args.seed)
-        name = "evictd random %s" % args.random
+        name = "evictd random %s%s" % (args.random, " (ASCII pieces)"
+                                       if args.ascii_pieces else "")
     else:
         cfg, state = load_pt(args.weights)
         name = "evictd " + os.path.splitext(os.path.basename(args.weights))[0]
     tmp = args.out + ".tmp"
-    n = write(gguf, tmp, cfg, state, name)
+    n = write(gguf, tmp, cfg, state, name, args.ascii_pieces)
     os.replace(tmp, args.out)
     print("%s: %d parameters, %d layers, d_model %d, %.1f MB"
           % (args.out, n, int(cfg["n_layers"]), int(cfg["d_model"]),

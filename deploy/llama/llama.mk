@@ -14,7 +14,7 @@ LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c)
 LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
              include/evictd/client.h $(COMMON_HDR)
 
-.PHONY: evictd-llama gguf e2e-llamacpp bench-llama perplexity
+.PHONY: evictd-llama gguf e2e-llamacpp bench-llama bench-serve perplexity
 
 evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
@@ -45,6 +45,12 @@ $(LLAMA_OUT)/%.gguf: deploy/model/%.pt deploy/llama/export_gguf.py \
                      $(LLAMA_CONFIG)
 	/usr/bin/python3 deploy/llama/export_gguf.py \
 	  $(if $(GGUF_PY),--gguf-py $(GGUF_PY)) --weights $< $@
+
+# The same, every token valid UTF-8 alone (make bench-serve: llama-server
+# refuses a random model's output otherwise).
+$(LLAMA_OUT)/random-100M-ascii.gguf: deploy/llama/export_gguf.py $(LLAMA_CONFIG)
+	/usr/bin/python3 deploy/llama/export_gguf.py \
+	  $(if $(GGUF_PY),--gguf-py $(GGUF_PY)) --random 100M --ascii-pieces $@
 
 $(LLAMA_OUT)/random-100M.gguf: deploy/llama/export_gguf.py $(LLAMA_CONFIG)
 	/usr/bin/python3 deploy/llama/export_gguf.py \
@@ -129,3 +135,18 @@ perplexity:
 	@$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	deploy/llama/perplexity.sh $(B)/evictd $(B)/evictd-llama \
 	  $(LLAMA_OUT)/evictd-lm.gguf deploy/llama
+
+# evictd-llama serve beside llama-server built from the same llama.cpp
+# tree (tests/bench/llama-server.sh, cached in build/llama/server), on
+# stories260K and a 100M random model whose tokens are all valid UTF-8:
+# 1, 8 and 32 streaming clients of /v1/completions, then one generation of
+# 4x the context (tests/bench/bench_serve.py; BENCH_* there). Not part of
+# CI: tens of minutes, the first llama-server build included.
+bench-serve:
+	@deploy/deps.sh build bench llama && \
+	$(MAKE) --no-print-directory $(B)/evictd gguf && \
+	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
+	  $(LLAMA_OUT)/random-100M-ascii.gguf && \
+	server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server) && \
+	tests/bench/bench_serve.py $(B)/evictd $(B)/evictd-llama "$$server" \
+	  $(abspath $(STORIES260K)) $(LLAMA_OUT)/random-100M-ascii.gguf

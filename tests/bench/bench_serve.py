@@ -76,11 +76,15 @@ def stop(proc: Optional[subprocess.Popen]) -> None:
         proc.wait()
 
 
-def stream(port: int, prompt: str, n: int) -> Tuple[List[float], str, str]:
-    """One streaming completion: the arrival time of every token's chunk
-    (seconds since the request was sent; the first is the time to first
-    token), the text and the finish reason."""
+def stream(port: int, prompt: str,
+           n: int) -> Tuple[List[float], int, str, str]:
+    """One streaming completion: the arrival time of every chunk that
+    carries text (seconds since the request was sent; the first is the
+    time to first token), the tokens generated (the usage the server
+    reports: a chunk may hold more than one token, or a token no text, when
+    a character spans tokens), the text and the finish reason."""
     body = json.dumps({"prompt": prompt, "max_tokens": n, "stream": True,
+                       "stream_options": {"include_usage": True},
                        "temperature": 0, "model": "bench"})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.monotonic()
@@ -90,7 +94,7 @@ def stream(port: int, prompt: str, n: int) -> Tuple[List[float], str, str]:
     if r.status != 200:
         raise SystemExit("completion: %d %s" % (r.status, r.read()[:300]))
     times: List[float] = []
-    text, finish = [], ""
+    text, finish, tokens = [], "", 0
     for raw in r:
         line = raw.strip()
         if not line.startswith(b"data: "):
@@ -99,25 +103,25 @@ def stream(port: int, prompt: str, n: int) -> Tuple[List[float], str, str]:
         if data == b"[DONE]":
             break
         ev = json.loads(data)
+        if ev.get("usage"):
+            tokens = ev["usage"]["completion_tokens"]
         if not ev.get("choices"):
-            continue  # a usage-only chunk
+            continue  # the usage chunk
         ch = ev["choices"][0]
-        # A chunk per token (some carry no text: part of a character);
-        # the last one carries the finish reason, and text only when the
-        # server folds the last token into it.
         if ch.get("finish_reason"):
             finish = ch["finish_reason"]
-            if not ch.get("text"):
-                continue
-        times.append(time.monotonic() - t0)
-        text.append(ch.get("text") or "")
+        if ch.get("text"):
+            times.append(time.monotonic() - t0)
+            text.append(ch["text"])
     c.close()
-    return times, "".join(text), finish
+    if not tokens:
+        raise SystemExit("the server reported no usage")
+    return times, tokens, "".join(text), finish
 
 
 def load(port: int, k: int, n: int) -> dict:
     """k clients at once, each one completion of n tokens."""
-    res: List[Optional[Tuple[List[float], str, str]]] = [None] * k
+    res: List[Optional[Tuple[List[float], int, str, str]]] = [None] * k
     errs: List[BaseException] = []
 
     def one(i: int) -> None:
@@ -136,7 +140,7 @@ def load(port: int, k: int, n: int) -> dict:
         raise SystemExit("a client failed: %r" % errs[0])
     ttft = [r[0][0] for r in res if r and r[0]]
     itl = [b - a for r in res if r for a, b in zip(r[0], r[0][1:])]
-    tokens = sum(len(r[0]) for r in res if r)
+    tokens = sum(r[1] for r in res if r)
     q = statistics.quantiles
     return {"tok_s": tokens / wall, "tokens": tokens,
             "ttft50": statistics.median(ttft) * 1e3,
@@ -246,12 +250,12 @@ def main() -> None:
                              lambda: Pair(evictd, engine, model, 1, tmp))):
             srv = make()
             try:
-                times, _, finish = stream(srv.port, PROMPTS[0], n)
+                _, got, _, finish = stream(srv.port, PROMPTS[0], n)
             finally:
                 srv.close()
             print("%-22s %4d %-12s asked %d tokens (4x the context %d): got "
                   "%d, finish_reason %s" % (name, 1, label, n, CTX,
-                                            len(times), finish or "-"))
+                                            got, finish or "-"))
 
 
 if __name__ == "__main__":
