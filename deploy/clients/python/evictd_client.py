@@ -1080,7 +1080,7 @@ class _Core:
                         retry)
 
     def _again(self, req: _Request, failure: str, attempt: int,
-              reused: bool, error: BaseException) -> None:
+               reused: bool, error: BaseException) -> None:
         """The resend rules, asked by a transport after attempt ``attempt``
         (0 or 1) at ``req`` failed as ``failure`` says on a connection that
         carried a request before (``reused``) or not. Returns when the
