@@ -55,8 +55,7 @@ void evd_eval_policy_name(uint32_t sinks, char *buf, size_t len);
  * The table: one row per budget, one column per policy, six decimals. */
 int evd_eval_table(FILE *out, const evd_eval_t *e);
 
-/* The same figures as one JSON object; EVD_ENOMEM too (the trace's name
- * is escaped in memory). */
+/* The same figures as one JSON object. */
 int evd_eval_json(FILE *out, const evd_eval_t *e);
 
 /* An SVG line chart of retained mass against budget (log2 axis), one line

@@ -1,11 +1,10 @@
 # evictd-eval (server/eval/): the retained-attention evaluator, a shipped
 # binary (`make install` puts it beside evictd), linked with the policy core
-# and the daemon's byte buffer (server/buf.c, whose JSON string writer its
-# report uses) only. Its tests, trace generator and benchmark are in
-# tests/eval/eval.mk, which links EVAL_OBJ.
+# only. Its tests, trace generator and benchmark are in tests/eval/eval.mk,
+# which links EVAL_OBJ.
 
 EVAL_SRC := $(filter-out server/eval/main.c,$(wildcard server/eval/*.c))
-EVAL_OBJ := $(EVAL_SRC:server/eval/%.c=$(B)/obj/eval/%.o) $(B)/obj/buf.o
+EVAL_OBJ := $(EVAL_SRC:server/eval/%.c=$(B)/obj/eval/%.o)
 EVAL_HDR := $(wildcard server/eval/*.h) $(HEADERS)
 
 BUILD_ALL += $(B)/evictd-eval

@@ -2,26 +2,23 @@
 #include "eval.h"
 
 #include <math.h>
-#include <string.h>
 
-#include "buf.h"
 #include "error.h"
 
-/* Writes s as a JSON string, escaped as the daemon escapes its own
- * (evd_buf_json_str: a byte that is not UTF-8 becomes U+FFFD, so the
- * report stays JSON whatever the trace's file name holds): 0, or
- * EVD_ENOMEM. */
-static int json_str(FILE *out, const char *s) {
-  evd_buf_t b;
-  int rc;
-
-  evd_buf_init(&b);
-  evd_buf_json_str(&b, s, strlen(s));
-  rc = b.oom ? EVD_ENOMEM : 0;
-  if (rc == 0)
-    fwrite(b.data, 1, b.len, out);
-  evd_buf_free(&b);
-  return rc;
+/* Writes s as a JSON string: quotes, backslashes and control characters
+ * escaped, other bytes as they are. */
+static void json_str(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s != '\0'; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(out, "\\u%04x", c);
+    else
+      fputc(c, out);
+  }
+  fputc('"', out);
 }
 
 static int done(FILE *out) {
@@ -66,8 +63,7 @@ int evd_eval_json(FILE *out, const evd_eval_t *e) {
   char name[32];
 
   fputs("{\"trace\":", out);
-  if (json_str(out, e->trace) != 0)
-    return EVD_ENOMEM;
+  json_str(out, e->trace);
   fprintf(out, ",\"T\":%llu,\"H\":%llu,\"shape\":[",
           (unsigned long long)e->T, (unsigned long long)e->H);
   if (e->ndim == 3)
