@@ -32,6 +32,14 @@ DAEMON_SRC := $(filter-out $(CORE_SRC) server/main.c,$(wildcard server/*.c))
 CORE_OBJ   := $(CORE_SRC:server/%.c=$(B)/obj/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:server/%.c=$(B)/obj/%.o)
 HEADERS    := $(wildcard include/evictd/*.h server/*.h)
+# The daemon's modules that evictd-eval and evictd-llama build in too (one
+# archive, linked by each): the buffer with its JSON string writer and
+# UTF-8 check, the histograms and the Prometheus text, the SVG charts, the
+# listening socket (--listen's rules: a Unix socket in use is refused).
+COMMON_SRC := server/buf.c server/histogram.c server/prom.c server/chart.c \
+              server/listen.c
+COMMON_OBJ := $(COMMON_SRC:server/%.c=$(B)/obj/%.o)
+COMMON_HDR := $(COMMON_SRC:.c=.h) server/error.h
 
 # The Check programs run by `make check` (test-check-programs); the
 # fragments append to it (the unit tests' rules are in tests/unit/unit.mk).
@@ -74,6 +82,9 @@ $(B)/evictd-core.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(B)/evictd-daemon.a: $(DAEMON_OBJ) $(CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/evictd-common.a: $(COMMON_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(B)/evictd: $(B)/obj/main.o $(B)/evictd-daemon.a

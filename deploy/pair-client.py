@@ -4,11 +4,19 @@
 
     pair-client.py complete http://HOST:PORT PROMPT N
         POST /completion, not streamed; prints the answer's JSON.
-    pair-client.py stream http://HOST:PORT PROMPT N --kill-after K --kill CMD
-        POST /completion with "stream": true; after K pieces runs CMD (a
-        shell command: the SIGKILL of evictd) and reads on to the end.
-        Prints {"content", "pieces", "after_kill", "last": the final event,
-        "gap": the longest wait between two events after the kill, in s}.
+    pair-client.py stream http://HOST:PORT PROMPT N --kill-after K
+                   --stop CMD --kill CMD
+        POST /completion with "stream": true; after K pieces runs the stop
+        CMD (a shell command: SIGSTOP of evictd, which freezes the engine
+        at its next step), asks the engine's /metrics whether the request
+        is still decoding (evictd_llama_requests_active), then runs the
+        kill CMD (SIGKILL of evictd) and reads on to the end. Prints
+        {"content", "pieces", "after_kill", "last": the final event, "gap":
+        the longest wait between two events after the kill, in s,
+        "landed": whether the kill came while the request was decoding}.
+    pair-client.py chat http://HOST:PORT PROMPT N
+        POST /v1/chat/completions (OpenAI's API) with PROMPT as the user's
+        message, N tokens at most, greedy; prints the answer's JSON.
     pair-client.py metrics unix:/PATH
         GET /metrics from evictd over its socket; prints the text.
     pair-client.py get http://HOST:PORT/PATH
@@ -50,22 +58,43 @@ def connect(base, timeout):
                                       timeout=timeout), url.path
 
 
-def post(base, body, timeout):
+def post(base, body, timeout, path="/completion"):
     conn, _ = connect(base, timeout)
-    conn.request("POST", "/completion", body=json.dumps(body).encode(),
+    conn.request("POST", path, body=json.dumps(body).encode(),
                  headers={"Content-Type": "application/json"})
     r = conn.getresponse()
     if r.status != 200:
-        die(f"POST /completion: {r.status} {r.read().decode(errors='replace')}")
+        die(f"POST {path}: {r.status} {r.read().decode(errors='replace')}")
     return r
 
 
 def complete(base, prompt, n):
-    r = post(base, {"prompt": prompt, "n_predict": n, "temperature": 0}, 120)
+    r = post(base, {"prompt": prompt, "n_predict": n, "temperature": 0}, 600)
     print(json.dumps(json.loads(r.read())))
 
 
-def stream(base, prompt, n, kill_after, kill_cmd):
+def chat(base, prompt, n):
+    r = post(base, {"messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": n, "temperature": 0}, 600,
+             "/v1/chat/completions")
+    print(json.dumps(json.loads(r.read())))
+
+
+def active(base):
+    """The engine's count of requests decoding, from its /metrics."""
+    conn, _ = connect(base, 10)
+    conn.request("GET", "/metrics")
+    r = conn.getresponse()
+    body = r.read().decode()
+    if r.status != 200:
+        die(f"GET /metrics: {r.status} {body}")
+    for line in body.splitlines():
+        if line.startswith("evictd_llama_requests_active "):
+            return float(line.split()[1])
+    die("the engine's /metrics has no evictd_llama_requests_active")
+
+
+def stream(base, prompt, n, kill_after, stop_cmd, kill_cmd):
     # The read timeout covers evictd's restart: the engine keeps the
     # request waiting meanwhile (--reconnect-ms, 30 s by default).
     r = post(base, {"prompt": prompt, "n_predict": n, "temperature": 0,
@@ -74,7 +103,7 @@ def stream(base, prompt, n, kill_after, kill_cmd):
     if not ctype.startswith("text/event-stream"):
         die(f"streamed answer has Content-Type {ctype!r}")
     pieces, content, last = 0, [], None
-    killed_at, after_kill, gap, prev = None, 0, 0.0, None
+    killed_at, after_kill, gap, prev, landed = None, 0, 0.0, None, False
     for raw in r:
         line = raw.decode().rstrip("\r\n")
         if not line:
@@ -96,6 +125,10 @@ def stream(base, prompt, n, kill_after, kill_cmd):
         if killed_at is not None:
             after_kill += 1
         elif pieces == kill_after:
+            # Frozen, evictd answers no step: the engine cannot finish
+            # meanwhile, so what its /metrics says now holds at the kill.
+            subprocess.run(stop_cmd, shell=True, check=True)
+            landed = active(base) >= 1
             subprocess.run(kill_cmd, shell=True, check=True)
             killed_at = prev = time.monotonic()
     if last is None:
@@ -104,7 +137,7 @@ def stream(base, prompt, n, kill_after, kill_cmd):
         die(f"the stream ended after {pieces} pieces, before the kill at {kill_after}")
     print(json.dumps({"content": "".join(content), "pieces": pieces,
                       "after_kill": after_kill, "last": last,
-                      "gap": round(gap, 3)}))
+                      "gap": round(gap, 3), "landed": landed}))
 
 
 def main(argv):
@@ -124,9 +157,13 @@ def main(argv):
         sys.exit(0 if r.status == 200 else 1)
     elif len(argv) == 4 and argv[0] == "complete":
         complete(argv[1], argv[2], int(argv[3]))
-    elif len(argv) == 8 and argv[0] == "stream" and argv[4] == "--kill-after" \
-            and argv[6] == "--kill":
-        stream(argv[1], argv[2], int(argv[3]), int(argv[5]), argv[7])
+    elif len(argv) == 4 and argv[0] == "chat":
+        chat(argv[1], argv[2], int(argv[3]))
+    elif len(argv) == 10 and argv[0] == "stream" and \
+            argv[4] == "--kill-after" and argv[6] == "--stop" and \
+            argv[8] == "--kill":
+        stream(argv[1], argv[2], int(argv[3]), int(argv[5]), argv[7],
+               argv[9])
     else:
         die("usage: see the docstring of deploy/pair-client.py")
 

@@ -3,26 +3,30 @@
 # deploy/compose.yaml (Debian's podman-compose) exactly as written, and for
 # each: waits for both containers' probes as the file writes them, checks
 # the containers' users, read-only roots and capabilities, completes a
-# prompt through the engine (POST /completion) and reads evictd's /metrics
+# prompt through the engine (POST /v1/chat/completions, then POST
+# /completion) and reads evictd's /metrics
 # over its socket (from the host, through the shared volume) to see the
 # steps, evictions and deleted session; then streams the same completion,
-# SIGKILLs evictd's process midway, and checks that the restart policy of
+# SIGKILLs evictd's process midway (frozen with SIGSTOP first, when the
+# engine is asked whether it still decodes: a stream that had ended is run
+# again, longer), and checks that the restart policy of
 # the file brought evictd back with its state volume (the request's session
 # restored, not created again) and that the stream went on to the end with
 # the text of the uninterrupted run.
 # Builds the evictd image and the engine image first (deploy/llama/image/
 # build-image.sh; `make pair-test` makes the GGUF before). Run as root
 # from the repository; every pod, container and volume is removed on exit.
-# Environment: PROMPT, N (tokens to predict), KILL_AFTER (pieces streamed
-# before the SIGKILL), PAIR (kube, compose or both: the default).
+# Environment: PROMPT, N (tokens to predict at first), KILL_AFTER (pieces
+# streamed before the SIGKILL), PAIR (kube, compose or both: the default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 b=${B:-build}
 prompt=${PROMPT:-Licensed under the Apache License}
 n=${N:-1200}
 # Early: the engine decodes the tiny model at hundreds of tokens a second
-# and a client reads behind it, so a kill after 100 pieces could land after
-# the engine finished (the restored-session check then fails).
+# and a client reads behind it. Whether the kill landed mid-generation is
+# checked (evictd is frozen first, then the engine asked): if not, the
+# stream is run again, 4x as long.
 kill_after=${KILL_AFTER:-10}
 pair=${PAIR:-both}
 fail() { echo "pair-test: FAIL $*" >&2; exit 1; }
@@ -74,11 +78,13 @@ cleanup() { teardown; rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "building $evictd_image and $engine_image"
-podman build --isolation=chroot --format docker -t "$evictd_image" . \
-  >"$tmp/build-evictd.log" 2>&1 || { tail -n 30 "$tmp/build-evictd.log"; fail "podman build $evictd_image"; }
+say "building $engine_image and $evictd_image"
+# The engine's first: build-image.sh makes the Debian base images both
+# builds start from when the machine has none (no registry here).
 B=$b deploy/llama/image/build-image.sh "$engine_image" "$b/llama/evictd-lm.gguf" \
   >"$tmp/build-engine.log" 2>&1 || { tail -n 30 "$tmp/build-engine.log"; fail "engine image"; }
+podman build --isolation=chroot --format docker -t "$evictd_image" . \
+  >"$tmp/build-evictd.log" 2>&1 || { tail -n 30 "$tmp/build-evictd.log"; fail "podman build $evictd_image"; }
 grep '^engine-image: built' "$tmp/build-engine.log" | sed 's/^/pair-test: /'
 # The engine needs `evictd-llama serve` (issue 17, point 1).
 # (output captured first: `cmd | grep -q` can fail cmd with SIGPIPE under
@@ -94,6 +100,83 @@ metric() { # NAME FILE: the sample's value (0 when absent)
 }
 mount_of() { # CONTAINER DIR: the host side of its mount on DIR
   podman inspect --format "{{range .Mounts}}{{if eq .Destination \"$2\"}}{{.Source}}{{end}}{{end}}" "$1"
+}
+
+# An uninterrupted completion of $4 tokens (the reference, in
+# $tmp/ref.json), and what evictd counted meanwhile. $1 label, $2 engine
+# URL, $3 evictd's socket.
+reference() {
+  local label=$1 url=$2 sock=$3 n=$4 steps victims ref_n ref_stop
+  client metrics "unix:$sock" >"$tmp/m0" || fail "$label: evictd /metrics over $sock"
+  client complete "$url" "$prompt" "$n" >"$tmp/ref.json" || fail "$label: completion"
+  client metrics "unix:$sock" >"$tmp/m1"
+  read -r ref_n ref_stop < <(/usr/bin/python3 -c '
+import json, sys; a = json.load(open(sys.argv[1]))
+print(a["tokens_predicted"], a["stop_type"])' "$tmp/ref.json")
+  steps=$(( $(metric evictd_steps_total "$tmp/m1") - $(metric evictd_steps_total "$tmp/m0") ))
+  victims=$(( $(metric evictd_victims_total "$tmp/m1") - $(metric evictd_victims_total "$tmp/m0") ))
+  [ "$ref_n" -gt 512 ] || fail "$label: only $ref_n tokens ($ref_stop): too few to evict at budget 512"
+  [ "$steps" -ge "$ref_n" ] || fail "$label: evictd counted $steps steps for $ref_n tokens"
+  [ "$victims" -gt 0 ] || fail "$label: evictd evicted nothing in $ref_n tokens"
+  [ "$(metric evictd_sessions "$tmp/m1")" = 0 ] || fail "$label: the request's session was not deleted"
+  say "$label: $ref_n tokens ($ref_stop); evictd: $steps steps, $victims victims, session deleted"
+}
+
+# The reference's completion streamed, evictd (container $3) frozen after
+# $kill_after pieces, the engine asked whether the request still decodes
+# (frozen, evictd answers no step, so the engine cannot finish
+# meanwhile), then SIGKILLed: the kill lands mid-generation whatever the
+# machine's speed, or the client says it did not (return 1: the caller
+# runs a longer stream). The restart policy brings evictd back; the stream
+# must go on to the end with the reference's text.
+stream_killed() {
+  local label=$1 url=$2 evictd=$3 n=$4 pid cpid newpid=0 t0
+  pid=$(podman inspect --format '{{.State.Pid}}' "$evictd")
+  [ "$pid" -gt 0 ] || fail "$label: evictd not running"
+  rm -f "$tmp/killed"
+  client stream "$url" "$prompt" "$n" --kill-after "$kill_after" \
+    --stop "kill -STOP $pid" \
+    --kill "kill -KILL $pid && touch $tmp/killed" >"$tmp/stream.json" 2>"$tmp/stream.err" &
+  cpid=$!
+  t0=$(date +%s)
+  until [ -e "$tmp/killed" ]; do
+    kill -0 "$cpid" 2>/dev/null || break
+    [ $(( $(date +%s) - t0 )) -lt 60 ] || fail "$label: no kill after 60 s"
+    sleep 0.05
+  done
+  # The file's restart policy brings evictd back (podman runs it from the
+  # container's exit, as the kubelet or dockerd would).
+  t0=$(date +%s)
+  while [ -e "$tmp/killed" ]; do
+    newpid=$(podman inspect --format '{{.State.Pid}}' "$evictd" 2>/dev/null || echo 0)
+    [ "$newpid" -gt 0 ] && [ "$newpid" != "$pid" ] && break
+    [ $(( $(date +%s) - t0 )) -lt 20 ] || fail "$label: evictd was not restarted within 20 s of its SIGKILL"
+    sleep 0.1
+  done
+  wait "$cpid" || { cat "$tmp/stream.err" >&2; fail "$label: the streamed completion"; }
+  say "$label: evictd SIGKILLed (pid $pid) after $kill_after pieces, restarted by the restart policy (pid $newpid)"
+  /usr/bin/python3 - "$tmp/ref.json" "$tmp/stream.json" "$label" <<'PY' || fail "$label: the stream differs from the uninterrupted run"
+import json, sys
+ref, got, label = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+last = got["last"]
+problems = []
+if got["content"] != ref["content"]:
+    i = next((i for i, (a, b) in enumerate(zip(got["content"], ref["content"])) if a != b),
+             min(len(got["content"]), len(ref["content"])))
+    problems.append(f"text differs from byte {i}: {got['content'][i:i+40]!r} vs {ref['content'][i:i+40]!r}")
+for k in ("tokens_predicted", "stop_type"):
+    if last.get(k) != ref.get(k):
+        problems.append(f"{k} {last.get(k)!r}, uninterrupted {ref.get(k)!r}")
+if got["landed"] and got["after_kill"] < 1:
+    problems.append("no piece after the kill")
+for p in problems:
+    print(f"pair-test: {label}: {p}", file=sys.stderr)
+print(f"pair-test: {label}: stream equal to the uninterrupted run "
+      f"({got['pieces']} pieces, {got['after_kill']} after the kill, "
+      f"longest wait {got['gap']} s)")
+sys.exit(1 if problems else 0)
+PY
+  /usr/bin/python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["landed"] else 1)' "$tmp/stream.json"
 }
 
 # One run against a started pair. $1 label, $2 engine container, $3 evictd
@@ -135,67 +218,33 @@ exercise() {
       fail "$label: $c keeps capabilities: $(podman exec "$c" grep CapBnd /proc/1/status)"
   done
 
-  # An uninterrupted completion, and what evictd counted meanwhile.
-  client metrics "unix:$sock" >"$tmp/m0" || fail "$label: evictd /metrics over $sock"
-  client complete "$url" "$prompt" "$n" >"$tmp/ref.json" || fail "$label: completion"
-  client metrics "unix:$sock" >"$tmp/m1"
-  read -r ref_n ref_stop < <(/usr/bin/python3 -c '
-import json, sys; a = json.load(open(sys.argv[1]))
-print(a["tokens_predicted"], a["stop_type"])' "$tmp/ref.json")
-  local steps victims
-  steps=$(( $(metric evictd_steps_total "$tmp/m1") - $(metric evictd_steps_total "$tmp/m0") ))
-  victims=$(( $(metric evictd_victims_total "$tmp/m1") - $(metric evictd_victims_total "$tmp/m0") ))
-  [ "$ref_n" -gt 512 ] || fail "$label: only $ref_n tokens ($ref_stop): too few to evict at budget 512"
-  [ "$steps" -ge "$ref_n" ] || fail "$label: evictd counted $steps steps for $ref_n tokens"
-  [ "$victims" -gt 0 ] || fail "$label: evictd evicted nothing in $ref_n tokens"
-  [ "$(metric evictd_sessions "$tmp/m1")" = 0 ] || fail "$label: the request's session was not deleted"
-  say "$label: $ref_n tokens ($ref_stop); evictd: $steps steps, $victims victims, session deleted"
-
-  # The same, streamed, with evictd SIGKILLed after $kill_after pieces.
-  pid=$(podman inspect --format '{{.State.Pid}}' "$evictd")
-  [ "$pid" -gt 0 ] || fail "$label: evictd not running"
-  rm -f "$tmp/killed"
-  client stream "$url" "$prompt" "$n" --kill-after "$kill_after" \
-    --kill "kill -KILL $pid && touch $tmp/killed" >"$tmp/stream.json" 2>"$tmp/stream.err" &
-  local cpid=$! newpid=0
-  t0=$(date +%s)
-  until [ -e "$tmp/killed" ]; do
-    kill -0 "$cpid" 2>/dev/null || break
-    [ $(( $(date +%s) - t0 )) -lt 60 ] || fail "$label: no kill after 60 s"
-    sleep 0.05
-  done
-  # The file's restart policy brings evictd back (podman runs it from the
-  # container's exit, as the kubelet or dockerd would).
-  t0=$(date +%s)
-  while [ -e "$tmp/killed" ]; do
-    newpid=$(podman inspect --format '{{.State.Pid}}' "$evictd" 2>/dev/null || echo 0)
-    [ "$newpid" -gt 0 ] && [ "$newpid" != "$pid" ] && break
-    [ $(( $(date +%s) - t0 )) -lt 20 ] || fail "$label: evictd was not restarted within 20 s of its SIGKILL"
-    sleep 0.1
-  done
-  wait "$cpid" || { cat "$tmp/stream.err" >&2; fail "$label: the streamed completion"; }
-  say "$label: evictd SIGKILLed (pid $pid) after $kill_after pieces, restarted by the restart policy (pid $newpid)"
-  /usr/bin/python3 - "$tmp/ref.json" "$tmp/stream.json" "$label" <<'PY' || fail "$label: the stream differs from the uninterrupted run"
+  # A chat through OpenAI's API: the chat template's prompt, decoded and
+  # its session deleted like any other.
+  client chat "$url" "$prompt" 300 >"$tmp/chat.json" || fail "$label: POST /v1/chat/completions"
+  /usr/bin/python3 - "$tmp/chat.json" "$label" <<'PY' || fail "$label: the chat's answer"
 import json, sys
-ref, got, label = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
-last = got["last"]
-problems = []
-if got["content"] != ref["content"]:
-    i = next((i for i, (a, b) in enumerate(zip(got["content"], ref["content"])) if a != b),
-             min(len(got["content"]), len(ref["content"])))
-    problems.append(f"text differs from byte {i}: {got['content'][i:i+40]!r} vs {ref['content'][i:i+40]!r}")
-for k in ("tokens_predicted", "stop_type"):
-    if last.get(k) != ref.get(k):
-        problems.append(f"{k} {last.get(k)!r}, uninterrupted {ref.get(k)!r}")
-if got["after_kill"] < 1:
-    problems.append("no piece after the kill")
-for p in problems:
-    print(f"pair-test: {label}: {p}", file=sys.stderr)
-print(f"pair-test: {label}: stream equal to the uninterrupted run "
-      f"({got['pieces']} pieces, {got['after_kill']} after the kill, "
-      f"longest wait {got['gap']} s)")
-sys.exit(1 if problems else 0)
+a, label = json.load(open(sys.argv[1])), sys.argv[2]
+c = a["choices"][0]
+assert a["object"] == "chat.completion" and c["message"]["role"] == "assistant", a
+assert c["message"]["content"] and c["finish_reason"] in ("stop", "length"), a
+assert a["usage"]["completion_tokens"] > 0, a
+print(f"pair-test: {label}: /v1/chat/completions: {a['usage']['completion_tokens']} "
+      f"tokens ({c['finish_reason']}) after a {a['usage']['prompt_tokens']}-token prompt")
 PY
+  client metrics "unix:$sock" >"$tmp/mc" || fail "$label: evictd /metrics over $sock"
+  [ "$(metric evictd_sessions "$tmp/mc")" = 0 ] || fail "$label: the chat's session was not deleted"
+
+  # An uninterrupted completion, then the same streamed with evictd killed
+  # midway; a kill that came after the engine had finished (a loaded
+  # machine, a fast one) is seen and the pair is run again, 4x as long.
+  local try n=$n
+  for try in 1 2 3; do
+    reference "$label" "$url" "$sock" "$n"
+    stream_killed "$label" "$url" "$evictd" "$n" && break
+    [ "$try" -lt 3 ] || fail "$label: $try streams of up to $n tokens ended before evictd was killed"
+    say "$label: the stream of $n tokens ended before evictd was stopped: again with $(( n * 4 ))"
+    n=$(( n * 4 ))
+  done
   # The restarted evictd loaded the request's session from its state
   # volume, went on stepping it, and deleted it at the end: it created none.
   logs=$(podman logs "$evictd" 2>&1)

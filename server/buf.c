@@ -154,10 +154,7 @@ void evd_buf_u32_seq(evd_buf_t *b, const uint32_t *v, uint32_t start,
   b->len = (size_t)(out - b->data);
 }
 
-/* Length of the valid UTF-8 sequence at p[0..n), or 0 when there is none
- * (bad lead byte, bad or missing continuation, overlong form, surrogate, or
- * beyond U+10FFFF). */
-static size_t utf8_len(const unsigned char *p, size_t n) {
+size_t evd_utf8_len(const unsigned char *p, size_t n) {
   size_t len, i;
   uint32_t cp;
 
@@ -204,7 +201,7 @@ void evd_buf_json_str(evd_buf_t *b, const char *s, size_t n) {
       char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
       evd_buf_add(b, esc, sizeof esc);
       i++;
-    } else if ((len = utf8_len(p + i, n - i)) > 0) {
+    } else if ((len = evd_utf8_len(p + i, n - i)) > 0) {
       evd_buf_add(b, p + i, len);
       i += len;
     } else {

@@ -41,6 +41,11 @@ void evd_buf_chr(evd_buf_t *b, char c);
 void evd_buf_u32(evd_buf_t *b, uint32_t v);
 void evd_buf_u64(evd_buf_t *b, uint64_t v);
 
+/* Length of the valid UTF-8 sequence at p[0..n), or 0 when there is none
+ * (bad lead byte, bad or missing continuation, overlong form, surrogate, or
+ * beyond U+10FFFF). */
+size_t evd_utf8_len(const unsigned char *p, size_t n);
+
 /* Appends `"s"` as a JSON string, escaping what JSON requires. */
 void evd_buf_json_str(evd_buf_t *b, const char *s, size_t n);
 

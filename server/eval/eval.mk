@@ -1,7 +1,8 @@
 # evictd-eval (server/eval/): the retained-attention evaluator, a shipped
 # binary (`make install` puts it beside evictd), linked with the policy core
-# only. Its tests, trace generator and benchmark are in tests/eval/eval.mk,
-# which links EVAL_OBJ.
+# and the modules the daemon shares (evictd-common.a: the JSON string
+# writer, the SVG chart). Its tests, trace generator and benchmark are in
+# tests/eval/eval.mk, which links EVAL_OBJ.
 
 EVAL_SRC := $(filter-out server/eval/main.c,$(wildcard server/eval/*.c))
 EVAL_OBJ := $(EVAL_SRC:server/eval/%.c=$(B)/obj/eval/%.o)
@@ -13,5 +14,6 @@ $(B)/obj/eval/%.o: server/eval/%.c $(EVAL_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(B)/evictd-eval: $(B)/obj/eval/main.o $(EVAL_OBJ) $(B)/evictd-core.a
+$(B)/evictd-eval: $(B)/obj/eval/main.o $(EVAL_OBJ) $(B)/evictd-core.a \
+                 $(B)/evictd-common.a
 	$(CC) -o $@ $^ $(LDFLAGS) -lm

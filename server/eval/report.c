@@ -2,23 +2,24 @@
 #include "eval.h"
 
 #include <math.h>
+#include <string.h>
 
+#include "buf.h"
 #include "error.h"
 
-/* Writes s as a JSON string: quotes, backslashes and control characters
- * escaped, other bytes as they are. */
-static void json_str(FILE *out, const char *s) {
-  fputc('"', out);
-  for (; *s != '\0'; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(out, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(out, "\\u%04x", c);
-    else
-      fputc(c, out);
-  }
-  fputc('"', out);
+/* Writes s as a JSON string with the daemon's writer (buf.c: control
+ * characters escaped, bytes that are not UTF-8 as U+FFFD). */
+static int json_str(FILE *out, const char *s) {
+  evd_buf_t b;
+  int rc;
+
+  evd_buf_init(&b);
+  evd_buf_json_str(&b, s, strlen(s));
+  rc = b.oom ? EVD_ENOMEM : 0;
+  if (rc == 0)
+    fwrite(b.data, 1, b.len, out);
+  evd_buf_free(&b);
+  return rc;
 }
 
 static int done(FILE *out) {
@@ -63,7 +64,8 @@ int evd_eval_json(FILE *out, const evd_eval_t *e) {
   char name[32];
 
   fputs("{\"trace\":", out);
-  json_str(out, e->trace);
+  if (json_str(out, e->trace) != 0)
+    return EVD_ENOMEM;
   fprintf(out, ",\"T\":%llu,\"H\":%llu,\"shape\":[",
           (unsigned long long)e->T, (unsigned long long)e->H);
   if (e->ndim == 3)

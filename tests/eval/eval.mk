@@ -11,14 +11,15 @@ TEST_PROGS += $(B)/test_eval $(B)/test_eval_input
 # shared harness; test_eval runs the binary too, to measure its memory.
 EVAL_TEST_DEPS := tests/eval/harness.c tests/eval/harness.h \
                   tests/eval/npy_write.h tests/unit/check_main.h \
-                  $(EVAL_OBJ) $(B)/evictd-core.a \
+                  $(EVAL_OBJ) $(B)/evictd-core.a $(B)/evictd-common.a \
                   $(EVAL_HDR)
 
 $(B)/test_eval $(B)/test_eval_input: $(B)/test_%: tests/eval/test_%.c \
                                      $(EVAL_TEST_DEPS) | $(B)/evictd-eval
 	$(CC) $(CFLAGS) -Iserver/eval $(PKG_CFLAGS) \
 	  -DEVD_EVAL_BIN='"$(abspath $(B)/evictd-eval)"' -o $@ $< \
-	  tests/eval/harness.c $(EVAL_OBJ) $(B)/evictd-core.a $(LDFLAGS) \
+	  tests/eval/harness.c $(EVAL_OBJ) $(B)/evictd-core.a \
+	  $(B)/evictd-common.a $(LDFLAGS) \
 	  $(PKG_LIBS) $(CHECK_LIBS)
 
 # For the benchmark and the valgrind run: a synthetic trace generator, and

@@ -481,6 +481,26 @@ class Case(Engine):
             with self.assertRaises(UnknownSession):
                 ev.get("%s.%d" % (self.name, self.runs - 1))
 
+    def test_dump_model_path_with_control_characters(self) -> None:
+        # The dump's start event names the model's path; a path holding a
+        # tab, a quote, a backslash and a control character must still be
+        # one valid JSON line (the dump escaped only '"' and '\\', so a
+        # control character gave invalid JSON).
+        odd = os.path.join(TMP.name, 'odd\t"model"\\\x01.gguf')
+        os.symlink(TARGET_GGUF, odd)
+        self.runs += 1
+        prefix = os.path.join(TMP.name, "odd-%d" % self.runs)
+        p = subprocess.run([BIN, "generate", "-m", odd, "--evictd", MAIN.url,
+                            "-n", "4", "-p", "x", "--dump", prefix],
+                           stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        events, rows = ref.load_dump(prefix)
+        self.assertEqual(events[0]["op"], "start")
+        self.assertEqual(events[0]["model"], odd)
+        self.assertEqual(len(rows), sum(len(e["tokens"]) for e in events
+                                        if e["op"] == "pass"))
+
     def test_token(self) -> None:
         token = os.path.join(TMP.name, "token")
         with open(token, "w") as f:

@@ -241,6 +241,57 @@ class Perplexity(unittest.TestCase):
             self.assertEqual(pol[key]["over_2x_at"], want, key)
         self.assertIsNotNone(pol[("window", 2)]["over_2x_at"])
 
+    def test_tls_and_token(self) -> None:
+        # perplexity takes every command's evictd options: a daemon behind
+        # TLS that wants a bearer token is reached with --cafile and
+        # --token-file and gives the very figures of a plain one; without
+        # the token it refuses (401), and without the CA its certificate
+        # is not trusted. Its sessions are gone at the end.
+        key = os.path.join(TMP.name, "tls.key")
+        cert = os.path.join(TMP.name, "tls.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec",
+                        "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", key, "-out", cert, "-days", "2", "-subj",
+                        "/CN=localhost", "-addext",
+                        "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        token = text_file("token", b"a-token-of-some-length\n")
+        secure = tl.Daemon(TMP.name, "--tls-cert", cert, "--tls-key", key,
+                           "--token-file", token)
+        try:
+            path = text_file("tls.txt", tl.prompt(5, 120))
+            args = ["-m", tl.TARGET_GGUF, "--budgets", "16", "--json", path]
+            plain = json.loads(ppl(*args).stdout)
+
+            def run(*opts: str) -> subprocess.CompletedProcess:
+                return subprocess.run(
+                    [tl.BIN, "perplexity", "--evictd",
+                     "https://" + secure.addr, "--reconnect-ms", "0"]
+                    + list(opts) + args, stdin=subprocess.DEVNULL,
+                    capture_output=True, timeout=300)
+
+            p = run("--cafile", cert, "--token-file", token)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            got = json.loads(p.stdout)
+            self.assertEqual([x["nll"] for x in got["policies"]],
+                             [x["nll"] for x in plain["policies"]])
+            p = run("--cafile", cert)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn(b"401 unauthorized", p.stderr)
+            p = run("--token-file", token)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn(b"connection_failed", p.stderr)
+            out = subprocess.run(["curl", "-sS", "--cacert", cert, "-H",
+                                  "Authorization: Bearer "
+                                  "a-token-of-some-length",
+                                  "https://%s/metrics" % secure.addr],
+                                 capture_output=True, check=True).stdout
+            live = [l for l in out.decode().splitlines()
+                    if l.startswith("evictd_sessions ")]
+            self.assertEqual(live, ["evictd_sessions 0"])
+        finally:
+            secure.stop()
+
     def test_refusals(self) -> None:
         good = text_file("g.txt", b"hello")
         empty = text_file("e.txt", b"")

@@ -30,7 +30,9 @@ BIN = os.environ.get("EVICTD_LLAMA") or os.path.join(REPO, "build",
 MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
                                                         "llama")
 GGUF = os.path.join(MODELS, "evictd-lm.gguf")
-SETTINGS = ["--budget", "32", "--sinks", "4", "--lookahead", "8"]
+# --exact: the settings generate has by default, so that both decode the
+# same text (serve's defaults are llama.cpp's fast ones).
+SETTINGS = ["--budget", "32", "--sinks", "4", "--lookahead", "8", "--exact"]
 LISTENING = re.compile(r"listening on (\S+)")
 PROMPTS = ["The quick brown fox jumps", "Once upon a time there",
            "In the beginning was", "A long way from home, the"]
@@ -92,12 +94,14 @@ def events(resp) -> List[dict]:
 
 class Server:
     def __init__(self, evictd: str, *args: str,
-                 listen: str = "127.0.0.1:0") -> None:
+                 listen: Optional[str] = "127.0.0.1:0",
+                 model: Optional[str] = None) -> None:
         self.log_path = tempfile.mktemp(prefix="serve-", suffix=".log",
                                         dir=TMP.name)
+        where = ["--listen", listen] if listen else []
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [BIN, "serve", "-m", GGUF, "--listen", listen, "--evictd",
+                [BIN, "serve", "-m", model or GGUF] + where + ["--evictd",
                  evictd] + list(args), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 30
@@ -318,7 +322,7 @@ class Serve(unittest.TestCase):
             ("POST", "/completion", {}, 400),
             ("POST", "/completion", {"prompt": 5}, 400),
             ("POST", "/completion", {"prompt": "a", "n_predict": 0}, 400),
-            ("POST", "/completion", {"prompt": "a", "n_predict": 5000}, 400),
+            ("POST", "/completion", {"prompt": "a", "n_predict": 40000}, 400),
             ("POST", "/completion", {"prompt": "a", "n_predict": "9"}, 400),
             ("POST", "/completion", {"prompt": "a", "stream": "yes"}, 400),
             ("POST", "/completion", {"prompt": "a", "temperature": -1}, 400),
@@ -353,14 +357,30 @@ class Serve(unittest.TestCase):
                  "cannot load"),
                 (("-m", GGUF, "--evictd", "unix:" + os.path.join(
                     TMP.name, "nobody.sock"), "--reconnect-ms", "0"), 1,
-                 "cannot read evictd's session defaults")):
+                 "cannot read evictd's session defaults"),
+                (("-m", GGUF, "--listen", "127.0.0.1:0", "--port", "80"), 2,
+                 "give --listen or --host/--port, not both"),
+                (("-m", GGUF, "-np", "0"), 2,
+                 "--parallel wants a whole number from 1"),
+                (("-m", GGUF, "-ctk", "q4"), 2,
+                 "--cache-type-k is one of f32 f16 q8_0, not 'q4'"),
+                (("-m", GGUF, "-ctv", "q8_0", "-fa", "off"), 2,
+                 "--cache-type-v q8_0 needs flash attention"),
+                (("-m", GGUF, "--api-key", "has blank"), 2,
+                 "printable ASCII without blanks"),
+                (("-m", GGUF, "--api-key-file", "/nonexistent"), 2,
+                 "cannot read --api-key-file")):
             p = subprocess.run([BIN, "serve"] + list(args),
                                capture_output=True, timeout=60)
             self.assertEqual(p.returncode, rc, (args, p.stderr))
             self.assertIn(says, p.stderr.decode(), args)
         p = subprocess.run([BIN, "serve", "--help"], capture_output=True)
         self.assertEqual(p.returncode, 0)
-        self.assertIn("POST /completion", p.stdout.decode())
+        for says in ("POST /completion", "POST /v1/chat/completions",
+                     "-np, --parallel", "-fa, --flash-attn WHEN",
+                     "(default auto)", "--cache-type-k TYPE", "(default f16)",
+                     "--exact", "--api-key-file", "--host HOST"):
+            self.assertIn(says, p.stdout.decode())
         p = subprocess.run([BIN, "--help"], capture_output=True)
         self.assertIn("evictd-llama serve", p.stdout.decode())
 
@@ -376,14 +396,61 @@ class Serve(unittest.TestCase):
         finally:
             self.assertEqual(down.stop(), 0)
         complete(SERVER.addr, PROMPTS[3], 7)
+        _, _, text = request(SERVER.addr, "GET", "/metrics")
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text,
+                              capture_output=True)
+        self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
         m = serve_metrics(SERVER.addr)
         for k in ("evictd_llama_requests_total",
                   "evictd_llama_tokens_predicted_total",
                   "evictd_llama_requests_active",
+                  "evictd_llama_requests_queued",
+                  "evictd_llama_sequences_active",
+                  'evictd_llama_requests_finished_total{outcome="ok"}',
+                  "evictd_llama_evictd_round_trip_seconds_count",
                   "evictd_llama_evictd_seconds_total"):
             self.assertIn(k, m)
+        self.assertGreaterEqual(
+            m['evictd_llama_requests_finished_total{outcome="ok"}'], 1)
+        # One round trip per iteration that sent steps.
+        self.assertGreaterEqual(
+            m["evictd_llama_evictd_round_trip_seconds_count"], 7)
+        self.assertLessEqual(
+            m["evictd_llama_evictd_round_trip_seconds_count"],
+            m["evictd_llama_iterations_total"])
         self.assertGreaterEqual(m["evictd_llama_tokens_predicted_total"], 7)
         self.assertEqual(m["evictd_llama_requests_active"], 0)
+
+    def test_listen_unix_socket_rules(self) -> None:
+        # As the daemon's --listen: a Unix socket another server listens on
+        # is refused (its file left alone), a stale one (its server gone)
+        # is replaced; --host/--port is --listen HOST:PORT.
+        path = os.path.join(TMP.name, "rules.sock")
+        a = Server(EVD.url, *SETTINGS, listen="unix:" + path)
+        try:
+            p = subprocess.run([BIN, "serve", "-m", GGUF, "--listen",
+                                "unix:" + path, "--evictd", EVD.url]
+                               + SETTINGS, capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(b"Address already in use", p.stderr)
+            self.assertEqual(request(a.addr, "GET", "/health")[0], 200)
+        finally:
+            a.proc.kill()  # no clean-up: the socket file stays, stale
+            a.proc.wait()
+        self.assertTrue(os.path.exists(path))
+        b = Server(EVD.url, *SETTINGS, listen="unix:" + path)
+        try:
+            self.assertEqual(request(b.addr, "GET", "/health")[0], 200)
+        finally:
+            self.assertEqual(b.stop(), 0)
+        self.assertFalse(os.path.exists(path))
+        c = Server(EVD.url, *SETTINGS, "--host", "127.0.0.1", "--port", "0",
+                   listen=None)
+        try:
+            self.assertTrue(c.addr.startswith("127.0.0.1:"), c.addr)
+            self.assertEqual(request(c.addr, "GET", "/health")[0], 200)
+        finally:
+            c.stop()
 
     def test_sigterm(self) -> None:
         # SIGTERM mid-stream: the stream ends with an error event, the

@@ -1,4 +1,4 @@
-/* Unit tests of evictd-llama's position map (deploy/llama/posmap.c): the
+/* Unit tests of evictd-llama's position map (deploy/llama/common/posmap.c): the
  * calls it makes on a model of llama.cpp's cells (a cell per held position,
  * with the position llama.cpp knows it by), checked after every removal
  * against what each mode promises: original mode keeps every cell at its
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../deploy/llama/posmap.h"
+#include "../../deploy/llama/common/posmap.h"
 #include "check_main.h"
 
 /* A model of one sequence's cells: abs[i] the token's absolute position,

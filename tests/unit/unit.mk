@@ -56,11 +56,11 @@ $(B)/test_oom: tests/unit/test_oom.c $(B)/evictd-daemon.a $(UNIT_HDR)
 	  -Wl,--wrap=malloc,--wrap=realloc,--wrap=calloc \
 	  $(LDFLAGS) $(PKG_LIBS) $(CHECK_LIBS)
 
-# evictd-llama's position map (deploy/llama/posmap.c has no llama.cpp in
+# evictd-llama's position map (deploy/llama/common/posmap.c has no llama.cpp in
 # it), against a model of the cache.
 TEST_PROGS += $(B)/test_posmap
-$(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/posmap.c \
-                  deploy/llama/posmap.h $(UNIT_HDR)
+$(B)/test_posmap: tests/unit/test_posmap.c deploy/llama/common/posmap.c \
+                  deploy/llama/common/posmap.h $(UNIT_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/posmap.c \
+	$(CC) $(CFLAGS) -o $@ tests/unit/test_posmap.c deploy/llama/common/posmap.c \
 	  $(LDFLAGS) $(CHECK_LIBS)

@@ -1,0 +1,103 @@
+/* Reading a request body's fields for a task: numbers in their ranges,
+ * booleans, stop strings, the prompt's tokens; every refusal names the
+ * field, for a 400 (fields_t in http.h). Fields a reader is not asked
+ * about are ignored. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/http.h"
+
+static int bad(fields_t *f, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int bad(fields_t *f, const char *name, const char *fmt, ...) {
+  va_list ap;
+  f->bad = name;
+  va_start(ap, fmt);
+  vsnprintf(f->why, sizeof(f->why), fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* The field, or NULL when it is missing or null. */
+static json_t *get(fields_t *f, const char *name) {
+  json_t *v = json_object_get(f->body, name);
+  return v == NULL || json_is_null(v) ? NULL : v;
+}
+
+int field_int(fields_t *f, const char *name, long long lo, long long hi,
+              long long def, long long *out) {
+  json_t *v = get(f, name);
+  *out = def;
+  if (v == NULL)
+    return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < lo ||
+      json_integer_value(v) > hi)
+    return bad(f, name, "\"%s\" must be a whole number from %lld to %lld",
+               name, lo, hi);
+  *out = json_integer_value(v);
+  return 0;
+}
+
+int field_num(fields_t *f, const char *name, double lo, double hi,
+              double def, double *out) {
+  json_t *v = get(f, name);
+  *out = def;
+  if (v == NULL)
+    return 0;
+  if (!json_is_number(v) || !(json_number_value(v) >= lo) ||
+      !(json_number_value(v) <= hi))
+    return bad(f, name, "\"%s\" must be a number from %g to %g", name, lo,
+               hi);
+  *out = json_number_value(v);
+  return 0;
+}
+
+int field_bool(fields_t *f, const char *name, bool def, bool *out) {
+  json_t *v = get(f, name);
+  *out = def;
+  if (v == NULL)
+    return 0;
+  if (!json_is_boolean(v))
+    return bad(f, name, "\"%s\" must be true or false", name);
+  *out = json_is_true(v);
+  return 0;
+}
+
+int field_stop(fields_t *f, const char *name, uint32_t max, want_t *w) {
+  json_t *v = get(f, name);
+  size_t n = v == NULL ? 0 : json_is_string(v) ? 1 : json_array_size(v);
+  if (v != NULL && !json_is_string(v) && !json_is_array(v))
+    return bad(f, name, "\"%s\" must be a string or a list of strings",
+               name);
+  if (n > max)
+    return bad(f, name, "\"%s\" has %zu strings: at most %u", name, n, max);
+  if (n > 0 && (w->stop = calloc(n, sizeof(*w->stop))) == NULL)
+    return bad(f, name, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    json_t *s = json_is_string(v) ? v : json_array_get(v, i);
+    if (!json_is_string(s) || json_string_length(s) == 0 ||
+        json_string_length(s) > 256)
+      return bad(f, name, "\"%s\" must hold strings of 1 to 256 bytes",
+                 name);
+    if ((w->stop[i] = strdup(json_string_value(s))) == NULL)
+      return bad(f, name, "out of memory");
+    w->n_stop = (uint32_t)i + 1;
+  }
+  return 0;
+}
+
+int field_prompt(fields_t *f, const site_t *site, const char *name,
+                 const char *text, size_t len, bool special, task_t *t) {
+  /* The vocabulary is only read: tokenizing here is safe beside the
+   * engine's decoding. */
+  int n = lm_tokenize(site->lm, text, len, special, &t->prompt);
+  if (n <= 0)
+    return bad(f, name, n == 0 ? "the prompt has no tokens (and the model "
+               "adds no BOS)" : "cannot tokenize the prompt");
+  t->n_prompt = (uint32_t)n;
+  return 0;
+}

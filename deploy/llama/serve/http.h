@@ -1,0 +1,157 @@
+/* evictd-llama serve's HTTP side: libmicrohttpd with a thread per
+ * connection (http.c: bodies, the API key, the route table), the answers
+ * it sends (reply.c: JSON with jansson, the one error shape, event
+ * streams), and the APIs that turn requests into tasks and a task's
+ * events into answers (openai.c with chat.c: OpenAI's /v1; native.c:
+ * llama.cpp's /completion; status.c: /health, /metrics). All formatting
+ * is here; the engine only emits events. */
+#ifndef EVICTD_LLAMA_HTTP_H
+#define EVICTD_LLAMA_HTTP_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "common/lm.h"
+#include "serve/serve.h"
+#include "serve/tasks.h"
+
+/* What every request may read. */
+typedef struct site_s {
+  const serve_opts_t *o;
+  const lm_t *lm;         /* tokenizing only: the vocabulary is read-only */
+  tq_t *q;
+  const char *model;      /* the model's name in answers (--alias) */
+  long long created;      /* when serve started (GET /v1/models) */
+  const char *tmpl;       /* the chat template (chat_template) */
+} site_t;
+
+/* A task's outcome gathered for an answer that is not streamed. */
+typedef struct choice_out_s {
+  evd_buf_t text;
+  finish_t finish;
+  uint32_t tokens;
+} choice_out_t;
+
+typedef struct call_s call_t;
+
+/* How one API answers from a task's events. */
+typedef struct api_s {
+  /* One event of a stream as a JSON chunk (a new reference), or NULL when
+   * the event is not sent. text: the event's bytes (EV_TEXT). */
+  json_t *(*chunk)(call_t *c, const event_t *e, const char *text);
+  /* The answer once the task is done, not streamed: out[0..n). */
+  json_t *(*whole)(call_t *c, const choice_out_t *out, uint32_t n);
+  /* A stream's last chunk before `done` (may be NULL, or return NULL). */
+  json_t *(*last)(call_t *c);
+  const char *done;       /* the stream's last data line, or NULL */
+} api_t;
+
+/* One request in flight, on its connection's thread. */
+struct call_s {
+  site_t *site;
+  struct MHD_Connection *conn;
+  evd_buf_t body;
+  bool too_large;
+  int fd;                 /* the client's socket, to notice it leave */
+  task_t *task;           /* once submitted */
+  const api_t *api;
+  bool stream;
+  /* a stream's state (reply.c) */
+  news_t news;
+  evd_buf_t out;          /* SSE frames not sent yet, from out_off on */
+  size_t out_off;
+  bool ended;
+  /* the API's (openai.c): chunks' id and time, the choices that sent a
+   * chunk, usage */
+  bool chat;
+  bool usage;             /* stream_options.include_usage */
+  char id[80];
+  long long created;
+  bool *seen;
+  uint64_t tokens;        /* the choices' tokens, for usage */
+};
+
+/* ---- http.c -------------------------------------------------------------- */
+
+/* Starts libmicrohttpd on the listening socket fd. NULL on failure. */
+struct MHD_Daemon *http_start(site_t *site, int fd);
+
+/* ---- reply.c ------------------------------------------------------------- */
+
+/* Sends j (taken) as the answer. */
+enum MHD_Result reply_json(call_t *c, unsigned status, json_t *j);
+
+/* body[0..len) as it is (taken: malloc'd). */
+enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
+                           char *body, size_t len);
+
+/* The one shape of every error: {"error": {"message", "type", "param",
+ * "code"}} (OpenAI's), type from the status; param may be NULL. */
+json_t *reply_error_json(unsigned status, const char *code,
+                         const char *param, const char *message);
+
+/* Sends an error; a 503 says when to try again (Retry-After). */
+enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
+                            const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Submits t (taken) and answers from its events with api: a stream of
+ * server-sent events, or the whole answer when it is done; a client that
+ * goes away cancels it. */
+enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
+                           bool stream);
+
+/* ---- fields.c: a request's fields, checked ------------------------------ */
+
+/* Each reader takes the field `name` of body: 0 and the value (def when it
+ * is missing or null), or -1 with `bad` (the field) and `why` (a sentence)
+ * set, for a 400. */
+typedef struct fields_s {
+  json_t *body;
+  const char *bad;
+  char why[256];
+} fields_t;
+
+int field_int(fields_t *f, const char *name, long long lo, long long hi,
+              long long def, long long *out);
+int field_num(fields_t *f, const char *name, double lo, double hi,
+              double def, double *out);
+int field_bool(fields_t *f, const char *name, bool def, bool *out);
+/* A string, or a list of up to `max` strings (none empty): into the
+ * task's stop strings. */
+int field_stop(fields_t *f, const char *name, uint32_t max, want_t *w);
+
+/* The prompt text into t's tokens (special: a chat template's text, whose
+ * special tokens' text becomes those tokens); -1 with why set. */
+int field_prompt(fields_t *f, const site_t *site, const char *name,
+                 const char *text, size_t len, bool special, task_t *t);
+
+/* ---- chat.c -------------------------------------------------------------- */
+
+/* The model's chat template, or "chatml" (*fallback set) when the GGUF has
+ * none that llama.cpp's llama_chat_apply_template knows. */
+const char *chat_template(const lm_t *lm, bool *fallback);
+
+/* The request's "messages" through site's template, ending where the
+ * assistant's answer begins, into out. 0, or -1 with f's why set. */
+int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
+                evd_buf_t *out);
+
+/* ---- the routes ---------------------------------------------------------- */
+
+enum MHD_Result openai_models(call_t *c);       /* openai.c */
+enum MHD_Result openai_completions(call_t *c);
+enum MHD_Result openai_chat(call_t *c);
+enum MHD_Result native_completion(call_t *c);   /* native.c */
+enum MHD_Result status_health(call_t *c);       /* status.c */
+enum MHD_Result status_metrics(call_t *c);
+
+/* The body as a JSON object into *out, or an answer already sent (400 or
+ * 413) and -1. */
+int http_body(call_t *c, json_t **out, enum MHD_Result *sent);
+
+#endif

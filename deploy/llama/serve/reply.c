@@ -1,0 +1,219 @@
+/* evictd-llama serve's answers: JSON made with jansson, errors in one
+ * shape, and a task's events turned into an answer by its API, streamed as
+ * server-sent events or gathered into one. A connection's thread waits on
+ * its task (a plain wait, no event loop to hand results back into) and
+ * looks at its socket between waits, so that a client that goes away is
+ * noticed within 100 ms even while nothing is written to it. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "serve/http.h"
+
+/* How long a connection's thread waits for news before it looks at its
+ * client's socket again. */
+#define WAIT_MS 100
+
+enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
+                           char *body, size_t len) {
+  struct MHD_Response *rs = MHD_create_response_from_buffer(
+      len, body, MHD_RESPMEM_MUST_FREE);
+  if (rs == NULL) {
+    free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  if (status == 503)
+    MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  enum MHD_Result ok = MHD_queue_response(c->conn, status, rs);
+  MHD_destroy_response(rs);
+  return ok;
+}
+
+enum MHD_Result reply_json(call_t *c, unsigned status, json_t *j) {
+  char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  return s == NULL ? MHD_NO
+                   : reply_text(c, status, "application/json", s, strlen(s));
+}
+
+json_t *reply_error_json(unsigned status, const char *code,
+                         const char *param, const char *message) {
+  const char *type = status == 401 ? "authentication_error"
+                   : status == 404 ? "not_found_error"
+                   : status < 500 ? "invalid_request_error" : "server_error";
+  return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", message,
+                   "type", type, "param", param, "code", code);
+}
+
+enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
+                            const char *param, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  return reply_json(c, status, reply_error_json(status, code, param, msg));
+}
+
+/* Whether the peer closed its side (or the socket failed). */
+static bool peer_gone(int fd) {
+  if (fd < 0)
+    return false;
+  char b;
+  ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                    errno != EINTR);
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+/* Appends "data: LINE\n\n" to the frames not sent yet; 0 or -1. */
+static int frame(call_t *c, const char *line) {
+  evd_buf_str(&c->out, "data: ");
+  evd_buf_str(&c->out, line);
+  evd_buf_str(&c->out, "\n\n");
+  return c->out.oom ? -1 : 0;
+}
+
+/* A chunk as a frame (j taken; NULL: nothing). */
+static int frame_json(call_t *c, json_t *j) {
+  if (j == NULL)
+    return 0;
+  char *s = json_dumps(j, JSON_COMPACT);
+  json_decref(j);
+  int rc = s != NULL ? frame(c, s) : -1;
+  free(s);
+  return rc;
+}
+
+/* Formats what the task said since last time; sets c->ended after its
+ * last frame. */
+static int format_news(call_t *c, task_state_t st) {
+  task_t *t = c->task;
+  for (size_t i = 0; i < c->news.n_ev; i++) {
+    const event_t *e = &c->news.ev[i];
+    if (frame_json(c, c->api->chunk(c, e, c->news.text.data + e->off)))
+      return -1;
+  }
+  if (st != TASK_DONE)
+    return 0;
+  c->ended = true;
+  if (t->failed)
+    return frame_json(c, reply_error_json((unsigned)t->fault.status,
+                                          t->fault.code, NULL,
+                                          t->fault.msg));
+  if (c->api->last != NULL && frame_json(c, c->api->last(c)) != 0)
+    return -1;
+  return c->api->done != NULL ? frame(c, c->api->done) : 0;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)pos;
+  call_t *c = cls;
+  for (;;) {
+    if (c->out_off < c->out.len) {
+      size_t n = c->out.len - c->out_off;
+      if (n > max)
+        n = max;
+      memcpy(buf, c->out.data + c->out_off, n);
+      c->out_off += n;
+      if (c->out_off == c->out.len) { /* all sent: the memory is reused */
+        c->out_off = 0;
+        evd_buf_reset(&c->out, 1 << 20);
+      }
+      return (ssize_t)n;
+    }
+    if (c->ended)
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    task_state_t st = tq_take(c->site->q, c->task, &c->news, WAIT_MS);
+    if (format_news(c, st) != 0)
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (c->out.len == 0 && !c->ended && peer_gone(c->fd)) {
+      tq_cancel(c->site->q, c->task);
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+  }
+}
+
+/* ---- whole answers ------------------------------------------------------ */
+
+static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
+  for (size_t i = 0; i < nw->n_ev; i++) {
+    const event_t *e = &nw->ev[i];
+    choice_out_t *o = &out[e->choice < n ? e->choice : 0];
+    if (e->kind == EV_END) {
+      o->finish = e->finish;
+      o->tokens = e->tokens;
+    } else {
+      evd_buf_add(&o->text, nw->text.data + e->off, e->len);
+    }
+    if (o->text.oom)
+      return -1;
+  }
+  return 0;
+}
+
+static enum MHD_Result whole(call_t *c) {
+  task_t *t = c->task;
+  uint32_t n = t->want.n;
+  choice_out_t *out = calloc(n, sizeof(*out));
+  enum MHD_Result rc;
+  int bad = out == NULL;
+  for (task_state_t st = TASK_QUEUED; !bad && st != TASK_DONE;) {
+    st = tq_take(c->site->q, t, &c->news, WAIT_MS);
+    bad = gather(out, n, &c->news) != 0;
+    if (st != TASK_DONE && c->news.n_ev == 0 && peer_gone(c->fd)) {
+      tq_cancel(c->site->q, t);
+      rc = MHD_NO; /* nobody to answer */
+      goto done;
+    }
+  }
+  if (bad)
+    rc = reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+  else if (t->failed)
+    rc = reply_error(c, (unsigned)t->fault.status, t->fault.code, NULL, "%s",
+                     t->fault.msg);
+  else
+    rc = reply_json(c, 200, c->api->whole(c, out, n));
+done:
+  for (uint32_t i = 0; out != NULL && i < n; i++)
+    evd_buf_free(&out[i].text);
+  free(out);
+  return rc;
+}
+
+enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
+                           bool stream) {
+  int q = tq_submit(c->site->q, t);
+  if (q != 0) {
+    tq_release(c->site->q, t);
+    if (q == TQ_STOPPING)
+      return reply_error(c, 503, "shutting_down", NULL,
+                         "the server is shutting down");
+    return reply_error(c, 503, "busy", NULL, "too many requests are "
+                       "waiting (--queue %u): try again later",
+                       c->site->o->queue);
+  }
+  c->task = t;
+  c->api = api;
+  c->stream = stream;
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  c->fd = ci != NULL ? ci->connect_fd : -1;
+  if (!stream)
+    return whole(c);
+  struct MHD_Response *rs = MHD_create_response_from_callback(
+      MHD_SIZE_UNKNOWN, 4096, stream_reader, c, NULL);
+  if (rs == NULL)
+    return MHD_NO;
+  MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          "text/event-stream");
+  MHD_add_response_header(rs, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  enum MHD_Result ok = MHD_queue_response(c->conn, 200, rs);
+  MHD_destroy_response(rs);
+  return ok;
+}

@@ -1,0 +1,34 @@
+/* evictd-llama serve: a completion server whose requests keep their KV
+ * cache through evictd. Its parts: the queue (tasks.c), the engine thread
+ * (engine.c), the HTTP side (http.c with reply.c, native.c, status.c),
+ * and this command (serve.c: options, the listening socket, the life of
+ * the process). */
+#ifndef EVICTD_LLAMA_SERVE_H
+#define EVICTD_LLAMA_SERVE_H
+
+#include <stdint.h>
+
+#include "common/link.h"
+#include "evictd/client.h"
+#include "common/lm.h"
+
+typedef struct serve_opts_s {
+  lm_settings_t lm;
+  link_opts_t link;
+  const char *listen;        /* HOST:PORT or unix:/path */
+  const char *host;          /* --host and --port: llama-server's spelling */
+  uint32_t port;             /* of --listen HOST:PORT (0: not given) */
+  const char *alias;         /* the model's name in answers */
+  const char *api_key;       /* --api-key, or read from --api-key-file */
+  const char *api_key_file;
+  evd_session_cfg_t cfg;     /* budget, sinks, lookahead (< 0: the
+                                daemon's defaults) */
+  uint32_t parallel;         /* sequences decoding at once */
+  uint32_t queue;            /* requests waiting beyond those */
+  uint32_t n_predict_max;    /* the most tokens a choice may ask for */
+} serve_opts_t;
+
+/* evictd-llama serve's command line; the process exit status. */
+int serve_main(int argc, char **argv);
+
+#endif

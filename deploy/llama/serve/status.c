@@ -1,0 +1,90 @@
+/* GET /health (200 while evictd answers; for probes) and GET /metrics
+ * (Prometheus text, written with the daemon's prom.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "prom.h"
+#include "serve/http.h"
+
+enum MHD_Result status_health(call_t *c) {
+  link_opts_t o = c->site->o->link;
+  link_t l;
+  fault_t f;
+  o.timeout_ms = 2000;
+  o.reconnect_ms = 0;
+  int rc = link_open(&l, &o, &f);
+  if (rc == 0 && (rc = evd_client_health(l.c)) != 0)
+    fault_set(&f, 503, "evictd_unavailable", "evictd: %s: %s",
+              evd_client_error(l.c)->code, evd_client_error(l.c)->message);
+  link_close(&l);
+  if (rc != 0)
+    return reply_json(c, 503, json_pack("{s:s,s:s}", "status", "unavailable",
+                                        "error", f.msg));
+  return reply_json(c, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+/* The families of one sample each: a counter or a gauge, its help, its
+ * value (counters of seconds are floats). */
+typedef struct family_s {
+  const char *name, *type, *help;
+  double v;
+} family_t;
+
+enum MHD_Result status_metrics(call_t *c) {
+  stats_t s;
+  evd_buf_t b;
+  tq_stats(c->site->q, &s);
+  const family_t one[] = {
+      {"evictd_llama_requests_total", "counter", "Completion requests "
+       "received.", (double)s.requests},
+      {"evictd_llama_requests_failed_total", "counter", "Completion "
+       "requests that ended in an error.", (double)(s.failed + s.rejected)},
+      {"evictd_llama_tokens_predicted_total", "counter", "Tokens generated.",
+       (double)s.tokens},
+      {"evictd_llama_requests_active", "gauge", "Requests decoding.",
+       s.running},
+      {"evictd_llama_requests_queued", "gauge", "Requests waiting for a "
+       "sequence.", s.queued},
+      {"evictd_llama_sequences_active", "gauge", "Sequences decoding (a "
+       "request of n choices has n).", s.sequences},
+      {"evictd_llama_iterations_total", "counter", "Decode iterations (one "
+       "evictd batch and one llama_decode each).", (double)s.iterations},
+      {"evictd_llama_steps_total", "counter", "Steps sent to evictd.",
+       (double)s.steps},
+      {"evictd_llama_evictd_connections_total", "counter", "Connections the "
+       "evictd client opened.", (double)s.connections},
+      {"evictd_llama_evictd_resends_total", "counter", "Requests the evictd "
+       "client sent again.", (double)s.resends},
+      {"evictd_llama_evictd_seconds_total", "counter", "Time spent waiting "
+       "for evictd.", s.evictd_s},
+      {"evictd_llama_decode_seconds_total", "counter", "Time spent in "
+       "llama_decode.", s.decode_s},
+      {"evictd_llama_iteration_seconds_total", "counter", "Time of the "
+       "decode iterations in all.", s.total_s},
+  };
+  evd_buf_init(&b);
+  for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++) {
+    evd_prom_family(&b, one[i].name, one[i].type, one[i].help);
+    evd_prom_line(&b, "%s %.17g\n", one[i].name, one[i].v);
+  }
+  evd_prom_family(&b, "evictd_llama_requests_finished_total", "counter",
+                  "Completion requests that ended, by outcome: ok, failed, "
+                  "cancelled (the client went away), rejected (queue full "
+                  "or shutting down).");
+  const char *outcome[] = {"ok", "failed", "cancelled", "rejected"};
+  uint64_t count[] = {s.ok, s.failed, s.cancelled, s.rejected};
+  for (int i = 0; i < 4; i++)
+    evd_prom_line(&b, "evictd_llama_requests_finished_total{outcome=\"%s\"} "
+                  "%llu\n", outcome[i], (unsigned long long)count[i]);
+  evd_prom_family(&b, "evictd_llama_evictd_round_trip_seconds", "histogram",
+                  "evictd's answer to an iteration's batch of steps, from "
+                  "send to answer.");
+  evd_prom_histogram(&b, "evictd_llama_evictd_round_trip_seconds", "",
+                     &s.evictd_rtt);
+  if (b.oom) {
+    evd_buf_free(&b);
+    return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+  }
+  /* The buffer's memory is taken by the answer. */
+  return reply_text(c, 200, "text/plain; version=0.0.4", b.data, b.len);
+}

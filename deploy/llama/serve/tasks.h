@@ -1,0 +1,157 @@
+/* evictd-llama serve's queue: how a completion request (a task) goes from
+ * an HTTP connection's thread to the engine thread and how what the engine
+ * makes of it comes back. The HTTP side submits a task, then takes its
+ * news (events: bytes of a choice, the end of a choice) until it is done,
+ * or cancels it when its client goes away; the engine admits tasks into
+ * free sequences, emits their events and finishes them. One mutex guards
+ * the queue, every task's shared part and the server's counters. */
+#ifndef EVICTD_LLAMA_TASKS_H
+#define EVICTD_LLAMA_TASKS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "common/link.h"
+#include "histogram.h"
+#include "llama.h"
+
+/* Why a choice ended. */
+typedef enum {
+  FIN_EOS,     /* an end-of-generation token */
+  FIN_LIMIT,   /* the length asked for */
+  FIN_STOP     /* one of the stop strings (not part of the text) */
+} finish_t;
+
+typedef enum { EV_TEXT, EV_END } ev_kind_t;
+
+typedef struct event_s {
+  ev_kind_t kind;
+  uint32_t choice;
+  size_t off, len;        /* EV_TEXT: bytes at news.text.data + off (UTF-8) */
+  finish_t finish;        /* EV_END */
+  uint32_t tokens;        /* EV_END: the tokens the choice generated */
+} event_t;
+
+/* Events and their bytes. The HTTP side takes a task's by swapping its
+ * own (emptied) news for them, so nothing is copied. */
+typedef struct news_s {
+  event_t *ev;
+  size_t n_ev, cap_ev;
+  evd_buf_t text;
+} news_t;
+
+void news_clear(news_t *n);
+void news_free(news_t *n);
+
+/* What a task asks for (set before tq_submit, read-only afterwards). */
+typedef struct want_s {
+  uint32_t n_predict;     /* tokens per choice at most */
+  uint32_t n;             /* choices: the prompt decoded once, then forked */
+  double temp, top_p;
+  uint64_t seed;          /* choice i draws with seed + i */
+  char **stop;            /* stop strings (the task owns them) */
+  uint32_t n_stop;
+  bool ignore_eos;        /* llama-server's: end tokens are never drawn */
+} want_t;
+
+typedef enum { TASK_QUEUED, TASK_RUNNING, TASK_DONE } task_state_t;
+
+typedef struct task_s {
+  struct task_s *next;    /* the queue */
+  want_t want;
+  llama_token *prompt;    /* the task owns it */
+  uint32_t n_prompt;
+  char id[48];            /* its sessions: ID, or ID.I for choice I */
+  /* under the queue's lock */
+  task_state_t state;
+  bool cancel;            /* its client went away */
+  bool failed;
+  fault_t fault;          /* when failed */
+  int refs;               /* the HTTP side's, and the queue's or engine's */
+  news_t news;
+  pthread_cond_t cv;      /* news, or done */
+} task_t;
+
+/* The server's counters for GET /metrics, under the queue's lock. */
+typedef struct stats_s {
+  uint64_t requests;      /* submitted */
+  uint64_t rejected;      /* refused at submit: queue full, stopping */
+  uint64_t ok, failed, cancelled;
+  uint64_t tokens;        /* generated */
+  uint64_t iterations, steps;
+  uint64_t connections, resends; /* the evictd client's */
+  double evictd_s, decode_s, total_s;
+  evd_histogram_t evictd_rtt; /* one evictd request per iteration */
+  uint32_t queued, running, sequences;
+} stats_t;
+
+typedef struct tq_s {
+  pthread_mutex_t mu;
+  pthread_cond_t work;    /* the engine waits on it */
+  task_t *head, *tail;
+  uint32_t max_queued;
+  uint64_t counter;       /* task ids */
+  bool stopping;
+  stats_t stats;
+} tq_t;
+
+enum { TQ_FULL = -1, TQ_STOPPING = -2 };
+
+void tq_init(tq_t *q, uint32_t max_queued);
+void tq_destroy(tq_t *q);
+
+/* ---- the HTTP side ------------------------------------------------------ */
+
+/* A task with one reference (the caller's); NULL when out of memory. */
+task_t *task_new(void);
+
+/* Drops the caller's reference; the last one frees the task. */
+void tq_release(tq_t *q, task_t *t);
+
+/* Queues t (its id is set here): 0, TQ_FULL or TQ_STOPPING (503). */
+int tq_submit(tq_t *q, task_t *t);
+
+/* Moves t's news into *into (emptied first) and returns t's state; waits
+ * up to wait_ms for some when there is none and t is not done. */
+task_state_t tq_take(tq_t *q, task_t *t, news_t *into, int wait_ms);
+
+/* The client went away: a queued task leaves the queue at once (it has no
+ * session yet), a running one ends at the engine's next iteration. */
+void tq_cancel(tq_t *q, task_t *t);
+
+/* A copy of the counters. */
+void tq_stats(tq_t *q, stats_t *out);
+
+/* ---- the engine --------------------------------------------------------- */
+
+/* Waits (when idle) for a task to queue or the server to stop; then the
+ * first queued task if it needs at most `room` sequences, else NULL. The
+ * task returned is running, its queue reference now the engine's. *stop
+ * is set once the server stops (no task then). */
+task_t *tq_admit(tq_t *q, uint32_t room, bool idle, bool *stop);
+
+/* Whether t's client went away. */
+bool tq_cancelled(tq_t *q, const task_t *t);
+
+/* Events of choice i of t. */
+void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n);
+void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens);
+
+/* t is done (failed when f is not NULL); drops the engine's reference. */
+void tq_finish(tq_t *q, task_t *t, const fault_t *f);
+
+/* The server stops: tq_admit says so from now on. */
+void tq_stop(tq_t *q);
+
+/* Refuses every queued task (f) at shutdown. */
+void tq_drain(tq_t *q, const fault_t *f);
+
+/* Adds one iteration's figures. */
+void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, double evictd_s,
+              double decode_s, double total_s, uint32_t sequences,
+              const evd_client_stats_t *cs);
+
+#endif
