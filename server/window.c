@@ -147,16 +147,28 @@ uint32_t evd_window_tentative(const evd_window_t *w) {
   return has_drafts(w) ? w->size - first_above(w, w->committed) : 0;
 }
 
-int evd_window_step(evd_window_t *w, uint32_t pos, const float *attention,
-                    size_t n, uint32_t *slot) {
-  (void)attention; /* Recency is all this policy looks at. */
-  (void)n;
+/* Whether pos may be stepped: above the newest, no drafts pending, and at
+ * most `most` positions held (the ring's free slot for a bare append, the
+ * budget where the step evicts too). 0, or the refusal. */
+static inline int may_step(const evd_window_t *w, uint32_t pos,
+                           uint32_t most) {
   if (pos <= w->newest)
     return EVD_ESTALE;
   if (has_drafts(w))
     return EVD_EBUSY;
-  if (w->size > w->last)
+  if (w->size > most)
     return EVD_EFULL;
+  return 0;
+}
+
+int evd_window_step(evd_window_t *w, uint32_t pos, const float *attention,
+                    size_t n, uint32_t *slot) {
+  int rc;
+
+  (void)attention; /* Recency is all this policy looks at. */
+  (void)n;
+  if ((rc = may_step(w, pos, w->last)) != 0)
+    return rc;
   *slot = append(w, pos);
   w->committed = pos;
   return 0;
@@ -201,13 +213,9 @@ static inline __attribute__((always_inline)) int advance1(evd_window_t *w, uint3
 
 static inline int advance_checked(evd_window_t *w, uint32_t pos,
                                   uint32_t *slot, uint32_t *victim) {
-  if (pos <= w->newest)
-    return EVD_ESTALE;
-  if (has_drafts(w))
-    return EVD_EBUSY;
-  if (w->size > w->budget)
-    return EVD_EFULL;
-  return advance1(w, pos, slot, victim);
+  int rc = may_step(w, pos, w->budget);
+
+  return rc != 0 ? rc : advance1(w, pos, slot, victim);
 }
 
 int evd_window_advance(evd_window_t *w, uint32_t pos, uint32_t *slot,

@@ -312,6 +312,7 @@ END_TEST
 START_TEST(json_names_trace_shape_budgets_policies) {
   const char *f = write_trace("j\"son.npy", 2, 2, 2, 16, heads_differ);
   json_t *doc = run_json(f, "4,8", "0,2"), *pol;
+  char want[600];
 
   ck_assert_str_eq(json_string_value(json_object_get(doc, "trace")), f);
   ck_assert_int_eq(json_integer_value(json_object_get(doc, "T")), 16);
@@ -331,6 +332,13 @@ START_TEST(json_names_trace_shape_budgets_policies) {
   /* Head 0 all on position 0 (kept by the sinks), head 1 on the diagonal. */
   ck_assert_double_eq_tol(figure(doc, 0, 1), 1.0, 1e-9);
   ck_assert_double_eq_tol(figure(doc, 0, 0), (1.0 + 4.0 / 15) / 2, 1e-6);
+  json_decref(doc);
+  /* A control byte and a byte that is not UTF-8 in the name: escaped, and
+   * U+FFFD, so that the report is still JSON (jansson refuses it else). */
+  f = write_trace("j\tson\xff.npy", 1, 4, 0, 16, uniform);
+  snprintf(want, sizeof want, "%.*s\xef\xbf\xbd.npy", (int)strlen(f) - 5, f);
+  doc = run_json(f, "4", "0");
+  ck_assert_str_eq(json_string_value(json_object_get(doc, "trace")), want);
   json_decref(doc);
 }
 END_TEST

@@ -159,17 +159,30 @@ int evd_client_step(evd_client_t *c, const evd_step_t *step,
                      (long)step->n_positions, out);
 }
 
+/* A change whose body is one number and the precondition (commit,
+ * truncate, evict): sends it and reads an answer with the `required`
+ * fields. */
+static int int_change(evd_client_t *c, const char *session,
+                      const char *suffix, const char *key, int64_t v,
+                      int64_t expect_newest, bool may_repeat,
+                      unsigned required, evd_answer_t *out) {
+  int rc;
+
+  if ((rc = evd__session_url(c, session, suffix)) != 0 ||
+      (rc = evd__put_int_body(c, key, v, expect_newest)) != 0 ||
+      (rc = exchange(c, EVD__POST, may_repeat)) != 0)
+    return rc;
+  return read_answer(c, required, -1, out);
+}
+
 int evd_client_commit_if(evd_client_t *c, const char *session,
                          uint32_t newest, int64_t expect_newest,
                          evd_answer_t *out) {
-  int rc;
-
-  if ((rc = evd__session_url(c, session, "/commit")) != 0 ||
-      (rc = evd__put_int_body(c, "newest", newest, expect_newest)) != 0 ||
-      (rc = exchange(c, EVD__POST, true)) != 0)
-    return rc;
-  return read_answer(c, EVD__F_VICTIMS | EVD__F_DROPPED | EVD__F_SIZE |
-                            EVD__F_NEWEST, -1, out);
+  return int_change(c, session, "/commit", "newest", newest, expect_newest,
+                    true,
+                    EVD__F_VICTIMS | EVD__F_DROPPED | EVD__F_SIZE |
+                        EVD__F_NEWEST,
+                    out);
 }
 
 int evd_client_commit(evd_client_t *c, const char *session, uint32_t newest,
@@ -180,14 +193,8 @@ int evd_client_commit(evd_client_t *c, const char *session, uint32_t newest,
 int evd_client_truncate_if(evd_client_t *c, const char *session,
                            uint32_t from, int64_t expect_newest,
                            evd_answer_t *out) {
-  int rc;
-
-  if ((rc = evd__session_url(c, session, "/truncate")) != 0 ||
-      (rc = evd__put_int_body(c, "from", from, expect_newest)) != 0 ||
-      (rc = exchange(c, EVD__POST, true)) != 0)
-    return rc;
-  return read_answer(c, EVD__F_REMOVED | EVD__F_SIZE | EVD__F_NEWEST, -1,
-                     out);
+  return int_change(c, session, "/truncate", "from", from, expect_newest,
+                    true, EVD__F_REMOVED | EVD__F_SIZE | EVD__F_NEWEST, out);
 }
 
 int evd_client_truncate(evd_client_t *c, const char *session, uint32_t from,
@@ -214,14 +221,9 @@ int evd_client_fork(evd_client_t *c, const char *session, const char *into,
 
 int evd_client_evict_if(evd_client_t *c, const char *session, int64_t budget,
                         int64_t expect_newest, evd_answer_t *out) {
-  int rc;
-
   /* Never sent again once it may have been delivered: see transport.c. */
-  if ((rc = evd__session_url(c, session, "/evict")) != 0 ||
-      (rc = evd__put_int_body(c, "budget", budget, expect_newest)) != 0 ||
-      (rc = exchange(c, EVD__POST, false)) != 0)
-    return rc;
-  return read_answer(c, EVD__F_VICTIMS | EVD__F_SIZE, -1, out);
+  return int_change(c, session, "/evict", "budget", budget, expect_newest,
+                    false, EVD__F_VICTIMS | EVD__F_SIZE, out);
 }
 
 int evd_client_evict(evd_client_t *c, const char *session, int64_t budget,

@@ -179,14 +179,11 @@ int evd__jp_bool(jp_t *j, bool *v) {
 
 int evd__jp_next_key(jp_t *j, int *n, char *key, size_t cap) {
   size_t len;
+  int r;
 
-  jp_ws(j);
-  if (j->p >= j->end)
-    return jp_fail(j, "the answer ends early");
-  if (jp_eat(j, '}'))
-    return 0;
-  if (*n > 0 && !jp_eat(j, ','))
-    return jp_fail(j, "expected ',' or '}' in an object");
+  if ((r = jp_member(j, '}', (size_t)*n,
+                     "expected ',' or '}' in an object")) <= 0)
+    return r;
   jp_ws(j);
   if (j->p < j->end && *j->p == '"') {
     /* The usual key: short, no escapes; copied as it is scanned (a call

@@ -93,18 +93,30 @@ static inline int jp_u32(jp_t *j, uint32_t *v) {
   return 0;
 }
 
-/* Iterating an array after its '[': 1 before the next element, 0 after
- * the closing bracket, -1 on an error. */
-static inline int jp_next_elem(jp_t *j, size_t *n) {
+/* Between the members of an array or object, after its opening bracket
+ * and `count` members: 1 before the next member (past its ','), 0 after
+ * the closing bracket `close`, -1 on an error (`sep` says which: a
+ * member not followed by ',' or `close`). */
+static inline int jp_member(jp_t *j, char close, size_t count,
+                            const char *sep) {
   jp_ws(j);
   if (j->p >= j->end)
     return jp_fail(j, "the answer ends early");
-  if (jp_eat(j, ']'))
+  if (jp_eat(j, close))
     return 0;
-  if (*n > 0 && !jp_eat(j, ','))
-    return jp_fail(j, "expected ',' or ']' in an array");
-  (*n)++;
+  if (count > 0 && !jp_eat(j, ','))
+    return jp_fail(j, sep);
   return 1;
+}
+
+/* Iterating an array after its '[': 1 before the next element, 0 after
+ * the closing bracket, -1 on an error. *n counts the elements. */
+static inline int jp_next_elem(jp_t *j, size_t *n) {
+  int r = jp_member(j, ']', *n, "expected ',' or ']' in an array");
+
+  if (r > 0)
+    (*n)++;
+  return r;
 }
 
 /* A string, decoded into dst (cap bytes, NUL-terminated, cut when longer;

@@ -28,6 +28,22 @@ static int new_fail(evd_client_t *c, char *errbuf, size_t errlen, int rc,
   return rc;
 }
 
+/* The return code of a sentence of parse_url or token_header. */
+static int rc_of(const char *why) {
+  return strcmp(why, "out of memory") == 0 ? EVD_CLIENT_ENOMEM
+                                           : EVD_CLIENT_EINVAL;
+}
+
+/* Appends a header line to c->headers: 0, or -1 when memory ran out. */
+static int add_header(evd_client_t *c, const char *line) {
+  struct curl_slist *l = curl_slist_append(c->headers, line);
+
+  if (l == NULL)
+    return -1;
+  c->headers = l;
+  return 0;
+}
+
 /* The address: "unix:/path", or an http(s) URL (a bare host:port is
  * http). Sets base, base_len and unix_path; returns 0 or a sentence. */
 static const char *parse_url(evd_client_t *c, const char *url, bool *tls) {
@@ -152,10 +168,8 @@ int evd_client_new(evd_client_t **out, const evd_client_opts_t *opts,
   if (url == NULL || url[0] == '\0')
     url = DEFAULT_URL;
   if ((why = parse_url(c, url, &tls)) != NULL)
-    return new_fail(c, errbuf, errlen,
-                    strcmp(why, "out of memory") == 0 ? EVD_CLIENT_ENOMEM
-                                                      : EVD_CLIENT_EINVAL,
-                    "evictd URL \"%s\": %s", url, why);
+    return new_fail(c, errbuf, errlen, rc_of(why), "evictd URL \"%s\": %s",
+                    url, why);
   if (!tls && (opts->cafile != NULL || opts->insecure))
     return new_fail(c, errbuf, errlen, EVD_CLIENT_EINVAL,
                     "cafile and insecure need an https:// URL, not \"%s\"",
@@ -168,26 +182,22 @@ int evd_client_new(evd_client_t **out, const evd_client_opts_t *opts,
   c->connect_timeout_ms =
       opts->connect_timeout_ms ? opts->connect_timeout_ms : c->timeout_ms;
   c->reconnect_ms = opts->reconnect_ms;
-  for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-    struct curl_slist *l = curl_slist_append(c->headers, fixed[i]);
-    if (l == NULL)
+  for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+    if (add_header(c, fixed[i]) != 0)
       return new_fail(c, errbuf, errlen, EVD_CLIENT_ENOMEM, "out of memory");
-    c->headers = l;
-  }
   auth = token_header(opts, &why);
   if (why != NULL)
-    return new_fail(c, errbuf, errlen,
-                    strcmp(why, "out of memory") == 0 ? EVD_CLIENT_ENOMEM
-                                                      : EVD_CLIENT_EINVAL,
-                    "%s%s%s", why, opts->token_file ? ": " : "",
+    return new_fail(c, errbuf, errlen, rc_of(why), "%s%s%s", why,
+                    opts->token_file ? ": " : "",
                     opts->token_file ? opts->token_file : "");
   if (auth != NULL) {
-    struct curl_slist *l = curl_slist_append(c->headers, auth);
+    int added = add_header(c, auth);
+    /* The token is a secret: this copy is wiped before it is freed (the
+     * header list keeps its own). */
     memset(auth, 0, strlen(auth));
     free(auth);
-    if (l == NULL)
+    if (added != 0)
       return new_fail(c, errbuf, errlen, EVD_CLIENT_ENOMEM, "out of memory");
-    c->headers = l;
   }
   if (evd__client_transport_init(c, errbuf, errlen) != 0) {
     evd_client_free(c);

@@ -25,6 +25,9 @@ typedef struct {
   size_t n;
   evd_batch_result_t *out;
   int rc;
+  /* What a failure of the whole part gives each of its items. */
+  char fail_code[48];
+  char fail_msg[1200];
   /* Its worker: started on the first batch with a part here besides the
    * caller's, then woken per batch (pending), under the pool's mutex. */
   pthread_t thread;
@@ -38,17 +41,15 @@ struct evd_client_pool_s {
   char **names, **urls;
   point_t *points;
   size_t npoints;
-  /* Per batch, grown as needed: each item's instance, the items sorted by
-   * instance (stable), their outcomes, and per instance its part and the
-   * message its failure gives its items. */
+  /* Per batch, in one block grown as needed (see grow): the items sorted
+   * by instance (stable), their outcomes, where each came from, and each
+   * item's instance; and per instance its part. */
   size_t cap;
-  int *inst_of;
-  size_t *order;
   evd_step_t *sorted;
   evd_batch_result_t *results;
+  size_t *order;
+  int *inst_of;
   part_t *parts;
-  char (*fail_msg)[1200];
-  char (*fail_code)[48];
   pthread_mutex_t mu;
   pthread_cond_t done; /* outstanding reached 0 */
   size_t outstanding;
@@ -198,13 +199,8 @@ void evd_client_pool_free(evd_client_pool_t *p) {
   free(p->names);
   free(p->urls);
   free(p->points);
-  free(p->inst_of);
-  free(p->order);
-  free(p->sorted);
-  free(p->results);
+  free(p->sorted); /* the per-batch block */
   free(p->parts);
-  free(p->fail_msg);
-  free(p->fail_code);
   free(p);
 }
 
@@ -228,10 +224,7 @@ int evd_client_pool_new(evd_client_pool_t **out, const char *const *urls,
   p->names = calloc(n, sizeof *p->names);
   p->urls = calloc(n, sizeof *p->urls);
   p->parts = calloc(n, sizeof *p->parts);
-  p->fail_msg = calloc(n, sizeof *p->fail_msg);
-  p->fail_code = calloc(n, sizeof *p->fail_code);
-  if (!p->clients || !p->names || !p->urls || !p->parts || !p->fail_msg ||
-      !p->fail_code)
+  if (!p->clients || !p->names || !p->urls || !p->parts)
     goto nomem;
   for (size_t i = 0; i < n; i++) {
     p->urls[i] = strdup(urls[i] ? urls[i] : "");
@@ -280,24 +273,31 @@ const char *evd_client_pool_name(const evd_client_pool_t *p, size_t i) {
   return p && i < p->n ? p->names[i] : NULL;
 }
 
+/* Room for a batch of n items. The four per-batch arrays share one block,
+ * laid out from the widest alignment down (each array's size is a
+ * multiple of its own alignment, so the next one starts aligned); their
+ * contents do not outlive a batch, so a larger block replaces the old one
+ * without copying. */
 static int grow(evd_client_pool_t *p, size_t n) {
+  const size_t each = sizeof *p->sorted + sizeof *p->results +
+                      sizeof *p->order + sizeof *p->inst_of;
+  size_t cap;
+  char *block;
+
+  _Static_assert(_Alignof(evd_step_t) >= _Alignof(evd_batch_result_t) &&
+                     _Alignof(evd_batch_result_t) >= _Alignof(size_t) &&
+                     _Alignof(size_t) >= _Alignof(int),
+                 "the block's arrays go from the widest alignment down");
   if (n <= p->cap)
     return 0;
-  size_t cap = n < 64 ? 64 : n;
-  int *inst_of = realloc(p->inst_of, cap * sizeof *inst_of);
-  if (inst_of)
-    p->inst_of = inst_of;
-  size_t *order = realloc(p->order, cap * sizeof *order);
-  if (order)
-    p->order = order;
-  evd_step_t *sorted = realloc(p->sorted, cap * sizeof *sorted);
-  if (sorted)
-    p->sorted = sorted;
-  evd_batch_result_t *results = realloc(p->results, cap * sizeof *results);
-  if (results)
-    p->results = results;
-  if (!inst_of || !order || !sorted || !results)
+  cap = n < 64 ? 64 : n;
+  if (cap > SIZE_MAX / each || (block = malloc(cap * each)) == NULL)
     return -1;
+  free(p->sorted);
+  p->sorted = (evd_step_t *)(void *)block;
+  p->results = (evd_batch_result_t *)(void *)(p->sorted + cap);
+  p->order = (size_t *)(void *)(p->results + cap);
+  p->inst_of = (int *)(void *)(p->order + cap);
   p->cap = cap;
   return 0;
 }
@@ -400,13 +400,13 @@ int evd_client_pool_batch(evd_client_pool_t *p, const evd_step_t *steps,
     if (t->n == 0 || t->rc == 0)
       continue;
     const evd_client_err_t *e = evd_client_error(p->clients[k]);
-    snprintf(p->fail_code[k], sizeof p->fail_code[k], "%s", e->code);
-    snprintf(p->fail_msg[k], sizeof p->fail_msg[k], "instance %s (%s) failed: %s",
+    snprintf(t->fail_code, sizeof t->fail_code, "%s", e->code);
+    snprintf(t->fail_msg, sizeof t->fail_msg, "instance %s (%s) failed: %s",
              p->names[k], p->urls[k], e->message);
     for (size_t j = 0; j < t->n; j++)
       t->out[j] = (evd_batch_result_t){
           .rc = t->rc,
-          .error = {t->rc, e->status, p->fail_code[k], p->fail_msg[k], -1}};
+          .error = {t->rc, e->status, t->fail_code, t->fail_msg, -1}};
   }
   size_t placed = 0;
   for (size_t k = 0; k < p->n; k++)

@@ -3,9 +3,10 @@
 Standard library only (Python 3.9+), next to ``evictd_client.py``, which it
 imports: the two clients share the results (:class:`StepResult`,
 :class:`SessionView`, ...), the errors (:class:`EvictdError` and its
-subclasses), :class:`StepBatch`, and the code that builds each request and
-reads its answer, so they cannot disagree about the API. This module only
-carries those requests over asyncio streams (HTTP/1.1, keep-alive,
+subclasses), :class:`StepBatch`, the code that builds each request and
+reads its answer, and the rules for sending a request again (the core,
+``evictd_client._Core``), so they cannot disagree about the API. This
+module only carries those requests over asyncio streams (HTTP/1.1, keep-alive,
 ``Content-Length`` bodies; chunked answers and answers ended by closing are
 read too, for proxies, although the daemon sends neither).
 
@@ -18,8 +19,8 @@ connection). Requests of concurrent coroutines reach the daemon in no
 promised order, so a session's own steps, which must increase, belong in one
 coroutine (or one batch).
 
-Retries are those of :class:`evictd_client.EvictdClient`, decided the same
-way (see that module's docstring): an idle pooled connection the peer has
+Retries are those of :class:`evictd_client.EvictdClient`, decided by the
+same code (see that module's docstring): an idle pooled connection the peer has
 closed is replaced before use; a request whose sending failed is resent once
 on a new connection; a request sent on a reused connection that got no
 answer is resent once on a new connection when it is safe to repeat (GET,
@@ -45,13 +46,12 @@ from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence,
                     Tuple, Union)
 
 from evictd_client import (
-    DEFAULT_URL, BatchOutcome, CommitResult, ConnectionFailed, EvictdClient,
-    EvictdError, EvictResult, RequestTimeout, SessionView,
-    StepBatch, StepResult, TruncateResult, _IDEMPOTENT, _Call, _answer,
-    _adopt_call, _base_headers, _batch_call, _commit_call, _create_call,
-    _delete_call,
-    _encode, _evict_call, _fork_call, _get_call, _health_call, _metrics_call,
-    _parse_address, _peer_closed, _session_path, _step_call, _tls_context,
+    _BROKEN, _LOST, _TIMED_OUT, _UNSENT, DEFAULT_URL, BatchOutcome,
+    CommitResult, ConnectionFailed, EvictdClient, EvictdError, EvictResult,
+    RequestTimeout, SessionView, StepBatch, StepResult, TruncateResult,
+    _adopt_call, _answer, _batch_call, _Call, _commit_call, _Core,
+    _create_call, _delete_call, _evict_call, _fork_call, _get_call,
+    _health_call, _metrics_call, _peer_closed, _Request, _step_call,
     _truncate_call)
 
 __all__ = ["AsyncEvictdClient"]
@@ -229,7 +229,7 @@ async def _read_response(reader: asyncio.StreamReader,
     return _Response(status, reason, headers, body, will_close)
 
 
-class AsyncEvictdClient:
+class AsyncEvictdClient(_Core):
     """An asyncio client for one evictd daemon: the methods of
     :class:`evictd_client.EvictdClient` as coroutines, with the same
     arguments, results and errors.
@@ -260,18 +260,9 @@ class AsyncEvictdClient:
                  ssl_context: Optional["ssl.SSLContext"] = None) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
-        self.url = url
-        self.timeout = timeout
-        self.connect_timeout = (timeout if connect_timeout is None
-                                else connect_timeout)
+        super().__init__(url, timeout, connect_timeout, token, token_file,
+                         cafile, ssl_context, "evictd-client-python-asyncio")
         self.max_connections = max_connections
-        address = _parse_address(url)
-        self._tls = _tls_context(address, ssl_context, cafile)
-        self._headers = _base_headers(token, token_file,
-                                      "evictd-client-python-asyncio")
-        self._unix = address.unix
-        self._host, self._port = address.host, address.port
-        self._prefix = address.prefix
         if self._unix is not None:
             self._host_header = "localhost"
         else:
@@ -287,12 +278,6 @@ class AsyncEvictdClient:
         self._idle: List[_Connection] = []
         self._busy: List[_Connection] = []
         self._generation = 0
-        # Counters, for logs and tests.
-        self.connections_opened = 0
-        self.retries = 0
-        # Whether to look for a peer-closed socket before reusing it (only
-        # tests turn this off, to exercise the retry path).
-        self._probe_idle = True
 
     # -- plumbing --
 
@@ -408,51 +393,39 @@ class AsyncEvictdClient:
                 raise _SendFailed(send_error) from send_error
             raise
 
-    def _request_bytes(self, method: str, path: str, data: Optional[bytes],
-                       headers: Dict[str, str]) -> bytes:
-        lines = ["%s %s HTTP/1.1" % (method, path),
+    def _request_bytes(self, req: _Request) -> bytes:
+        lines = ["%s %s HTTP/1.1" % (req.method, req.target),
                  "Host: " + self._host_header]
-        lines.extend("%s: %s" % kv for kv in headers.items())
-        if data is not None or method in ("POST", "PUT"):
-            lines.append("Content-Length: %d" % len(data or b""))
+        lines.extend("%s: %s" % kv for kv in req.headers.items())
+        if req.data is not None or req.method in ("POST", "PUT"):
+            lines.append("Content-Length: %d" % len(req.data or b""))
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        return head + data if data else head
+        return head + req.data if req.data else head
 
-    async def _exchange(self, method: str, path: str, data: Optional[bytes],
-                        headers: Dict[str, str], retry: bool) -> _Response:
-        """Sends one request and reads the whole answer, reconnecting once
-        as the module docstring describes."""
-        request = self._request_bytes(method, path, data, headers)
+    async def _exchange(self, req: _Request) -> _Response:
+        """Sends one request and reads the whole answer, on a new
+        connection again when :meth:`evictd_client._Core._again` says so."""
+        request = self._request_bytes(req)
         for attempt in (0, 1):
             conn, reused = await self._acquire(fresh=attempt > 0)
             keep = False
             try:
                 try:
                     resp = await asyncio.wait_for(
-                        self._roundtrip(conn, request, method == "HEAD"),
+                        self._roundtrip(conn, request, req.method == "HEAD"),
                         self.timeout)
                 except asyncio.TimeoutError as e:
-                    raise RequestTimeout(
-                        "No answer to %s %s from %s within %ss."
-                        % (method, path, self.url, self.timeout)) from e
+                    self._again(req, _TIMED_OUT, attempt, reused, e)
+                    continue
                 except _SendFailed as e:
-                    if attempt == 0 and reused:
-                        self.retries += 1
-                        continue  # never delivered whole: safe to resend
-                    raise ConnectionFailed(
-                        "Could not send %s %s to %s: %s"
-                        % (method, path, self.url, e.args[0])) from e
+                    self._again(req, _UNSENT, attempt, reused, e.args[0])
+                    continue
                 except _Dropped as e:
-                    if attempt == 0 and reused and retry:
-                        self.retries += 1
-                        continue
-                    raise ConnectionFailed(
-                        "The connection to %s dropped during %s %s: %s"
-                        % (self.url, method, path, e)) from e
+                    self._again(req, _LOST, attempt, reused, e)
+                    continue
                 except (_BadAnswer, OSError) as e:
-                    raise ConnectionFailed("%s %s to %s failed: %r"
-                                           % (method, path, self.url, e)
-                                           ) from e
+                    self._again(req, _BROKEN, attempt, reused, e)
+                    continue
                 keep = not resp.will_close and conn.reader.lost is None
                 return resp
             finally:
@@ -465,33 +438,20 @@ class AsyncEvictdClient:
         """Sends one request and returns ``(status, parsed JSON or None)``
         (with ``raw``, the body as bytes instead of parsed), as
         :meth:`evictd_client.EvictdClient.request` does."""
-        if retry is None:
-            retry = method in _IDEMPOTENT
-        headers = dict(self._headers)
-        data = _encode(body)
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        resp = await self._exchange(method, self._prefix + path, data,
-                                    headers, retry)
-        return _answer(method, path, resp.status, resp.reason, resp.header,
+        req = self._prepare(method, path, body, retry)
+        resp = await self._exchange(req)
+        return _answer(req, resp.status, resp.reason, resp.header,
                        resp.body, raw)
 
     async def _call(self, call: _Call) -> Any:
         """Carries out one API call (the shared _*_call functions of
         evictd_client)."""
         try:
-            status, obj = await self.request(call.method, call.path,
-                                             call.body, retry=call.retry,
+            status, obj = await self.request(*call.request, retry=call.retry,
                                              raw=call.raw)
         except EvictdError as e:
-            if call.on_error is None:
-                raise
-            return call.on_error(e)
+            return call.failed(e)
         return call.parse(status, obj)
-
-    @staticmethod
-    def _session_path(session: str, suffix: str = "") -> str:
-        return _session_path(session, suffix)
 
     # -- the API (documented on EvictdClient; docstrings copied below) --
 

@@ -779,6 +779,18 @@ class _Call(NamedTuple):
     # Turns an error answer into a result (or raises it again).
     on_error: Optional[Callable[[EvictdError], Any]] = None
 
+    @property
+    def request(self) -> Tuple[str, str, Any]:
+        """The method, path and body to send."""
+        return self.method, self.path, self.body
+
+    def failed(self, error: EvictdError) -> Any:
+        """What the call gives when its request raised ``error``: the
+        result ``on_error`` makes of it, or the error raised again."""
+        if self.on_error is None:
+            raise error
+        return self.on_error(error)
+
 
 def _session_path(session: str, suffix: str = "") -> str:
     if not isinstance(session, str):
@@ -915,6 +927,16 @@ def _batch_call(items: Union[StepBatch, Iterable[Mapping[str, Any]]]
     return _Call("POST", "/step", {"steps": items}, retry, parse)
 
 
+class _Request(NamedTuple):
+    """One request as a transport sends it (made by _Core._prepare)."""
+    method: str
+    path: str  # as the caller gave it, for the answer's errors
+    target: str  # the path with the URL's prefix: what goes on the wire
+    data: Optional[bytes]
+    headers: Dict[str, str]
+    retry: bool  # may be sent again when its answer was lost
+
+
 def _encode(body: Any) -> Optional[bytes]:
     """A request body: None, bytes as they are, anything else as JSON."""
     if body is None or isinstance(body, bytes):
@@ -922,11 +944,12 @@ def _encode(body: Any) -> Optional[bytes]:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def _answer(method: str, path: str, status: int, reason: str,
+def _answer(req: _Request, status: int, reason: str,
             header: Callable[[str], Optional[str]], payload: bytes,
             raw: bool) -> Tuple[int, Any]:
-    """``(status, parsed JSON or None)`` of an answer (the bytes with
-    ``raw``), or raises the EvictdError of an error answer."""
+    """``(status, parsed JSON or None)`` of the answer to ``req`` (the
+    bytes with ``raw``), or raises the EvictdError of an error answer."""
+    method, path = req.method, req.path
     if raw and status < 400:
         return status, payload
     parsed: Any = None
@@ -1005,6 +1028,97 @@ def _base_headers(token: Optional[str], token_file: Optional[str],
     return headers
 
 
+# How an attempt to send a request failed, as a transport tells
+# _Core._again: the request was not delivered whole (and no answer came);
+# it was, and the connection ended before the whole answer; no answer
+# within the timeout; anything else (a connection refused, an answer that
+# is not HTTP).
+_UNSENT, _LOST, _TIMED_OUT, _BROKEN = "unsent", "lost", "timed out", "broken"
+
+
+class _Core:
+    """What :class:`EvictdClient` and ``evictd_aio.AsyncEvictdClient`` are
+    besides their transports, which only carry bytes: the daemon's address
+    and TLS context, the headers every request carries, the counters, each
+    request made ready to send (:meth:`_prepare`), and the rules for
+    sending it again (:meth:`_again`; the module docstring says why). No
+    I/O here, so the two clients cannot disagree about any of it."""
+
+    def __init__(self, url: str, timeout: Optional[float],
+                 connect_timeout: Optional[float], token: Optional[str],
+                 token_file: Optional[str], cafile: Optional[str],
+                 ssl_context: Optional[ssl.SSLContext], agent: str) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.connect_timeout = (timeout if connect_timeout is None
+                                else connect_timeout)
+        address = _parse_address(url)
+        self._tls = _tls_context(address, ssl_context, cafile)
+        self._headers = _base_headers(token, token_file, agent)
+        self._unix = address.unix
+        self._host, self._port = address.host, address.port
+        self._prefix = address.prefix
+        # Counters, for logs and tests.
+        self.connections_opened = 0
+        self.retries = 0
+        # Whether to look for a peer-closed socket before reusing it (only
+        # tests turn this off, to exercise the retry path).
+        self._probe_idle = True
+
+    def _prepare(self, method: str, path: str, body: Any,
+                 retry: Optional[bool]) -> _Request:
+        """The request :meth:`request` sends: ``body`` encoded (see
+        :func:`_encode`), the headers, and whether it may be repeated
+        (by default GET, HEAD, PUT and DELETE may)."""
+        headers = dict(self._headers)
+        data = _encode(body)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if retry is None:
+            retry = method in _IDEMPOTENT
+        return _Request(method, path, self._prefix + path, data, headers,
+                        retry)
+
+    def _again(self, req: _Request, failure: str, attempt: int,
+               reused: bool, error: BaseException) -> None:
+        """The resend rules, asked by a transport after attempt ``attempt``
+        (0 or 1) at ``req`` failed as ``failure`` says on a connection that
+        carried a request before (``reused``) or not. Returns when the
+        request is to be sent once more, on a new connection (counted in
+        ``retries``); raises the :class:`ConnectionFailed` (or
+        :class:`RequestTimeout`) the caller gets otherwise.
+
+        Only a first attempt on a reused connection is repeated: the peer
+        may have closed that connection while it sat idle, while a new one
+        that fails the same way would fail again. A request not delivered
+        whole cannot have been applied, so it is repeated whatever it is;
+        one delivered whose answer was lost only when ``req.retry`` says
+        that repeating it is safe. A timed-out request may still be
+        running: never repeated."""
+        if attempt == 0 and reused and (
+                failure == _UNSENT or (failure == _LOST and req.retry)):
+            self.retries += 1
+            return
+        what = "%s %s" % (req.method, req.target)
+        if failure == _TIMED_OUT:
+            raise RequestTimeout("No answer to %s from %s within %ss."
+                                 % (what, self.url, self.timeout)) from error
+        if failure == _UNSENT:
+            raise ConnectionFailed("Could not send %s to %s: %s"
+                                   % (what, self.url, error)) from error
+        if failure == _LOST:
+            raise ConnectionFailed("The connection to %s dropped during %s: "
+                                   "%s" % (self.url, what,
+                                           str(error) or repr(error))
+                                   ) from error
+        raise ConnectionFailed("%s to %s failed: %r"
+                               % (what, self.url, error)) from error
+
+    @staticmethod
+    def _session_path(session: str, suffix: str = "") -> str:
+        return _session_path(session, suffix)
+
+
 # ---- connections ------------------------------------------------------------
 
 
@@ -1078,7 +1192,7 @@ _IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE"))
 # ---- the client -------------------------------------------------------------
 
 
-class EvictdClient:
+class EvictdClient(_Core):
     """A client for one evictd daemon over one keep-alive connection.
 
     Args:
@@ -1110,24 +1224,9 @@ class EvictdClient:
                  token_file: Optional[str] = None,
                  cafile: Optional[str] = None,
                  ssl_context: Optional[ssl.SSLContext] = None) -> None:
-        self.url = url
-        self.timeout = timeout
-        self.connect_timeout = (timeout if connect_timeout is None
-                                else connect_timeout)
-        address = _parse_address(url)
-        self._tls = _tls_context(address, ssl_context, cafile)
-        self._headers = _base_headers(token, token_file,
-                                      "evictd-client-python")
-        self._unix = address.unix
-        self._host, self._port = address.host, address.port
-        self._prefix = address.prefix
+        super().__init__(url, timeout, connect_timeout, token, token_file,
+                         cafile, ssl_context, "evictd-client-python")
         self._conn: Optional[http.client.HTTPConnection] = None
-        # Counters, for logs and tests.
-        self.connections_opened = 0
-        self.retries = 0
-        # Whether to look for a peer-closed socket before reusing it (only
-        # tests turn this off, to exercise the retry path).
-        self._probe_idle = True
 
     # -- plumbing --
 
@@ -1153,11 +1252,10 @@ class EvictdClient:
                                             self.connect_timeout, self._tls)
         return self._conn
 
-    def _exchange(self, method: str, path: str, data: Optional[bytes],
-                  headers: Dict[str, str], retry: bool
+    def _exchange(self, req: _Request
                   ) -> Tuple[http.client.HTTPResponse, bytes]:
-        """Sends one request and reads the whole answer, reconnecting once
-        as the module docstring describes."""
+        """Sends one request and reads the whole answer, on a new
+        connection again when :meth:`_Core._again` says so."""
         for attempt in (0, 1):
             conn = self._connection()
             reused = conn.sock is not None
@@ -1168,7 +1266,8 @@ class EvictdClient:
                 self.connections_opened += 1
             try:
                 try:
-                    conn.request(method, path, data, headers)
+                    conn.request(req.method, req.target, req.data,
+                                 req.headers)
                 except socket.timeout:
                     raise
                 except OSError as send_error:
@@ -1182,33 +1281,17 @@ class EvictdClient:
                             resp = None
                     if resp is None:
                         conn.close()
-                        if attempt == 0 and reused:
-                            self.retries += 1
-                            continue  # never delivered whole: safe to resend
-                        raise ConnectionFailed(
-                            "Could not send %s %s to %s: %s"
-                            % (method, path, self.url, send_error)
-                        ) from send_error
+                        self._again(req, _UNSENT, attempt, reused, send_error)
+                        continue
                 else:
                     resp = conn.getresponse()
                 payload = resp.read()
-            except socket.timeout as e:
-                conn.close()
-                raise RequestTimeout("No answer to %s %s from %s within %ss."
-                                     % (method, path, self.url, self.timeout)
-                                     ) from e
-            except _DROPPED as e:
-                conn.close()
-                if attempt == 0 and reused and retry:
-                    self.retries += 1
-                    continue
-                raise ConnectionFailed("The connection to %s dropped during "
-                                       "%s %s: %r" % (self.url, method, path,
-                                                      e)) from e
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
-                raise ConnectionFailed("%s %s to %s failed: %r"
-                                       % (method, path, self.url, e)) from e
+                self._again(req, _TIMED_OUT if isinstance(e, socket.timeout)
+                           else _LOST if isinstance(e, _DROPPED) else _BROKEN,
+                           attempt, reused, e)
+                continue
             if resp.will_close:
                 conn.close()
             return resp, payload
@@ -1225,31 +1308,19 @@ class EvictdClient:
         whether a sent request may be repeated when the connection drops
         (default: for GET, HEAD, PUT and DELETE). Error answers raise.
         """
-        if retry is None:
-            retry = method in _IDEMPOTENT
-        headers = dict(self._headers)
-        data = _encode(body)
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        resp, payload = self._exchange(method, self._prefix + path, data,
-                                       headers, retry)
-        return _answer(method, path, resp.status, resp.reason,
-                       resp.getheader, payload, raw)
+        req = self._prepare(method, path, body, retry)
+        resp, payload = self._exchange(req)
+        return _answer(req, resp.status, resp.reason, resp.getheader,
+                       payload, raw)
 
     def _call(self, call: _Call) -> Any:
         """Carries out one API call (see the shared _*_call functions)."""
         try:
-            status, obj = self.request(call.method, call.path, call.body,
-                                       retry=call.retry, raw=call.raw)
+            status, obj = self.request(*call.request, retry=call.retry,
+                                       raw=call.raw)
         except EvictdError as e:
-            if call.on_error is None:
-                raise
-            return call.on_error(e)
+            return call.failed(e)
         return call.parse(status, obj)
-
-    @staticmethod
-    def _session_path(session: str, suffix: str = "") -> str:
-        return _session_path(session, suffix)
 
     # -- the API --
 

@@ -192,7 +192,54 @@ def instances(urls: Sequence[str], names: Optional[Sequence[str]] = None
     return urls, list(names), HashRing(list(names))
 
 
-class EvictdPool:
+# A batch's split: its length, each instance's item indices, the items that
+# cannot be routed.
+_Split = Tuple[int, Dict[int, List[int]], Dict[int, EvictdError]]
+
+
+class _Pool:
+    """What :class:`EvictdPool` and ``evictd_pool_aio.AsyncEvictdPool``
+    share besides how they send: the instances and their ring, one client
+    per instance (``client_class``), the routing of a session, and a batch
+    split per instance and put back together (:meth:`_split`,
+    :meth:`_merge`). No I/O here."""
+
+    def __init__(self, urls: Sequence[str], names: Optional[Sequence[str]],
+                 client_class: type, client_args: Mapping[str, Any]) -> None:
+        self.urls, self.names, self.ring = instances(urls, names)
+        self.clients = [client_class(u, **client_args) for u in self.urls]
+
+    def instance_of(self, session: str) -> int:
+        """The index (in ``urls``) of the instance holding session."""
+        return self.ring.index(session)
+
+    def client_for(self, session: str) -> Any:
+        """The client of session's instance, for any single-session call
+        (``pool.client_for(sid).step(sid, 5)``)."""
+        return self.clients[self.ring.index(session)]
+
+    def failed(self, inst: int, cause: EvictdError) -> InstanceFailed:
+        return InstanceFailed(self.names[inst], self.urls[inst], cause)
+
+    def _split(self, items: Union[StepBatch, Iterable[Mapping[str, Any]]]
+               ) -> Tuple[_Split, List[Tuple[int, List[Mapping[str, Any]]]]]:
+        """A batch split per instance: what :meth:`_merge` needs, and each
+        instance's part (its items, in item order), in instance order."""
+        items, parts, bad = split_items(self.ring, items)
+        return ((len(items), parts, bad),
+                [(inst, [items[i] for i in idx])
+                 for inst, idx in parts.items()])
+
+    def _merge(self, split: _Split,
+               answers: Dict[int, Union[List[BatchOutcome], EvictdError]]
+               ) -> List[BatchOutcome]:
+        """The outcomes in the items' order, from each instance's answer
+        (its outcomes, or the error that failed its whole part)."""
+        n, parts, bad = split
+        return merge_parts(n, parts, answers, bad, self.failed)
+
+
+class EvictdPool(_Pool):
     """Blocking client for a pool of evictd instances that nginx would
     route with ``hash $evictd_session consistent``.
 
@@ -212,8 +259,7 @@ class EvictdPool:
     def __init__(self, urls: Sequence[str], *,
                  names: Optional[Sequence[str]] = None,
                  **client_args: Any) -> None:
-        self.urls, self.names, self.ring = instances(urls, names)
-        self.clients = [EvictdClient(u, **client_args) for u in self.urls]
+        super().__init__(urls, names, EvictdClient, client_args)
         self._workers: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     def __enter__(self) -> "EvictdPool":
@@ -228,18 +274,6 @@ class EvictdPool:
             self._workers = None
         for c in self.clients:
             c.close()
-
-    def instance_of(self, session: str) -> int:
-        """The index (in ``urls``) of the instance holding session."""
-        return self.ring.index(session)
-
-    def client_for(self, session: str) -> EvictdClient:
-        """The client of session's instance, for any single-session call
-        (``pool.client_for(sid).step(sid, 5)``)."""
-        return self.clients[self.ring.index(session)]
-
-    def failed(self, inst: int, cause: EvictdError) -> InstanceFailed:
-        return InstanceFailed(self.names[inst], self.urls[inst], cause)
 
     def _send(self, inst: int, part: List[Mapping[str, Any]]
               ) -> Union[List[BatchOutcome], EvictdError]:
@@ -257,9 +291,8 @@ class EvictdPool:
         item's ``EvictdError``, :class:`InstanceFailed` when its instance
         failed the whole part, or :class:`Unroutable`. Never raises for an
         instance's failure."""
-        items, parts, bad = split_items(self.ring, items)
+        split, jobs = self._split(items)
         answers: Dict[int, Union[List[BatchOutcome], EvictdError]] = {}
-        jobs = [(inst, [items[i] for i in idx]) for inst, idx in parts.items()]
         if len(jobs) == 1:  # nothing to overlap: no thread hop
             inst, part = jobs[0]
             answers[inst] = self._send(inst, part)
@@ -275,7 +308,7 @@ class EvictdPool:
             answers[inst] = self._send(inst, part)
             for inst, fut in futures:
                 answers[inst] = fut.result()
-        return merge_parts(len(items), parts, answers, bad, self.failed)
+        return self._merge(split, answers)
 
     # Single-session calls go to the session's instance (a fork to its
     # parent's, where nginx sends it too).

@@ -8,17 +8,17 @@ instance.
 """
 
 import asyncio
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import (Any, Iterable, List, Mapping, Optional, Sequence,
+                    Union)
 
 from evictd_aio import AsyncEvictdClient
 from evictd_client import BatchOutcome, EvictdError, StepBatch
-from evictd_pool import (InstanceFailed, instances, merge_parts,
-                         split_items)
+from evictd_pool import _Pool
 
 __all__ = ["AsyncEvictdPool"]
 
 
-class AsyncEvictdPool:
+class AsyncEvictdPool(_Pool):
     """Asyncio client for a pool of evictd instances routed as nginx's
     ``hash $evictd_session consistent`` routes them.
 
@@ -30,9 +30,7 @@ class AsyncEvictdPool:
     def __init__(self, urls: Sequence[str], *,
                  names: Optional[Sequence[str]] = None,
                  **client_args: Any) -> None:
-        self.urls, self.names, self.ring = instances(urls, names)
-        self.clients = [AsyncEvictdClient(u, **client_args)
-                        for u in self.urls]
+        super().__init__(urls, names, AsyncEvictdClient, client_args)
 
     async def __aenter__(self) -> "AsyncEvictdPool":
         return self
@@ -43,12 +41,6 @@ class AsyncEvictdPool:
     async def close(self) -> None:
         for c in self.clients:
             await c.close()
-
-    def instance_of(self, session: str) -> int:
-        return self.ring.index(session)
-
-    def client_for(self, session: str) -> AsyncEvictdClient:
-        return self.clients[self.ring.index(session)]
 
     async def _send(self, inst: int, part: List[Mapping[str, Any]]
                     ) -> Union[List[BatchOutcome], EvictdError]:
@@ -62,16 +54,11 @@ class AsyncEvictdPool:
                     ) -> List[BatchOutcome]:
         """Coroutine of :meth:`evictd_pool.EvictdPool.batch`: the parts are
         awaited together (``asyncio.gather``)."""
-        items, parts, bad = split_items(self.ring, items)
-        order = list(parts)
-        got = await asyncio.gather(*(self._send(inst, [items[i] for i in
-                                                       parts[inst]])
-                                     for inst in order))
-        answers: Dict[int, Union[List[BatchOutcome], EvictdError]] = dict(
-            zip(order, got))
-        return merge_parts(len(items), parts, answers, bad,
-                           lambda inst, e: InstanceFailed(
-                               self.names[inst], self.urls[inst], e))
+        split, jobs = self._split(items)
+        got = await asyncio.gather(*(self._send(inst, part)
+                                     for inst, part in jobs))
+        return self._merge(split, {inst: answer for (inst, _), answer
+                                   in zip(jobs, got)})
 
     async def create(self, session: str, *args: Any, **kw: Any) -> Any:
         return await self.client_for(session).create(session, *args, **kw)
