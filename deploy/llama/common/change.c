@@ -55,15 +55,25 @@ static void advance(seq_t *s, const link_req_t *r, const evd_answer_t *a) {
   s->committed = committed;
 }
 
+/* Whether s is as a new session starts: position 0 alone, computed or
+ * not. */
+static bool at_start(const seq_t *s) {
+  return s->newest == 0 && (s->map.n == 0 ||
+                            (s->map.n == 1 && s->map.held[0] == 0));
+}
+
 /* What an outcome of a change of s asks for: GO_ON, or why s must be
  * re-homed. An answer (rc 0) must describe s's cache: the positions held,
  * plus those the request added, less those it says are gone; a fresh
  * window made by autocreate, when no precondition was sent, does not.
- * code: the daemon's error code when rc is EVD_CLIENT_EAPI. */
+ * code: the daemon's error code when rc is EVD_CLIENT_EAPI. With
+ * re-homing off, only a session at its start that the daemon does not
+ * hold is taken care of (created: that is no re-homing). */
 static int verdict(const link_t *l, const seq_t *s, int rc, const char *code,
                    const evd_answer_t *a, size_t added) {
   if (!l->rehome)
-    return GO_ON;
+    return rc == EVD_CLIENT_EAPI && at_start(s) &&
+                   strcmp(code, "unknown_session") == 0 ? LINK_LOST : GO_ON;
   if (rc == 0) {
     if (a == NULL)
       return GO_ON;
@@ -121,8 +131,7 @@ static int rehome(link_t *l, const seq_t *s, int cause, fault_t *f) {
     kept = &start;
     k = 1;
   }
-  if (cause == LINK_LOST && s->newest == 0 && k == 1 && kept[0] == 0 &&
-      s->map.n <= 1) {
+  if (cause == LINK_LOST && at_start(s)) {
     if (link_create(l, s->session, &s->cfg, &v, &e) != 0)
       goto lost;
     if (v.created || (v.size == 1 && v.newest == 0)) {
@@ -130,6 +139,10 @@ static int rehome(link_t *l, const seq_t *s, int cause, fault_t *f) {
       return 0;
     }
     cause = LINK_DIVERGED; /* made meanwhile, and moved on: replaced */
+  }
+  if (!l->rehome) {
+    snprintf(e.msg, sizeof(e.msg), "re-homing is off");
+    goto lost;
   }
   evd_adopt_t st = {.cfg = &s->cfg, .kept = kept, .n_kept = k,
                     .newest = s->committed, .replace = cause != LINK_LOST};
