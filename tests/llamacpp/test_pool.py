@@ -132,16 +132,7 @@ class Pool(unittest.TestCase):
         return p
 
     def serve(self, pool: resize.ResizingPool, **env: str) -> Server:
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            sv = Server(pool.url(), *SETTINGS, model=STORIES)
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k)
-                else:
-                    os.environ[k] = v
+        sv = Server(pool.url(), *SETTINGS, model=STORIES, env=env)
         self.addCleanup(sv.stop)
         return sv
 
