@@ -38,15 +38,25 @@ static uint32_t commit_to(const seq_t *s, uint32_t c) {
   return s->committed;
 }
 
+/* Records the newest a step st left (its answer a). */
+static void stepped(seq_t *s, const evd_step_t *st, const evd_answer_t *a) {
+  uint32_t committed = s->committed;
+  if (st->has_commit)
+    committed = commit_to(s, st->commit);
+  if (st->n_positions > 0 && !st->tentative)
+    committed = a->newest;
+  s->newest = a->newest;
+  s->committed = committed;
+}
+
 /* Records the newest a change left, from its request and its answer. */
 static void advance(seq_t *s, const link_req_t *r, const evd_answer_t *a) {
   uint32_t committed = s->committed;
   if (r->op == LINK_STEP) {
-    if (r->steps->has_commit)
-      committed = commit_to(s, r->steps->commit);
-    if (r->steps->n_positions > 0 && !r->steps->tentative)
-      committed = a->newest;
-  } else if (r->op == LINK_COMMIT) {
+    stepped(s, r->steps, a);
+    return;
+  }
+  if (r->op == LINK_COMMIT) {
     committed = commit_to(s, r->at);
   } else if (committed > a->newest) { /* a truncation took drafts too */
     committed = a->newest;
@@ -257,8 +267,9 @@ static int item(link_t *l, seq_t *s, const evd_step_t *st,
 }
 
 /* The batch's slow path: some items need re-homing. The others' answers
- * (and refusals) are kept first, since re-homing calls the client again;
- * then each of those items is re-homed and sent again on its own. */
+ * (and refusals) are kept first, since re-homing calls the client again
+ * (their newest is recorded already); then each of those items is
+ * re-homed and sent again on its own. */
 static int settle(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
                   evd_batch_result_t *res, fault_t *f) {
   int *cause = malloc(n * sizeof(*cause));
@@ -271,9 +282,6 @@ static int settle(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
                        &res[i].answer, steps[i].n_positions);
     if (cause[i] != GO_ON)
       continue;
-    if (res[i].rc == 0)
-      advance(sq[i], &(link_req_t){.op = LINK_STEP, .steps = &steps[i]},
-              &res[i].answer);
     if ((res[i].rc == 0 ? link_keep(l, &res[i].answer)
                         : link_keep_error(l, &res[i].error)) != 0) {
       rc = EVD_CLIENT_ENOMEM;
@@ -300,17 +308,17 @@ int seq_batch(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
     int rc = link_send(l, &(link_req_t){.op = LINK_BATCH, .steps = steps,
                                         .n = n, .results = res}, f);
     if (rc == 0) {
+      /* The verdict depends on what the engine holds, not on the newest,
+       * so settle() finds the same for the items recorded here. */
       size_t slow = 0;
-      for (size_t i = 0; i < n; i++)
-        slow += verdict(l, sq[i], res[i].rc, res[i].error.code,
-                        &res[i].answer, steps[i].n_positions) != GO_ON;
-      if (slow > 0)
-        return settle(l, sq, steps, n, res, f);
-      for (size_t i = 0; i < n; i++)
-        if (res[i].rc == 0)
-          advance(sq[i], &(link_req_t){.op = LINK_STEP, .steps = &steps[i]},
-                  &res[i].answer);
-      return 0;
+      for (size_t i = 0; i < n; i++) {
+        if (verdict(l, sq[i], res[i].rc, res[i].error.code, &res[i].answer,
+                    steps[i].n_positions) != GO_ON)
+          slow++;
+        else if (res[i].rc == 0)
+          stepped(sq[i], &steps[i], &res[i].answer);
+      }
+      return slow > 0 ? settle(l, sq, steps, n, res, f) : 0;
     }
     if (!link_refused(l, rc, "misdirected_request"))
       return rc;
