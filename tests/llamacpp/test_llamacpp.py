@@ -468,7 +468,7 @@ class Case(Engine):
 
     def same_as_undisturbed(self, base: Tuple[bytes, str],
                             run: subprocess.CompletedProcess, prefix: str,
-                            rehomes: str) -> None:
+                            rehomes: str, what: str) -> None:
         """The run succeeded, re-homed as said ("1 lost, 0 diverged"), and
         wrote the undisturbed run's text and logits, which the reference
         checks too."""
@@ -482,6 +482,7 @@ class Case(Engine):
         _, b_rows = ref.load_dump(prefix)
         self.assertEqual(a_rows.tobytes(), b_rows.tobytes())
         self.check(prefix, stats[0].split(": ", 1)[1])
+        RESULTS["%s (%s)" % (self.name, what)] = RESULTS.pop(self.name)
 
     def test_restart_without_state(self) -> None:
         # The daemon is killed with SIGKILL mid-generation and restarted
@@ -515,7 +516,7 @@ class Case(Engine):
                 run, prefix = self.disturbed(
                     d, args, sid, lambda p: kill_at(d, p, watch, 300), env)
                 self.same_as_undisturbed((base[0], base[2]), run, prefix,
-                                         rehomes)
+                                         rehomes, what)
 
     def test_restart_without_state_negative_control(self) -> None:
         # The same restart with re-homing off (the engine as it was): the
@@ -572,7 +573,7 @@ class Case(Engine):
                 run, prefix = self.disturbed(d, args, sid,
                                              self.stale(d, state, sid))
                 self.same_as_undisturbed((base[0], base[2]), run, prefix,
-                                         "0 lost, 1 diverged, 0 fresh")
+                                         "0 lost, 1 diverged, 0 fresh", what)
         for mode in ("off", "no-expect"):
             with self.subTest("negative control", rehome=mode):
                 sid = "stale." + mode
