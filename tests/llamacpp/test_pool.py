@@ -19,7 +19,9 @@ through it (told once in its log, a gauge in /metrics).
 Why here and not in `make check` with the rest of the nginx harness
 (tests/shard): the engine needs llama.cpp, which `make check` does not
 build (about 5 minutes from the npm source on 2 cores, and an npm
-registry); `make e2e-llamacpp` builds it and CI runs it.
+registry); `make e2e-llamacpp` builds it and CI runs it. `make check` has
+the daemons' side of the same changes (tests/shard/resize_test.py: 16
+engines written with the Python client).
 """
 
 import http.client
