@@ -88,7 +88,7 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
-	@deploy/deps.sh build e2e llama tls metrics && \
+	@deploy/deps.sh build e2e llama tls metrics proxy && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	EVICTD_BIN=$(abspath $(B)/evictd) \
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
@@ -117,7 +117,12 @@ e2e-llamacpp:
 	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
 	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
 	  STORIES_GGUF=$(abspath $(STORIES260K)) \
-	  /usr/bin/python3 tests/llamacpp/test_openai.py -v
+	  /usr/bin/python3 tests/llamacpp/test_openai.py -v && \
+	EVICTD_BIN=$(abspath $(B)/evictd) \
+	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+	  STORIES_GGUF=$(abspath $(STORIES260K)) \
+	  /usr/bin/python3 tests/llamacpp/test_pool.py -v
 
 bench-llama:
 	@deploy/deps.sh build bench llama && \

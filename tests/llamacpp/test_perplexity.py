@@ -17,6 +17,9 @@ the window and sinks policies are evictd's answers, one batch per token.
   attention, the window and sinks equals the float64 PyTorch reference
   (reference.forward_rows over the rows of reference.Window, the README's
   policy), in both position modes, within TOL.
+- A daemon restarted without its state mid-run: the sessions re-homed,
+  every NLL that of the undisturbed run (and the reference's); with
+  re-homing off (EVICTD_LLAMA_REHOME=off) the run fails.
 - The outputs (table, JSON fields, a well-formed SVG) and refusals.
 """
 
@@ -195,6 +198,59 @@ class Perplexity(unittest.TestCase):
             apart = max(abs(x - y) for x, y in zip(refs[("window", 12)],
                                                     refs[("full", None)]))
             self.assertGreater(apart, 100 * TOL)
+
+    def restarted(self, path: str, args: list, env: dict
+                  ) -> subprocess.CompletedProcess:
+        """perplexity against a daemon of its own, killed with SIGKILL once
+        the window of budget 12 has reached position 250, and restarted
+        without state."""
+        d = tl.Daemon(TMP.name)
+        try:
+            p = subprocess.Popen([tl.BIN, "perplexity", "--evictd", d.url]
+                                 + args + [path], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE,
+                                 env=dict(os.environ, **env))
+            try:
+                tl.kill_at(d, p, "ppl-%d.12.window" % p.pid, 250)
+            finally:
+                out, err = p.communicate(timeout=300)
+            return subprocess.CompletedProcess(p.args, p.returncode, out,
+                                               err)
+        finally:
+            d.stop()
+
+    def test_restart_without_state(self) -> None:
+        # The daemon restarted WITHOUT its state mid-run: each window's
+        # next step is 404 unknown_session, perplexity re-homes the
+        # sessions of that batch (adopts what each cache holds) and sends
+        # their items again. Every NLL equals the undisturbed run's, and
+        # the reference's. With re-homing off the run stops instead.
+        data = tl.prompt(6, 600)
+        path = text_file("r.txt", data)
+        toks = [256] + list(data)
+        args = ["-m", tl.TARGET_GGUF, "--budgets", "12,40", "--sinks", "4",
+                "--json"]
+        base = ppl_json(tl.TARGET_GGUF, path, *args[2:])
+        p = self.restarted(path, args, {})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        self.assertEqual([x["nll"] for x in got["policies"]],
+                         [x["nll"] for x in base["policies"]])
+        for budget, name, sinks in ((12, "window", 0), (40, "sinks", 4)):
+            w = ref.Window(budget, sinks, 1)
+            rows = [(0,)]
+            for q in range(1, len(toks) - 1):
+                r, _ = w.step([q], False)
+                rows.append(r[q])
+            want = self.reference_nll(toks, rows, "original")
+            have = self.policies(got)[(name, budget)]["nll"]
+            diff = max(abs(x - y) / max(1, abs(y))
+                       for x, y in zip(have, want))
+            self.assertLessEqual(diff, TOL, (name, budget, diff))
+        p = self.restarted(path, args, {"EVICTD_LLAMA_REHOME": "off"})
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"the daemon lost the session", p.stderr)
 
     def test_table_and_svg(self) -> None:
         path = text_file("s.txt", tl.prompt(3, 300))

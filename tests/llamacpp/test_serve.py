@@ -4,7 +4,8 @@ HTTP. A completion must be the very text `evictd-llama generate` writes for
 the same prompt and settings (greedy), streamed or not, alone or beside
 three others decoded in the same batches; sessions go away with their
 requests (also when the client does), bad requests are 4xx JSON, and a
-stream survives evictd killed with SIGKILL and restarted with its state."""
+stream survives evictd killed with SIGKILL and restarted with its state,
+or without it (its session re-homed; with re-homing off, session_lost)."""
 
 import http.client
 import json
@@ -95,7 +96,8 @@ def events(resp) -> List[dict]:
 class Server:
     def __init__(self, evictd: str, *args: str,
                  listen: Optional[str] = "127.0.0.1:0",
-                 model: Optional[str] = None) -> None:
+                 model: Optional[str] = None,
+                 env: Optional[Dict[str, str]] = None) -> None:
         self.log_path = tempfile.mktemp(prefix="serve-", suffix=".log",
                                         dir=TMP.name)
         where = ["--listen", listen] if listen else []
@@ -103,7 +105,8 @@ class Server:
             self.proc = subprocess.Popen(
                 [BIN, "serve", "-m", model or GGUF] + where + ["--evictd",
                  evictd] + list(args), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=log)
+                stdout=subprocess.DEVNULL, stderr=log,
+                env=dict(os.environ, **(env or {})))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             m = LISTENING.search(self.log())
@@ -289,27 +292,67 @@ class Serve(unittest.TestCase):
         self.assertEqual(complete(SERVER.addr, PROMPTS[3], 5)
                          ["tokens_predicted"], 5)
 
-    def test_lost_session(self) -> None:
-        # evictd restarted WITHOUT its state mid-stream: the request fails
-        # with session_lost (the answers' size gives it away), the server
-        # goes on serving.
+    def restart_midway(self, sv: Server, d: Daemon) -> List[dict]:
+        """Four streams at once through sv; evictd (d, without a state
+        directory) killed with SIGKILL once each has sent 50 events, then
+        restarted: each stream's events."""
+        conns, resps, got = [], [], []
+        for p in PROMPTS:
+            c = connect(sv.addr)
+            c.request("POST", "/completion", body=json.dumps(
+                dict(prompt=p, n_predict=1500, stream=True)))
+            conns.append(c)
+            resps.append(c.getresponse())
+            got.append(b"")
+        for i, r in enumerate(resps):
+            while got[i].count(b"data: ") < 50:
+                got[i] += r.read1(4096)
+        d.kill()
+        d.restart()
+        out = []
+        for i, r in enumerate(resps):
+            got[i] += r.read()
+            conns[i].close()
+            out.append([json.loads(b[6:]) for b in got[i].decode().split(
+                "\n\n") if b.strip()])
+        return out
+
+    def test_restart_without_state(self) -> None:
+        # evictd restarted WITHOUT its state while four requests decode in
+        # the same batches: each next step is 404 unknown_session, serve
+        # re-homes those sessions within the iteration (adopts what its
+        # cache holds, sends the items again), and every stream goes on
+        # with the text of an undisturbed one.
         d = Daemon(TMP.name)
         sv = Server(d.url, *SETTINGS)
         try:
-            c = connect(sv.addr)
-            c.request("POST", "/completion", body=json.dumps(
-                dict(prompt=PROMPTS[1], n_predict=3000, stream=True)))
-            r = c.getresponse()
-            got = b""
-            while got.count(b"data: ") < 50:
-                got += r.read1(4096)
-            d.kill()
-            d.restart()
-            got += r.read()
-            c.close()
-            last = json.loads(got.decode().strip().split("\n\n")[-1][6:])
-            self.assertEqual(last["error"]["code"], "session_lost", last)
-            self.assertIn("lost the session", last["error"]["message"])
+            solo = [stream(sv.addr, p, 1500)[0] for p in PROMPTS]
+            for p, ev in zip(PROMPTS, self.restart_midway(sv, d)):
+                self.assertEqual(ev[-1].get("stop_type"), "limit", ev[-1])
+                self.assertEqual("".join(e["content"] for e in ev[:-1]),
+                                 solo[PROMPTS.index(p)])
+            m = serve_metrics(sv.addr)
+            self.assertEqual(
+                m['evictd_llama_rehomes_total{cause="unknown_session"}'], 4)
+            self.assertEqual(m["evictd_llama_requests_failed_total"], 0)
+            self.assertEqual(evictd_metric(d, "evictd_adoptions_created_total"),
+                             4)
+            self.assertEqual(wait_sessions(d, 0), 0)
+        finally:
+            sv.stop()
+            d.stop()
+
+    def test_restart_without_state_negative_control(self) -> None:
+        # The same with re-homing off (serve as it was): each request fails
+        # with session_lost (the answers' size gives it away), the server
+        # goes on serving.
+        d = Daemon(TMP.name)
+        sv = Server(d.url, *SETTINGS, env={"EVICTD_LLAMA_REHOME": "off"})
+        try:
+            for ev in self.restart_midway(sv, d):
+                self.assertEqual(ev[-1]["error"]["code"], "session_lost",
+                                 ev[-1])
+                self.assertIn("lost the session", ev[-1]["error"]["message"])
             self.assertEqual(wait_sessions(d, 0), 0)
             out = complete(sv.addr, PROMPTS[0], 80)
             self.assertEqual(out["content"], generate(PROMPTS[0], 80))

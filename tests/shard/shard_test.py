@@ -127,7 +127,8 @@ def free_port():
 def render_nginx(tmp, backends, port):
     """deploy/nginx-shard.conf with our instances and port, wrapped in a
     minimal nginx.conf whose every path is under tmp."""
-    conf = open(TEMPLATE).read()
+    with open(TEMPLATE) as f:
+        conf = f.read()
     servers = re.findall(r"^    server (\S+)(.*);\n", conf, re.M)
     expect(servers, "nginx-shard.conf: no `server` lines in the upstream")
     options = servers[0][1]  # e.g. " max_fails=0", kept for ours

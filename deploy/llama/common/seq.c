@@ -14,6 +14,12 @@ int seq_init(seq_t *s, int32_t id, const char *session, pos_mode_t mode) {
 
 void seq_free(seq_t *s) { posmap_free(&s->map); }
 
+void seq_start(seq_t *s, const evd_session_cfg_t *cfg) {
+  s->held = 1;
+  s->newest = s->committed = 0;
+  s->cfg = *cfg;
+}
+
 int seq_open(link_t *l, seq_t *s, const evd_session_cfg_t *cfg,
              evd_view_t *v, fault_t *f) {
   if (link_create(l, s->session, cfg, v, f) != 0)
@@ -23,20 +29,24 @@ int seq_open(link_t *l, seq_t *s, const evd_session_cfg_t *cfg,
     return fault_set(f, 409, "session_exists", "session %s exists and has "
                      "moved past position 0; delete it or pick another "
                      "session id", s->session);
-  s->held = 1;
+  seq_start(s, &(evd_session_cfg_t){v->budget, v->sinks, v->lookahead,
+                                    v->page_size});
   return 0;
 }
 
-int seq_fork(link_t *l, const seq_t *from, seq_t *to, lm_t *lm,
-             uint32_t newest, fault_t *f) {
+int seq_fork(link_t *l, seq_t *from, seq_t *to, lm_t *lm, uint32_t newest,
+             fault_t *f) {
   evd_view_t v;
-  if (link_fork(l, from->session, to->session, &v, f) != 0)
+  if (seq_fork_session(l, from, to->session, &v, f) != 0)
     return -1;
   if (!v.created && (v.size != from->held || v.newest != newest))
     return fault_set(f, 409, "session_exists", "session %s exists already; "
                      "delete it or pick another session id", to->session);
   to->created = true;
   to->held = from->held;
+  to->newest = from->newest;
+  to->committed = from->committed;
+  to->cfg = from->cfg;
   llama_memory_seq_cp(lm->mem, from->id, to->id, -1, -1);
   if (posmap_copy(&to->map, &from->map) != 0)
     return fault_set(f, 500, "out_of_memory", "out of memory");

@@ -103,8 +103,8 @@ int gen_step(gen_t *g, sample_t *s, const uint32_t *pos, size_t n,
   fault_t f;
   dump_step(g->dump, s->s.id, pos, n, tentative,
             commit ? (int64_t)commit_at : -1);
-  if (link_send(&g->link, &(link_req_t){.op = LINK_STEP, .steps = &st,
-                                        .answer = a}, &f) != 0)
+  if (seq_change(&g->link, &s->s, &(link_req_t){.op = LINK_STEP,
+                 .steps = &st, .answer = a}, &f) != 0)
     return gen_fault(&f);
   return 0;
 }
@@ -221,11 +221,10 @@ int gen_fork_and_start(gen_t *g) {
 static int send_all(gen_t *g, uint32_t k, evd_answer_t *one) {
   fault_t f;
   if (g->n_samples == 1)
-    return link_send(&g->link, &(link_req_t){.op = LINK_STEP,
-                     .steps = g->steps, .answer = one}, &f) ? gen_fault(&f)
-                                                            : 0;
-  if (link_send(&g->link, &(link_req_t){.op = LINK_BATCH, .steps = g->steps,
-                .n = k, .results = g->results}, &f) != 0)
+    return seq_change(&g->link, &g->samples[0].s, &(link_req_t){
+                      .op = LINK_STEP, .steps = g->steps, .answer = one},
+                      &f) ? gen_fault(&f) : 0;
+  if (seq_batch(&g->link, g->sq, g->steps, k, g->results, &f) != 0)
     return gen_fault(&f);
   for (uint32_t j = 0; j < k; j++)
     if (link_item(&g->results[j], g->steps[j].session, &f) != 0)
@@ -244,6 +243,7 @@ int gen_iterate(gen_t *g, bool *more) {
       continue;
     g->pos[k] = s->n;
     g->idx[k] = i;
+    g->sq[k] = &s->s;
     g->steps[k] = (evd_step_t){.session = s->s.session,
                                .positions = &g->pos[k], .n_positions = 1};
     dump_step(g->dump, s->s.id, &g->pos[k], 1, false, -1);
@@ -291,8 +291,8 @@ int gen_rewind(gen_t *g, sample_t *s) {
   evd_answer_t a;
   fault_t f;
   dump_truncate(g->dump, s->s.id, from);
-  if (link_send(&g->link, &(link_req_t){.op = LINK_TRUNCATE,
-                .session = s->s.session, .at = from, .answer = &a}, &f) != 0)
+  if (seq_change(&g->link, &s->s, &(link_req_t){.op = LINK_TRUNCATE,
+                 .session = s->s.session, .at = from, .answer = &a}, &f) != 0)
     return gen_fault(&f);
   if (gen_follow(g, s, &a, 0) != 0)
     return 1;

@@ -100,7 +100,8 @@ static int setup(gen_t *g) {
   g->steps = calloc(g->n_samples, sizeof(*g->steps));
   g->results = calloc(g->n_samples, sizeof(*g->results));
   g->idx = calloc(g->n_samples, sizeof(*g->idx));
-  if (!g->samples || !g->steps || !g->results || !g->idx)
+  g->sq = calloc(g->n_samples, sizeof(*g->sq));
+  if (!g->samples || !g->steps || !g->results || !g->idx || !g->sq)
     return gen_fail("out of memory");
   char base[SEQ_ID_MAX + 1];
   if (o->session != NULL) {
@@ -264,11 +265,19 @@ static void print_stats(gen_t *g) {
           posmap_name(g->o->positions));
   evd_client_stats_t cs;
   evd_client_stats(g->link.c, &cs);
+  const link_counts_t *n = &g->link.n;
   fprintf(stderr, "evictd-llama: evictd: %llu requests, %llu resends, "
-          "%llu replayed, %llu connections\n",
+          "%llu replayed, %llu connections, %llu re-homes (%llu lost, "
+          "%llu diverged, %llu fresh)\n",
           (unsigned long long)cs.requests, (unsigned long long)cs.resends,
           (unsigned long long)cs.replayed,
-          (unsigned long long)cs.connections);
+          (unsigned long long)cs.connections,
+          (unsigned long long)(n->rehomes[LINK_LOST] +
+                               n->rehomes[LINK_DIVERGED] +
+                               n->rehomes[LINK_FRESH]),
+          (unsigned long long)n->rehomes[LINK_LOST],
+          (unsigned long long)n->rehomes[LINK_DIVERGED],
+          (unsigned long long)n->rehomes[LINK_FRESH]);
   if (g->has_draft)
     fprintf(stderr, "evictd-llama: drafts accepted %llu of %llu\n",
             (unsigned long long)g->accepted, (unsigned long long)g->drafted);
@@ -340,6 +349,7 @@ static void release(gen_t *g) {
   free(g->steps);
   free(g->results);
   free(g->idx);
+  free(g->sq);
   free(g->pos);
   free(g->abs[0]);
   free(g->abs[1]);

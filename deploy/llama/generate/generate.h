@@ -81,6 +81,7 @@ typedef struct gen_s {
   evd_batch_result_t *results;
   uint32_t *pos;
   uint32_t *idx;
+  seq_t **sq;           /* the sequence of each step */
   uint32_t *abs[2];     /* the absolute position of each token of the
                            target's [0] and the draft's [1] batch */
   /* speculative state (one sequence) */

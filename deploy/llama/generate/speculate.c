@@ -136,9 +136,9 @@ int gen_settle(gen_t *g) {
   evd_answer_t a;
   fault_t f;
   dump_commit(g->dump, s->s.id, g->commit_at);
-  if (link_send(&g->link, &(link_req_t){.op = LINK_COMMIT,
-                .session = s->s.session, .at = g->commit_at, .answer = &a},
-                &f) != 0)
+  if (seq_change(&g->link, &s->s, &(link_req_t){.op = LINK_COMMIT,
+                 .session = s->s.session, .at = g->commit_at, .answer = &a},
+                 &f) != 0)
     return gen_fault(&f);
   if (gen_follow(g, s, &a, 0) != 0)
     return 1;

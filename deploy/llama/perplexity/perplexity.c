@@ -109,6 +109,7 @@ typedef struct state_s {
   lm_t lm;
   link_t link;
   seq_t *seqs;          /* [0] full attention (no session), then policies */
+  seq_t **sq;           /* the sequence of each step */
   evd_step_t *steps;
   evd_batch_result_t *res;
   uint32_t *pos;
@@ -137,9 +138,9 @@ static int step_all(state_t *st, uint32_t p) {
     st->pos[i] = p;
     st->steps[i] = (evd_step_t){.session = st->seqs[i + 1].session,
                                 .positions = &st->pos[i], .n_positions = 1};
+    st->sq[i] = &st->seqs[i + 1];
   }
-  if (link_send(&st->link, &(link_req_t){.op = LINK_BATCH,
-                .steps = st->steps, .n = n, .results = st->res}, &f) != 0)
+  if (seq_batch(&st->link, st->sq, st->steps, n, st->res, &f) != 0)
     return fail("%s", f.msg);
   for (uint32_t i = 0; i < n; i++)
     if (link_item(&st->res[i], st->steps[i].session, &f) != 0)
@@ -187,7 +188,8 @@ static int policies(state_t *st, uint32_t t) {
   st->steps = calloc(r->n_pol, sizeof(*st->steps));
   st->res = calloc(r->n_pol, sizeof(*st->res));
   st->pos = calloc(r->n_pol, sizeof(*st->pos));
-  if (!r->pol || !st->seqs || !st->steps || !st->res || !st->pos)
+  st->sq = calloc(r->n_pol, sizeof(*st->sq));
+  if (!r->pol || !st->seqs || !st->steps || !st->res || !st->pos || !st->sq)
     return fail("out of memory");
   snprintf(r->pol[0].name, sizeof(r->pol[0].name), "full");
   for (uint32_t b = 0; b < r->n_budgets; b++)
@@ -270,6 +272,7 @@ out_mem:
   free(st.steps);
   free(st.res);
   free(st.pos);
+  free(st.sq);
 out_model:
   free(toks);
   lm_close(&st.lm);

@@ -47,6 +47,7 @@ struct engine_s {
   evd_step_t *steps;
   evd_batch_result_t *results;
   choice_t **stepped;     /* the choice of each step */
+  seq_t **sq;             /* and its sequence */
   uint32_t *pos;
   uint64_t tokens;        /* this iteration's */
   pthread_t thread;
@@ -81,7 +82,9 @@ static void end_task(engine_t *e, task_t *t, const fault_t *f, bool quick) {
 }
 
 /* Takes a task into free slots: its choices' sessions are its id (one
- * choice) or ID.I; the first holds the prompt. */
+ * choice) or ID~I; the first holds the prompt. (nginx's key is an id up to
+ * its first '~', so that in a pool the forks' children live on their
+ * parent's instance, where the fork makes them: deploy/SCALING.md.) */
 static void admit(engine_t *e, task_t *t) {
   fault_t f;
   uint32_t k = 0;
@@ -90,7 +93,7 @@ static void admit(engine_t *e, task_t *t) {
     if (c->task != NULL)
       continue;
     char id[SEQ_ID_MAX + 1];
-    snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s.%u", t->id, k);
+    snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u", t->id, k);
     if (seq_init(&c->s, (int32_t)i, id, POS_ORIGINAL) != 0 ||
         reserve(c, t->n_prompt + 2) != 0) {
       seq_free(&c->s);
@@ -103,7 +106,7 @@ static void admit(engine_t *e, task_t *t) {
     c->n = c->tokens = 0;
     /* The first choice's session is made by its first step (a new one
      * holds position 0), the others' by the fork. */
-    c->s.held = 1;
+    seq_start(&c->s, &e->cfg);
     c->s.created = c->index == 0;
     c->smp.temp = t->want.temp;
     c->smp.top_p = t->want.top_p;
@@ -209,6 +212,7 @@ static size_t plan(engine_t *e) {
                                  .positions = &e->pos[np],
                                  .n_positions = cnt,
                                  .create = c->index == 0 ? &e->cfg : NULL};
+      e->sq[k] = &c->s;
       e->stepped[k++] = c;
     }
     np += cnt;
@@ -279,9 +283,8 @@ static void iterate(engine_t *e) {
   fault_t f;
   size_t k = plan(e);
   e->tokens = 0;
-  if (k > 0 && link_send(&e->link, &(link_req_t){.op = LINK_BATCH,
-                         .steps = e->steps, .n = k, .results = e->results},
-                         &f) != 0) {
+  if (k > 0 &&
+      seq_batch(&e->link, e->sq, e->steps, k, e->results, &f) != 0) {
     say("%s\n", f.msg);
     /* evictd unreachable: its sessions are deleted best effort only. */
     fail_all(e, &f, f.status == 503);
@@ -324,7 +327,7 @@ static void iterate(engine_t *e) {
   evd_client_stats_t cs;
   evd_client_stats(e->link.c, &cs);
   tq_count(e->q, e->tokens, k, t1 - t0, t2 - t1, clock_now() - t0, e->used,
-           &cs);
+           &cs, &e->link.n, e->link.per_session);
 }
 
 /* Ends the tasks whose client went away, before the next pass. */
@@ -396,6 +399,7 @@ static void engine_free(engine_t *e) {
   free(e->steps);
   free(e->results);
   free(e->stepped);
+  free(e->sq);
   free(e->pos);
   link_close(&e->link);
   free(e);
@@ -435,8 +439,10 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   e->steps = calloc(e->n_slot, sizeof(*e->steps));
   e->results = calloc(e->n_slot, sizeof(*e->results));
   e->stepped = calloc(e->n_slot, sizeof(*e->stepped));
+  e->sq = calloc(e->n_slot, sizeof(*e->sq));
   e->pos = calloc(batch, sizeof(*e->pos));
-  if (!e->slot || !e->steps || !e->results || !e->stepped || !e->pos) {
+  if (!e->slot || !e->steps || !e->results || !e->stepped || !e->sq ||
+      !e->pos) {
     snprintf(err, errlen, "out of memory");
     goto fail;
   }

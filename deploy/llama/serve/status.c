@@ -55,6 +55,15 @@ enum MHD_Result status_metrics(call_t *c) {
        "evictd client opened.", (double)s.connections},
       {"evictd_llama_evictd_resends_total", "counter", "Requests the evictd "
        "client sent again.", (double)s.resends},
+      {"evictd_llama_evictd_gateway_resends_total", "counter", "Requests "
+       "sent again after a proxy's 502 or 504 (an instance behind nginx "
+       "down).", (double)s.link.gateway},
+      {"evictd_llama_evictd_creates_total", "counter", "Sessions created "
+       "with PUT after their first step met unknown_session (a daemon "
+       "with --no-autocreate).", (double)s.link.creates},
+      {"evictd_llama_evictd_per_session", "gauge", "1 when evictd's URL "
+       "refused POST /step (421: nginx in front of a pool) and steps go one "
+       "session per request.", s.per_session},
       {"evictd_llama_evictd_seconds_total", "counter", "Time spent waiting "
        "for evictd.", s.evictd_s},
       {"evictd_llama_decode_seconds_total", "counter", "Time spent in "
@@ -76,6 +85,17 @@ enum MHD_Result status_metrics(call_t *c) {
   for (int i = 0; i < 4; i++)
     evd_prom_line(&b, "evictd_llama_requests_finished_total{outcome=\"%s\"} "
                   "%llu\n", outcome[i], (unsigned long long)count[i]);
+  evd_prom_family(&b, "evictd_llama_rehomes_total", "counter",
+                  "Sessions re-homed (adopted in the state the engine's "
+                  "cache holds, then the change sent again), by cause: "
+                  "unknown_session (the daemon did not hold it), diverged "
+                  "(it held another window), size (without the "
+                  "precondition, an answer from a fresh window).");
+  const char *cause[] = {[LINK_LOST] = "unknown_session",
+                         [LINK_DIVERGED] = "diverged", [LINK_FRESH] = "size"};
+  for (int i = 0; i < LINK_CAUSES; i++)
+    evd_prom_line(&b, "evictd_llama_rehomes_total{cause=\"%s\"} %llu\n",
+                  cause[i], (unsigned long long)s.link.rehomes[i]);
   evd_prom_family(&b, "evictd_llama_evictd_round_trip_seconds", "histogram",
                   "evictd's answer to an iteration's batch of steps, from "
                   "send to answer.");

@@ -238,7 +238,8 @@ void tq_drain(tq_t *q, const fault_t *f) {
 
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, double evictd_s,
               double decode_s, double total_s, uint32_t sequences,
-              const evd_client_stats_t *cs) {
+              const evd_client_stats_t *cs, const link_counts_t *lc,
+              bool per_session) {
   pthread_mutex_lock(&q->mu);
   stats_t *s = &q->stats;
   s->iterations++;
@@ -250,6 +251,8 @@ void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, double evictd_s,
   s->sequences = sequences;
   s->connections = cs->connections;
   s->resends = cs->resends;
+  s->link = *lc;
+  s->per_session = per_session;
   if (steps > 0)
     evd_histogram_observe(&s->evictd_rtt, evictd_s);
   pthread_mutex_unlock(&q->mu);
