@@ -257,6 +257,57 @@ class Serve(unittest.TestCase):
         self.assertLess(batches, 2 * n)
         self.assertEqual(wait_sessions(EVD, 0), 0)
 
+    def test_steps_go_ahead(self) -> None:
+        # The next iteration's steps go to evictd before this iteration's
+        # pass: nearly every step of a long generation goes ahead, the
+        # text is the one decoded without (EVICTD_LLAMA_PIPELINE=off, the
+        # benchmarks' before), alone and beside others, with n choices
+        # (whose first choice must not step ahead of its fork).
+        n = 120
+        before = serve_metrics(SERVER.addr)
+        got = [None] * 3
+
+        def run(i: int) -> None:
+            got[i] = complete(SERVER.addr, PROMPTS[i], n)["content"]
+
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        after = serve_metrics(SERVER.addr)
+        ahead = (after["evictd_llama_steps_ahead_total"] -
+                 before["evictd_llama_steps_ahead_total"])
+        steps = (after["evictd_llama_steps_total"] -
+                 before["evictd_llama_steps_total"])
+        # Each choice's first step (its session's creation) and those
+        # after its last token do not go ahead; the rest do.
+        self.assertGreaterEqual(ahead, 3 * (n - 4))
+        self.assertLessEqual(ahead, steps)
+        off = Server(EVD.url, *SETTINGS, "--parallel", "4",
+                     env={"EVICTD_LLAMA_PIPELINE": "off"})
+        try:
+            m0 = serve_metrics(off.addr)["evictd_llama_steps_ahead_total"]
+            for i in range(3):
+                self.assertEqual(complete(off.addr, PROMPTS[i], n)["content"],
+                                 got[i])
+            self.assertEqual(
+                serve_metrics(off.addr)["evictd_llama_steps_ahead_total"],
+                m0)
+            body = dict(prompt=PROMPTS[3], max_tokens=40, n=3,
+                        temperature=0.9, seed=5)
+            outs = []
+            for addr in (SERVER.addr, off.addr):
+                st, _, raw = request(addr, "POST", "/v1/completions", body)
+                self.assertEqual(st, 200, raw)
+                outs.append([c["text"] for c in
+                             json.loads(raw)["choices"]])
+            self.assertEqual(outs[0], outs[1])
+            self.assertEqual(len(set(outs[0])), 3)
+        finally:
+            off.stop()
+        self.assertEqual(wait_sessions(EVD, 0), 0)
+
     def test_disconnect(self) -> None:
         s = socket.create_connection(tuple_addr(SERVER.addr))
         body = json.dumps(dict(prompt=PROMPTS[2], n_predict=4000,

@@ -297,16 +297,20 @@ out:
   return rc;
 }
 
-int seq_batch(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
-              evd_batch_result_t *res, fault_t *f) {
+void seq_batch_send(link_t *l, seq_t *const *sq, evd_step_t *steps,
+                    size_t n) {
   for (size_t i = 0; i < n; i++) {
     steps[i].has_expect = l->expect;
     steps[i].expect_newest = sq[i]->newest;
   }
-  link_unkeep(l);
+  if (!l->per_session)
+    link_batch_send(l, steps, n);
+}
+
+int seq_batch_recv(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
+                   evd_batch_result_t *res, fault_t *f) {
   if (!l->per_session) {
-    int rc = link_send(l, &(link_req_t){.op = LINK_BATCH, .steps = steps,
-                                        .n = n, .results = res}, f);
+    int rc = link_batch_recv(l, steps, n, res, f);
     if (rc == 0) {
       /* The verdict depends on what the engine holds, not on the newest,
        * so settle() finds the same for the items recorded here. */
@@ -335,4 +339,11 @@ int seq_batch(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
       return rc;
   }
   return 0;
+}
+
+int seq_batch(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
+              evd_batch_result_t *res, fault_t *f) {
+  link_unkeep(l);
+  seq_batch_send(l, sq, steps, n);
+  return seq_batch_recv(l, sq, steps, n, res, f);
 }

@@ -137,6 +137,26 @@ int link_send(link_t *l, const link_req_t *r, fault_t *f) {
   return rc;
 }
 
+void link_batch_send(link_t *l, const evd_step_t *steps, size_t n) {
+  l->sent = evd_client_batch_send(l->c, steps, n);
+}
+
+int link_batch_recv(link_t *l, const evd_step_t *steps, size_t n,
+                    evd_batch_result_t *res, fault_t *f) {
+  link_req_t r = {.op = LINK_BATCH, .steps = steps, .n = n, .results = res};
+  int rc = l->sent != 0 ? l->sent : evd_client_batch_recv(l->c, res);
+  if (rc == 0) {
+    l->gone = false;
+    return 0;
+  }
+  /* Not sent, or a proxy's 502/504: again, as link_send sends. (The
+   * client itself resent what it may while it waited for the answer.) */
+  if (l->sent != 0 || gateway(l->c, rc))
+    return link_send(l, &r, f);
+  client_fault(l->c, what[LINK_BATCH], NULL, f);
+  return rc;
+}
+
 bool link_refused(const link_t *l, int rc, const char *code) {
   return rc == EVD_CLIENT_EAPI &&
          strcmp(evd_client_error(l->c)->code, code) == 0;

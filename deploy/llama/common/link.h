@@ -72,6 +72,7 @@ typedef struct link_s {
   bool per_session;         /* the URL refused POST /step with 421 (nginx
                                in front of a pool): one step per request */
   link_counts_t n;
+  int sent;                 /* link_batch_send's outcome, for its recv */
   void **kept;              /* link_keep's copies, freed by link_unkeep */
   size_t n_kept, cap_kept;
 } link_t;
@@ -121,6 +122,18 @@ typedef struct link_req_s {
  * step of session S: 400 invalid_sinks: ..." with status 502, or "the
  * step of session S failed: connection_failed: ..." with 503). */
 int link_send(link_t *l, const link_req_t *r, fault_t *f);
+
+/* A batch in two halves, for an engine that decodes while evictd
+ * answers: link_batch_send writes it and returns; the caller does other
+ * work (with nothing else of the link's: the client refuses every other
+ * call meanwhile) and link_batch_recv waits for the answers, then does
+ * what link_send does with them. steps are borrowed until recv returns.
+ * A send that could not go (no connection) is no failure yet: recv sends
+ * the batch again under link_send's rules. send returns nothing to act
+ * on; recv returns what link_send would, with f set. */
+void link_batch_send(link_t *l, const evd_step_t *steps, size_t n);
+int link_batch_recv(link_t *l, const evd_step_t *steps, size_t n,
+                    evd_batch_result_t *res, fault_t *f);
 
 /* Whether the last failure of l's client was code ("unknown_session",
  * "diverged", ...) in an answer of the daemon's (EVD_CLIENT_EAPI). */

@@ -110,6 +110,20 @@ int seq_change(link_t *l, seq_t *s, const link_req_t *r, fault_t *f);
 int seq_batch(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
               evd_batch_result_t *res, fault_t *f);
 
+/* seq_batch in two halves, for serve's engine, which sends the next
+ * iteration's steps before this iteration's llama_decode and reads their
+ * answers after it (link_batch_send/recv): send records each step's
+ * precondition and writes the batch (nothing when the link steps one
+ * session per request: recv then does it); recv is seq_batch from the
+ * answers on. Between the two, nothing else may use the link, and what the
+ * engine holds (the map, held) must be what it will be when the answers
+ * are followed: recv re-homes from it. send keeps the answers link_keep
+ * made (seq_batch frees them first). */
+void seq_batch_send(link_t *l, seq_t *const *sq, evd_step_t *steps,
+                    size_t n);
+int seq_batch_recv(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
+                   evd_batch_result_t *res, fault_t *f);
+
 /* evictd's fork of from into session `into` (its view in *v), expecting
  * from's newest, from re-homed as seq_change does when its daemon lost it
  * or holds another window (seq_fork's first half). 0, or non-zero with f

@@ -3,7 +3,10 @@
  * positions; then evictd forks its session and llama.cpp copies its cells
  * into the others (the prompt decoded once), and every choice draws its
  * first token from the prompt's last logits with a generator of its own.
- * Positions are the tokens' absolute positions. */
+ * Positions are the tokens' absolute positions. A step needs positions
+ * alone, not tokens, so the next iteration's steps go to evictd before
+ * this iteration's llama_decode and are answered while it runs
+ * (pipelining: the round trip leaves the critical path). */
 #include "serve/engine.h"
 
 #include <stdio.h>
@@ -15,43 +18,8 @@
 #include "common/grow.h"
 #include "common/sampler.h"
 #include "common/seq.h"
+#include "serve/engine_int.h"
 #include "serve/text.h"
-
-/* One sequence: a choice of a task. */
-typedef struct choice_s {
-  seq_t s;                /* id: the slot's index */
-  task_t *task;           /* NULL: the slot is free */
-  uint32_t index;         /* the choice's number in its task */
-  llama_token *hist;      /* the token at each position; hist[n] pending */
-  size_t cap;
-  uint32_t n;             /* positions below n are computed */
-  uint32_t chunk;         /* positions this iteration's step adds */
-  int32_t out;            /* its row of logits in the pass, or -1 */
-  uint32_t tokens;        /* generated */
-  sampler_t smp;
-  text_t text;
-  bool forked;            /* a choice past the first has its prompt */
-  bool failed;            /* its step was refused: its task fails */
-  fault_t fault;
-} choice_t;
-
-struct engine_s {
-  const serve_opts_t *o;
-  lm_t *lm;
-  tq_t *q;
-  link_t link;
-  evd_session_cfg_t cfg;
-  uint32_t budget, sinks, lookahead;
-  choice_t *slot;         /* --parallel of them */
-  uint32_t n_slot, used;
-  evd_step_t *steps;
-  evd_batch_result_t *results;
-  choice_t **stepped;     /* the choice of each step */
-  seq_t **sq;             /* and its sequence */
-  uint32_t *pos;
-  uint64_t tokens;        /* this iteration's */
-  pthread_t thread;
-};
 
 #define say(...) fprintf(stderr, "evictd-llama serve: " __VA_ARGS__)
 
@@ -69,6 +37,7 @@ static void leave(engine_t *e, choice_t *c, bool quick) {
   seq_free(&c->s);
   text_clear(&c->text);
   c->task = NULL;
+  c->ahead = false;
   e->used--;
 }
 
@@ -188,38 +157,6 @@ static void fail_all(engine_t *e, const fault_t *f, bool quick) {
       end_task(e, e->slot[i].task, f, quick);
 }
 
-/* The steps of this iteration: a prompt chunk (position 0, the BOS, needs
- * none) or the pending token of every choice that decodes. */
-static size_t plan(engine_t *e) {
-  size_t k = 0, np = 0;
-  for (uint32_t i = 0; i < e->n_slot; i++) {
-    choice_t *c = &e->slot[i];
-    c->chunk = 0;
-    c->out = -1;
-    if (c->task == NULL || (c->index > 0 && !c->forked))
-      continue;
-    uint32_t first = c->n, cnt = 1, n_prompt = c->task->n_prompt;
-    if (c->n < n_prompt) {
-      first = c->n == 0 ? 1 : c->n;
-      uint32_t end = first + e->lookahead;
-      cnt = (end > n_prompt ? n_prompt : end) - first;
-    }
-    c->chunk = cnt;
-    for (uint32_t j = 0; j < cnt; j++)
-      e->pos[np + j] = first + j;
-    if (cnt > 0) {
-      e->steps[k] = (evd_step_t){.session = c->s.session,
-                                 .positions = &e->pos[np],
-                                 .n_positions = cnt,
-                                 .create = c->index == 0 ? &e->cfg : NULL};
-      e->sq[k] = &c->s;
-      e->stepped[k++] = c;
-    }
-    np += cnt;
-  }
-  return k;
-}
-
 /* ONE pass of every choice that decodes; -1 when llama.cpp failed. */
 static int pass(engine_t *e, fault_t *f) {
   char err[256];
@@ -277,44 +214,78 @@ static void draw_all(engine_t *e) {
   }
 }
 
-/* One iteration of every running choice. */
+/* The answer choice c follows this iteration: item j of e->now, or its
+ * step's that went ahead. */
+static const evd_answer_t *answer_of(engine_t *e, const choice_t *c,
+                                     size_t j, size_t k) {
+  return j < k ? &e->now.results[j].answer : &c->got;
+}
+
+/* One iteration of every running choice: the steps not sent ahead, the
+ * next iteration's steps sent, ONE pass, the answers followed, the next
+ * steps' answers read, then the tokens drawn. */
 static void iterate(engine_t *e) {
-  double t0 = clock_now();
+  double t0 = clock_now(), t_evd;
   fault_t f;
-  size_t k = plan(e);
+  size_t m, k = steps_now(e, &m), k_next = 0;
   e->tokens = 0;
-  if (k > 0 &&
-      seq_batch(&e->link, e->sq, e->steps, k, e->results, &f) != 0) {
+  link_unkeep(&e->link);
+  if (k > 0 && seq_batch(&e->link, e->now.sq, e->now.steps, k,
+                         e->now.results, &f) != 0) {
     say("%s\n", f.msg);
     /* evictd unreachable: its sessions are deleted best effort only. */
     fail_all(e, &f, f.status == 503);
     return;
   }
-  double t1 = clock_now();
   for (size_t j = 0; j < k; j++) {
-    choice_t *c = e->stepped[j];
-    if (link_item(&e->results[j], c->s.session, &c->fault) != 0) {
-      say("%s\n", c->fault.msg);
-      c->failed = true; /* its task fails after the pass */
+    choice_t *c = e->now.who[j];
+    c->failed = link_item(&e->now.results[j], c->s.session, &c->fault) != 0;
+  }
+  if ((k_next = steps_ahead(e)) > 0)
+    seq_batch_send(&e->link, e->next.sq, e->next.steps, k_next);
+  double t1 = clock_now();
+  t_evd = t1 - t0;
+  int rc = pass(e, &f);
+  double t2 = clock_now();
+  /* Follow the answers (llama.cpp alone: a failure ends its task once the
+   * batch ahead is read), then read the batch ahead, whose re-homing
+   * adopts what the caches hold now. */
+  for (size_t j = 0; rc == 0 && j < k + m; j++) {
+    choice_t *c = j < k ? e->now.who[j] : e->early[j - k];
+    fault_t g;
+    if (!c->failed && seq_follow(&c->s, e->lm, answer_of(e, c, j, k),
+                                 c->chunk, NULL, &g) != 0) {
+      c->fault = g;
+      c->failed = true;
     }
   }
-  if (pass(e, &f) != 0) {
+  if (k_next > 0) {
+    double t3 = clock_now();
+    if (seq_batch_recv(&e->link, e->next.sq, e->next.steps, k_next,
+                       e->next.results, &f) != 0) {
+      if (rc == 0)
+        say("%s\n", f.msg);
+      fail_all(e, &f, f.status == 503);
+      return;
+    }
+    for (size_t j = 0; j < k_next; j++)
+      if (steps_keep(e, j) != 0) {
+        fault_set(&f, 500, "out_of_memory", "out of memory");
+        rc = -1;
+      }
+    t_evd += clock_now() - t3;
+  }
+  if (rc != 0) {
     say("%s\n", f.msg);
     fail_all(e, &f, false);
     return;
   }
-  double t2 = clock_now();
-  for (size_t j = 0; j < k; j++) {
-    choice_t *c = e->stepped[j];
-    if (c->task == NULL)
-      continue;
-    if (c->failed) {
+  for (size_t j = 0; j < k + m; j++) {
+    choice_t *c = j < k ? e->now.who[j] : e->early[j - k];
+    if (c->task != NULL && c->failed) {
+      say("%s\n", c->fault.msg);
       c->failed = false;
       end_task(e, c->task, &c->fault, false);
-    } else if (seq_follow(&c->s, e->lm, &e->results[j].answer, c->chunk,
-                          NULL, &f) != 0) {
-      say("%s\n", f.msg);
-      end_task(e, c->task, &f, false);
     }
   }
   for (uint32_t i = 0; i < e->n_slot; i++) {
@@ -326,8 +297,8 @@ static void iterate(engine_t *e) {
   draw_all(e);
   evd_client_stats_t cs;
   evd_client_stats(e->link.c, &cs);
-  tq_count(e->q, e->tokens, k, t1 - t0, t2 - t1, clock_now() - t0, e->used,
-           &cs, &e->link.n, e->link.per_session);
+  tq_count(e->q, e->tokens, k + k_next, k_next, t_evd, t2 - t1,
+           clock_now() - t0, e->used, &cs, &e->link.n, e->link.per_session);
 }
 
 /* Ends the tasks whose client went away, before the next pass. */
@@ -396,11 +367,16 @@ static void engine_free(engine_t *e) {
     sampler_free(&e->slot[i].smp);
   }
   free(e->slot);
-  free(e->steps);
-  free(e->results);
-  free(e->stepped);
-  free(e->sq);
-  free(e->pos);
+  for (uint32_t i = 0; e->slot != NULL && i < e->n_slot; i++)
+    free(e->slot[i].got_buf);
+  for (stepset_t *b = &e->now; b <= &e->next; b++) {
+    free(b->steps);
+    free(b->results);
+    free(b->who);
+    free(b->sq);
+    free(b->pos);
+  }
+  free(e->early);
   link_close(&e->link);
   free(e);
 }
@@ -436,16 +412,22 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   if (lm_context(lm, &lo, &o->lm, err, errlen) != 0)
     goto fail;
   e->slot = calloc(e->n_slot, sizeof(*e->slot));
-  e->steps = calloc(e->n_slot, sizeof(*e->steps));
-  e->results = calloc(e->n_slot, sizeof(*e->results));
-  e->stepped = calloc(e->n_slot, sizeof(*e->stepped));
-  e->sq = calloc(e->n_slot, sizeof(*e->sq));
-  e->pos = calloc(batch, sizeof(*e->pos));
-  if (!e->slot || !e->steps || !e->results || !e->stepped || !e->sq ||
-      !e->pos) {
+  e->early = calloc(e->n_slot, sizeof(*e->early));
+  bool oom = e->slot == NULL || e->early == NULL;
+  for (stepset_t *b = &e->now; b <= &e->next; b++) {
+    b->steps = calloc(e->n_slot, sizeof(*b->steps));
+    b->results = calloc(e->n_slot, sizeof(*b->results));
+    b->who = calloc(e->n_slot, sizeof(*b->who));
+    b->sq = calloc(e->n_slot, sizeof(*b->sq));
+    b->pos = calloc(batch, sizeof(*b->pos));
+    oom = oom || !b->steps || !b->results || !b->who || !b->sq || !b->pos;
+  }
+  if (oom) {
     snprintf(err, errlen, "out of memory");
     goto fail;
   }
+  const char *pl = getenv("EVICTD_LLAMA_PIPELINE");
+  e->pipeline = pl == NULL || strcmp(pl, "off") != 0;
   if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
     snprintf(err, errlen, "cannot start the engine thread");
     goto fail;

@@ -51,6 +51,9 @@ enum MHD_Result status_metrics(call_t *c) {
        "evictd batch and one llama_decode each).", (double)s.iterations},
       {"evictd_llama_steps_total", "counter", "Steps sent to evictd.",
        (double)s.steps},
+      {"evictd_llama_steps_ahead_total", "counter", "Steps sent to evictd "
+       "before the pass that precedes theirs, answered while it ran.",
+       (double)s.ahead},
       {"evictd_llama_evictd_connections_total", "counter", "Connections the "
        "evictd client opened.", (double)s.connections},
       {"evictd_llama_evictd_resends_total", "counter", "Requests the evictd "
@@ -65,7 +68,8 @@ enum MHD_Result status_metrics(call_t *c) {
        "refused POST /step (421: nginx in front of a pool) and steps go one "
        "session per request.", s.per_session},
       {"evictd_llama_evictd_seconds_total", "counter", "Time spent waiting "
-       "for evictd.", s.evictd_s},
+       "for evictd (what the passes did not hide of the steps sent ahead "
+       "of them).", s.evictd_s},
       {"evictd_llama_decode_seconds_total", "counter", "Time spent in "
        "llama_decode.", s.decode_s},
       {"evictd_llama_iteration_seconds_total", "counter", "Time of the "
@@ -97,8 +101,9 @@ enum MHD_Result status_metrics(call_t *c) {
     evd_prom_line(&b, "evictd_llama_rehomes_total{cause=\"%s\"} %llu\n",
                   cause[i], (unsigned long long)s.link.rehomes[i]);
   evd_prom_family(&b, "evictd_llama_evictd_round_trip_seconds", "histogram",
-                  "evictd's answer to an iteration's batch of steps, from "
-                  "send to answer.");
+                  "The time an iteration waited for evictd's answers (a "
+                  "batch sent at its start, and the part of the batch sent "
+                  "ahead that its pass did not hide).");
   evd_prom_histogram(&b, "evictd_llama_evictd_round_trip_seconds", "",
                      &s.evictd_rtt);
   if (b.oom) {

@@ -236,7 +236,8 @@ void tq_drain(tq_t *q, const fault_t *f) {
   pthread_mutex_unlock(&q->mu);
 }
 
-void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, double evictd_s,
+void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
+              double evictd_s,
               double decode_s, double total_s, uint32_t sequences,
               const evd_client_stats_t *cs, const link_counts_t *lc,
               bool per_session) {
@@ -245,6 +246,7 @@ void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, double evictd_s,
   s->iterations++;
   s->tokens += tokens;
   s->steps += steps;
+  s->ahead += ahead;
   s->evictd_s += evictd_s;
   s->decode_s += decode_s;
   s->total_s += total_s;

@@ -82,6 +82,7 @@ typedef struct stats_s {
   uint64_t ok, failed, cancelled;
   uint64_t tokens;        /* generated */
   uint64_t iterations, steps;
+  uint64_t ahead;         /* steps sent before the pass they precede */
   uint64_t connections, resends; /* the evictd client's */
   link_counts_t link;     /* re-homes, creates, a proxy's 502s */
   bool per_session;       /* evictd's URL refused batches (421) */
@@ -152,7 +153,8 @@ void tq_stop(tq_t *q);
 void tq_drain(tq_t *q, const fault_t *f);
 
 /* Adds one iteration's figures. */
-void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, double evictd_s,
+void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
+              double evictd_s,
               double decode_s, double total_s, uint32_t sequences,
               const evd_client_stats_t *cs, const link_counts_t *lc,
               bool per_session);
