@@ -13,7 +13,14 @@ BENCH_CTX (per-sequence context, default 256), BENCH_THREADS (default 2),
 BENCH_CONCURRENCY (default "1,8,32"), BENCH_KV (f16), BENCH_FA (off),
 BENCH_RUNS (runs per configuration, the median reported; default 1).
 Both servers run with as many slots / sequences as clients, so every
-client decodes from its first iteration on."""
+client decodes from its first iteration on. evictd-llama runs twice: as
+it is (each iteration's steps sent to evictd before the pass that
+precedes them, answered while it runs) and with EVICTD_LLAMA_PIPELINE=off
+(each iteration waits for its steps' answer before its pass: before the
+pipelining). Last, where an iteration's time goes (serve's /metrics),
+with and without the pipelining, serve pinned to CPU 0 and evictd (with
+the clients) to CPU 1 when taskset may: the sidecar with a core of its
+own."""
 
 import http.client
 import json
@@ -35,7 +42,10 @@ CONC = [int(x) for x in os.environ.get("BENCH_CONCURRENCY",
 KV = os.environ.get("BENCH_KV", "f16")
 FA = os.environ.get("BENCH_FA", "off")
 RUNS = int(os.environ.get("BENCH_RUNS", "1"))
-LOOKAHEAD = 16
+# serve decodes a prompt in chunks of the session's lookahead, one pass
+# each; llama-server in one pass. The prompts here are all shorter than 32
+# tokens, so both take one.
+LOOKAHEAD = 32
 PROMPTS = ["Once upon a time", "The little dog", "One day, a girl named",
            "Tom and his mom went", "The sun was", "A big red ball",
            "In the park there was", "The cat sat"]
@@ -83,9 +93,13 @@ def stream(port: int, prompt: str,
     time to first token), the tokens generated (the usage the server
     reports: a chunk may hold more than one token, or a token no text, when
     a character spans tokens), the text and the finish reason."""
+    # cache_prompt (llama-server's; serve ignores it): no reuse of a slot's
+    # cells from an earlier request with the same prompt, which serve
+    # does not do either, so that both decode every prompt.
     body = json.dumps({"prompt": prompt, "max_tokens": n, "stream": True,
                        "stream_options": {"include_usage": True},
-                       "temperature": 0, "model": "bench"})
+                       "temperature": 0, "model": "bench",
+                       "cache_prompt": False})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.monotonic()
     c.request("POST", "/v1/completions", body,
@@ -153,11 +167,13 @@ class Pair:
     """evictd on a Unix socket and evictd-llama serve beside it."""
 
     def __init__(self, evictd: str, engine: str, model: str, k: int,
-                 tmp: str) -> None:
+                 tmp: str, pipeline: bool = True,
+                 pin: Tuple[List[str], List[str]] = ([], [])) -> None:
         self.sock = os.path.join(tmp, "evictd-%d.sock" % k)
         self.evictd = subprocess.Popen(
-            [evictd, "--listen", "unix:" + self.sock, "--max-sessions",
-             "100000"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            pin[1] + [evictd, "--listen", "unix:" + self.sock,
+                      "--max-sessions", "100000"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(tmp, "evictd.log"), "ab"))
         for _ in range(200):
             if os.path.exists(self.sock):
@@ -165,7 +181,8 @@ class Pair:
             time.sleep(0.05)
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [engine, "serve", "-m", model, "--evictd", "unix:" + self.sock,
+            pin[0] + [engine, "serve", "-m", model, "--evictd",
+                      "unix:" + self.sock,
              "--host", "127.0.0.1", "--port", str(self.port),
              "--parallel", str(k), "--threads", str(THREADS),
              "--budget", str(CTX - LOOKAHEAD), "--sinks", "4",
@@ -173,7 +190,9 @@ class Pair:
              "--cache-type-v", KV, "--flash-attn", FA,
              "--n-predict-max", str(64 * CTX), "--queue", str(4 * k)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(tmp, "serve.log"), "ab"))
+            stderr=open(os.path.join(tmp, "serve.log"), "ab"),
+            env=dict(os.environ, EVICTD_LLAMA_PIPELINE="on" if pipeline
+                     else "off"))
         wait_ready(self.port, self.proc, "evictd-llama serve")
 
     def close(self) -> None:
@@ -197,6 +216,77 @@ class LlamaServer:
 
     def close(self) -> None:
         stop(self.proc)
+
+
+def metrics(port: int) -> dict:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    return {f[0]: float(f[1]) for f in (line.split() for line in
+                                        text.splitlines())
+            if len(f) == 2 and not f[0].startswith("#")}
+
+
+def pinning() -> Tuple[List[str], List[str], str]:
+    """taskset prefixes: serve on CPU 0, evictd on CPU 1 (this process
+    too: the clients share evictd's core), when the machine has two CPUs
+    and taskset may use them."""
+    try:
+        ok = (os.cpu_count() or 1) >= 2 and all(
+            subprocess.run(["taskset", "-c", c, "true"],
+                           capture_output=True).returncode == 0
+            for c in ("0", "1"))
+    except OSError:
+        ok = False
+    if not ok:
+        return [], [], "not pinned (taskset not allowed, or one CPU)"
+    os.sched_setaffinity(0, {1})
+    return (["taskset", "-c", "0"], ["taskset", "-c", "1"],
+            "serve on CPU 0, evictd and the clients on CPU 1")
+
+
+def breakdown(evictd: str, engine: str, models: List[str],
+              tmp: str) -> None:
+    """Where serve's iterations go, with and without the steps sent
+    ahead of the pass, from its /metrics over N completions of 400
+    tokens."""
+    srv_pin, evd_pin, how = pinning()
+    print("\n== where an iteration of evictd-llama serve goes (its /metrics;"
+          " %s; %d thread(s))" % (how, THREADS))
+    print("%-22s %4s %-13s %11s %11s %11s %9s" %
+          ("model", "conc", "steps", "iteration", "evictd wait",
+           "llama_decode", "ahead"))
+    for model in models:
+        for k in (1, 8):
+            for pipeline in (False, True):
+                srv = Pair(evictd, engine, model, k, tmp, pipeline,
+                           (srv_pin, evd_pin))
+                try:
+                    load(srv.port, k, 16)
+                    runs = []
+                    for _ in range(RUNS):
+                        m0 = metrics(srv.port)
+                        load(srv.port, k, 400)
+                        m1 = metrics(srv.port)
+                        d = {x: m1[x] - m0.get(x, 0) for x in m1}
+                        it = d["evictd_llama_iterations_total"]
+                        runs.append({
+                            "it": d["evictd_llama_iteration_seconds_total"]
+                            / it * 1e6,
+                            "evd": d["evictd_llama_evictd_seconds_total"]
+                            / it * 1e6,
+                            "dec": d["evictd_llama_decode_seconds_total"]
+                            / it * 1e6,
+                            "ahead": d["evictd_llama_steps_ahead_total"]
+                            / d["evictd_llama_steps_total"]})
+                    r = median_of(runs)
+                finally:
+                    srv.close()
+                print("%-22s %4d %-13s %9.0fus %9.0fus %10.0fus %8.0f%%" %
+                      (os.path.basename(model), k,
+                       "sent ahead" if pipeline else "waited for",
+                       r["it"], r["evd"], r["dec"], 100 * r["ahead"]))
 
 
 def median_of(runs: List[dict]) -> dict:
@@ -225,7 +315,10 @@ def main() -> None:
             for label, make in (("llama-server",
                                  lambda: LlamaServer(lserver, model, k, tmp)),
                                 ("evictd-llama",
-                                 lambda: Pair(evictd, engine, model, k, tmp))):
+                                 lambda: Pair(evictd, engine, model, k, tmp)),
+                                ("no pipelining",
+                                 lambda: Pair(evictd, engine, model, k, tmp,
+                                              False))):
                 srv = make()
                 try:
                     load(srv.port, min(k, 2), 8)  # warm-up
@@ -256,6 +349,7 @@ def main() -> None:
             print("%-22s %4d %-12s asked %d tokens (4x the context %d): got "
                   "%d, finish_reason %s" % (name, 1, label, n, CTX,
                                             got, finish or "-"))
+    breakdown(evictd, engine, models, tmp)
 
 
 if __name__ == "__main__":
