@@ -11,7 +11,9 @@ to first token and inter-token latency (p50, p99), then one generation of
 Environment: BENCH_TOKENS (tokens per completion, default 128),
 BENCH_CTX (per-sequence context, default 256), BENCH_THREADS (default 2),
 BENCH_CONCURRENCY (default "1,8,32"), BENCH_KV (f16), BENCH_FA (off),
-BENCH_RUNS (runs per configuration, the median reported; default 1).
+BENCH_RUNS (runs per configuration, the median reported; default 1),
+BENCH_PARTS ("table,breakdown": the side-by-side table, where an
+iteration goes).
 Both servers run with as many slots / sequences as clients, so every
 client decodes from its first iteration on. evictd-llama runs twice: as
 it is (each iteration's steps sent to evictd before the pass that
@@ -42,6 +44,7 @@ CONC = [int(x) for x in os.environ.get("BENCH_CONCURRENCY",
 KV = os.environ.get("BENCH_KV", "f16")
 FA = os.environ.get("BENCH_FA", "off")
 RUNS = int(os.environ.get("BENCH_RUNS", "1"))
+PARTS = os.environ.get("BENCH_PARTS", "table,breakdown").split(",")
 # serve decodes a prompt in chunks of the session's lookahead, one pass
 # each; llama-server in one pass. The prompts here are all shorter than 32
 # tokens, so both take one.
@@ -168,7 +171,8 @@ class Pair:
 
     def __init__(self, evictd: str, engine: str, model: str, k: int,
                  tmp: str, pipeline: bool = True,
-                 pin: Tuple[List[str], List[str]] = ([], [])) -> None:
+                 pin: Tuple[List[str], List[str]] = ([], []),
+                 threads: int = THREADS) -> None:
         self.sock = os.path.join(tmp, "evictd-%d.sock" % k)
         self.evictd = subprocess.Popen(
             pin[1] + [evictd, "--listen", "unix:" + self.sock,
@@ -184,7 +188,7 @@ class Pair:
             pin[0] + [engine, "serve", "-m", model, "--evictd",
                       "unix:" + self.sock,
              "--host", "127.0.0.1", "--port", str(self.port),
-             "--parallel", str(k), "--threads", str(THREADS),
+             "--parallel", str(k), "--threads", str(threads),
              "--budget", str(CTX - LOOKAHEAD), "--sinks", "4",
              "--lookahead", str(LOOKAHEAD), "--cache-type-k", KV,
              "--cache-type-v", KV, "--flash-attn", FA,
@@ -252,8 +256,10 @@ def breakdown(evictd: str, engine: str, models: List[str],
     ahead of the pass, from its /metrics over N completions of 400
     tokens."""
     srv_pin, evd_pin, how = pinning()
+    # Pinned, serve has one CPU: one llama.cpp thread.
+    threads = 1 if srv_pin else THREADS
     print("\n== where an iteration of evictd-llama serve goes (its /metrics;"
-          " %s; %d thread(s))" % (how, THREADS))
+          " %s; %d thread(s))" % (how, threads))
     print("%-22s %4s %-13s %11s %11s %11s %9s" %
           ("model", "conc", "steps", "iteration", "evictd wait",
            "llama_decode", "ahead"))
@@ -261,7 +267,7 @@ def breakdown(evictd: str, engine: str, models: List[str],
         for k in (1, 8):
             for pipeline in (False, True):
                 srv = Pair(evictd, engine, model, k, tmp, pipeline,
-                           (srv_pin, evd_pin))
+                           (srv_pin, evd_pin), threads)
                 try:
                     load(srv.port, k, 16)
                     runs = []
@@ -299,6 +305,14 @@ def main() -> None:
     evictd, engine, lserver = sys.argv[1:4]
     models = sys.argv[4:]
     tmp = tempfile.mkdtemp(prefix="bench-serve-")
+    if "table" in PARTS:
+        table(evictd, engine, lserver, models, tmp)
+    if "breakdown" in PARTS:
+        breakdown(evictd, engine, models, tmp)
+
+
+def table(evictd: str, engine: str, lserver: str, models: List[str],
+          tmp: str) -> None:
     print("== evictd-llama serve + evictd (unix socket) beside llama-server,"
           " the same llama.cpp tree")
     print("   %d threads, K/V %s, flash attention %s, context %d per "
@@ -349,7 +363,6 @@ def main() -> None:
             print("%-22s %4d %-12s asked %d tokens (4x the context %d): got "
                   "%d, finish_reason %s" % (name, 1, label, n, CTX,
                                             got, finish or "-"))
-    breakdown(evictd, engine, models, tmp)
 
 
 if __name__ == "__main__":
