@@ -85,44 +85,24 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 	  --loglevel=error
 	@touch $@
 
+# The suites of make e2e-llamacpp, in order, and what each is told: the
+# binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
+# empty) and stories260K.
+LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
+                test_serve test_openai test_pool
+LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
+  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+  GGUF_PY=$(GGUF_PY) STORIES_GGUF=$(abspath $(STORIES260K))
+
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
 	@deploy/deps.sh build e2e llama tls metrics proxy && \
-	$(MAKE) --no-print-directory $(B)/evictd gguf && \
-	EVICTD_BIN=$(abspath $(B)/evictd) \
-	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
-	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_llamacpp.py -v && \
-	EVICTD_BIN=$(abspath $(B)/evictd) \
-	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
-	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_positions.py -v && \
-	EVICTD_BIN=$(abspath $(B)/evictd) \
-	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
-	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  GGUF_PY=$(GGUF_PY) \
-	  /usr/bin/python3 tests/llamacpp/test_perplexity.py -v && \
-	EVICTD_BIN=$(abspath $(B)/evictd) \
-	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
-	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  GGUF_PY=$(GGUF_PY) \
-	  /usr/bin/python3 tests/llamacpp/test_stories.py -v && \
-	EVICTD_BIN=$(abspath $(B)/evictd) \
-	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
-	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  /usr/bin/python3 tests/llamacpp/test_serve.py -v && \
-	$(MAKE) --no-print-directory $(OPENAI_STAMP) && \
-	EVICTD_BIN=$(abspath $(B)/evictd) \
-	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
-	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  STORIES_GGUF=$(abspath $(STORIES260K)) \
-	  /usr/bin/python3 tests/llamacpp/test_openai.py -v && \
-	EVICTD_BIN=$(abspath $(B)/evictd) \
-	  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
-	  LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-	  STORIES_GGUF=$(abspath $(STORIES260K)) \
-	  /usr/bin/python3 tests/llamacpp/test_pool.py -v
+	$(MAKE) --no-print-directory $(B)/evictd gguf $(OPENAI_STAMP) && \
+	for t in $(LLAMA_SUITES); do \
+	  $(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
+	done
 
 bench-llama:
 	@deploy/deps.sh build bench llama && \
