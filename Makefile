@@ -78,14 +78,16 @@ $(B)/obj/%.o: server/%.c $(HEADERS) | $(B)/obj
 $(B)/obj:
 	@mkdir -p $@
 
-$(B)/evictd-core.a: $(CORE_OBJ)
-	rm -f $@ && ar rcs $@ $^
+# An archive depends on the Makefile too: a member added to its list may be
+# older than the archive (an object another archive already had).
+$(B)/evictd-core.a: $(CORE_OBJ) Makefile
+	rm -f $@ && ar rcs $@ $(filter %.o,$^)
 
-$(B)/evictd-daemon.a: $(DAEMON_OBJ) $(CORE_OBJ)
-	rm -f $@ && ar rcs $@ $^
+$(B)/evictd-daemon.a: $(DAEMON_OBJ) $(CORE_OBJ) Makefile
+	rm -f $@ && ar rcs $@ $(filter %.o,$^)
 
-$(B)/evictd-common.a: $(COMMON_OBJ)
-	rm -f $@ && ar rcs $@ $^
+$(B)/evictd-common.a: $(COMMON_OBJ) Makefile
+	rm -f $@ && ar rcs $@ $(filter %.o,$^)
 
 $(B)/evictd: $(B)/obj/main.o $(B)/evictd-daemon.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(PKG_LIBS)

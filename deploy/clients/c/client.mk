@@ -21,8 +21,9 @@ $(B)/client/%.o: deploy/clients/c/%.c $(CLIENT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fPIC $(CLIENT_CFLAGS) -c -o $@ $<
 
-$(B)/libevictd-client.a: $(CLIENT_OBJ)
-	rm -f $@ && ar rcs $@ $^
+# Its list of members is this file's: a member added is rebuilt in.
+$(B)/libevictd-client.a: $(CLIENT_OBJ) deploy/clients/c/client.mk
+	rm -f $@ && ar rcs $@ $(filter %.o,$^)
 
 # The real file, then the soname's and the linker's names pointing at it.
 $(B)/$(CLIENT_SO): $(CLIENT_OBJ) deploy/clients/c/libevictd-client.map
