@@ -435,6 +435,9 @@ class Serve(unittest.TestCase):
             err = json.loads(out)["error"]
             self.assertTrue(err["code"] and err["message"], out)
             self.assertEqual(hdr["Content-Type"], "application/json")
+            if want == 405:  # RFC 9110: a 405 names what the path takes
+                self.assertEqual(hdr.get("Allow"), "POST" if path ==
+                                 "/completion" else "GET", hdr)
         # the server still serves
         self.assertEqual(complete(SERVER.addr, PROMPTS[3], 5)
                          ["tokens_predicted"], 5)

@@ -62,6 +62,7 @@ static enum MHD_Result route(call_t *c, const char *url, const char *method) {
       continue;
     if (strcmp(method, r->method) == 0)
       return r->fn(c);
+    c->allow = r->method;
     return reply_error(c, 405, "method_not_allowed", NULL, "%s %s", r->method,
                        r->path);
   }

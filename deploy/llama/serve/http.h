@@ -57,6 +57,7 @@ struct call_s {
   evd_buf_t body;
   bool too_large;
   int fd;                 /* the client's socket, to notice it leave */
+  const char *allow;      /* a 405's Allow header: the path's method */
   task_t *task;           /* once submitted */
   const api_t *api;
   bool stream;

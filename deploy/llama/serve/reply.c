@@ -28,6 +28,8 @@ enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE, type);
   if (status == 503)
     MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (status == 405 && c->allow != NULL)
+    MHD_add_response_header(rs, MHD_HTTP_HEADER_ALLOW, c->allow);
   enum MHD_Result ok = MHD_queue_response(c->conn, status, rs);
   MHD_destroy_response(rs);
   return ok;
