@@ -324,6 +324,15 @@ class Serve(unittest.TestCase):
         s.close()
         self.assertEqual(wait_sessions(EVD, 0, 5), 0)
         self.assertIn("went away", SERVER.log())
+        # serve's gauges say so too, with no iteration after the leave
+        deadline = time.monotonic() + 5
+        while True:
+            m = serve_metrics(SERVER.addr)
+            if (m["evictd_llama_sequences_active"],
+                    m["evictd_llama_requests_active"]) == (0, 0):
+                break
+            self.assertLess(time.monotonic(), deadline, m)
+            time.sleep(0.02)
         out = complete(SERVER.addr, PROMPTS[0], 80)
         self.assertEqual(out["content"], generate(PROMPTS[0], 80))
 

@@ -38,7 +38,7 @@ static void leave(engine_t *e, choice_t *c, bool quick) {
   text_clear(&c->text);
   c->task = NULL;
   c->ahead = false;
-  e->used--;
+  tq_sequences(e->q, --e->used);
 }
 
 /* Ends a task: each of its choices leaves, then the task is done (failed
@@ -86,6 +86,7 @@ static void admit(engine_t *e, task_t *t) {
     if (c->index == 0)
       memcpy(c->hist, t->prompt, t->n_prompt * sizeof(*c->hist));
   }
+  tq_sequences(e->q, e->used);
 }
 
 /* The first choice finished the prompt: the others get it by evictd's
@@ -298,7 +299,7 @@ static void iterate(engine_t *e) {
   evd_client_stats_t cs;
   evd_client_stats(e->link.c, &cs);
   tq_count(e->q, e->tokens, k + k_next, k_next, t_evd, t2 - t1,
-           clock_now() - t0, e->used, &cs, &e->link.n, e->link.per_session);
+           clock_now() - t0, &cs, &e->link.n, e->link.per_session);
 }
 
 /* Ends the tasks whose client went away, before the next pass. */

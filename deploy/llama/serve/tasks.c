@@ -236,9 +236,15 @@ void tq_drain(tq_t *q, const fault_t *f) {
   pthread_mutex_unlock(&q->mu);
 }
 
+void tq_sequences(tq_t *q, uint32_t n) {
+  pthread_mutex_lock(&q->mu);
+  q->stats.sequences = n;
+  pthread_mutex_unlock(&q->mu);
+}
+
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
               double evictd_s,
-              double decode_s, double total_s, uint32_t sequences,
+              double decode_s, double total_s,
               const evd_client_stats_t *cs, const link_counts_t *lc,
               bool per_session) {
   pthread_mutex_lock(&q->mu);
@@ -250,7 +256,6 @@ void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
   s->evictd_s += evictd_s;
   s->decode_s += decode_s;
   s->total_s += total_s;
-  s->sequences = sequences;
   s->connections = cs->connections;
   s->resends = cs->resends;
   s->link = *lc;

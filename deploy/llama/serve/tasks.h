@@ -152,10 +152,13 @@ void tq_stop(tq_t *q);
 /* Refuses every queued task (f) at shutdown. */
 void tq_drain(tq_t *q, const fault_t *f);
 
+/* The sequences decoding now (a choice took or left its slot). */
+void tq_sequences(tq_t *q, uint32_t n);
+
 /* Adds one iteration's figures. */
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
               double evictd_s,
-              double decode_s, double total_s, uint32_t sequences,
+              double decode_s, double total_s,
               const evd_client_stats_t *cs, const link_counts_t *lc,
               bool per_session);
 
