@@ -99,7 +99,8 @@ LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
 	@deploy/deps.sh build e2e llama tls metrics proxy && \
-	$(MAKE) --no-print-directory $(B)/evictd gguf $(OPENAI_STAMP) && \
+	$(MAKE) --no-print-directory $(B)/evictd gguf $(OPENAI_STAMP) \
+	  $(CONTRACT_STAMP) && \
 	for t in $(LLAMA_SUITES); do \
 	  $(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done

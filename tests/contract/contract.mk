@@ -39,6 +39,13 @@ contract-lint: $(CONTRACT_STAMP)
 	    echo "redocly lint: proto/openapi.yaml has problems"; exit 1; }
 	@echo "redocly lint $$(node -p 'require("./$(CONTRACT_DIR)/node_modules/@redocly/cli/package.json").version'): proto/openapi.yaml is valid, no problems (recommended-strict rules)"
 	@node $(CONTRACT_DIR)/validate_doc.mjs proto/openapi.yaml
+	@$(CONTRACT_ENV) $(CONTRACT_DIR)/node_modules/.bin/redocly lint \
+	  --config $(CONTRACT_DIR)/redocly-serve.yaml --format=stylish \
+	  deploy/llama/openapi.yaml > $(CONTRACT_DIR)/node_modules/.redocly.log 2>&1 || \
+	  { grep -v '[║╔╚]' $(CONTRACT_DIR)/node_modules/.redocly.log; \
+	    echo "redocly lint: deploy/llama/openapi.yaml has problems"; exit 1; }
+	@echo "redocly lint: deploy/llama/openapi.yaml (evictd-llama serve's API) is valid, no problems"
+	@node $(CONTRACT_DIR)/validate_doc.mjs deploy/llama/openapi.yaml
 
 test-contract: contract-lint $(B)/evictd
 	@node $(CONTRACT_DIR)/contract_test.mjs $(B)/evictd

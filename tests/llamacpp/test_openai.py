@@ -5,13 +5,16 @@ installed beside it by `npm ci`: make e2e-llamacpp does) run with node's
 test runner (tests/llamacpp/openai/openai.test.mjs names the cases), on
 stories260K ($STORIES_GGUF). The servers: the main one (exact settings,
 4 sequences, a window of 64), one on llama.cpp's fast defaults, one with a
-queue of one, one with an API key."""
+queue of one, one with an API key. The same servers' answers are then
+checked against serve's contract, deploy/llama/openapi.yaml
+(tests/contract/serve_contract.mjs)."""
 
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
+from typing import List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -25,49 +28,78 @@ STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
     REPO, "..", "shared", "models", "stories260K.gguf")
 # The test, its package.json and the node_modules npm ci filled.
 NODE_DIR = os.path.join(HERE, "openai")
+# serve's contract: the document, and the checker with its validators
+# (tests/contract's node_modules, npm ci by make e2e-llamacpp).
+DOC = os.path.join(REPO, "deploy", "llama", "openapi.yaml")
+CONTRACT_DIR = os.path.join(REPO, "tests", "contract")
 WINDOW = ["--budget", "64", "--sinks", "4", "--lookahead", "16"]
 
 
 class OpenAIClient(unittest.TestCase):
+    """The servers, started once for both cases."""
 
-    def test_official_client(self) -> None:
+    @classmethod
+    def setUpClass(cls) -> None:
         for path in (ts.BIN, STORIES,
                      os.path.join(NODE_DIR, "node_modules", "openai"),
-                     os.path.join(NODE_DIR, "openai.test.mjs")):
-            self.assertTrue(os.path.exists(path), "%s is missing: run make "
-                            "e2e-llamacpp" % path)
-        with tempfile.TemporaryDirectory(prefix="evictd-openai-") as tmp:
-            ts.TMP = tempfile.TemporaryDirectory(dir=tmp)  # Server's logs
-            key = os.path.join(tmp, "key")
-            with open(key, "w") as f:
-                f.write("  sk-evictd-test-key \n")
-            d = Daemon(tmp)
-            servers = []
-            try:
-                def serve(*args: str) -> str:
-                    s = ts.Server(d.url, *WINDOW, *args, model=STORIES)
-                    servers.append(s)
-                    return "http://" + s.addr
+                     os.path.join(NODE_DIR, "openai.test.mjs"),
+                     os.path.join(CONTRACT_DIR, "node_modules", "ajv")):
+            if not os.path.exists(path):
+                raise AssertionError("%s is missing: run make e2e-llamacpp"
+                                     % path)
+        cls.tmp = tempfile.TemporaryDirectory(prefix="evictd-openai-")
+        tmp = cls.tmp.name
+        ts.TMP = tempfile.TemporaryDirectory(dir=tmp)  # Server's logs
+        key = os.path.join(tmp, "key")
+        with open(key, "w") as f:
+            f.write("  sk-evictd-test-key \n")
+        cls.d = Daemon(tmp)
+        cls.servers = []
 
-                env = dict(os.environ,
+        def serve(*args: str) -> str:
+            s = ts.Server(cls.d.url, *WINDOW, *args, model=STORIES)
+            cls.servers.append(s)
+            return "http://" + s.addr
+
+        try:
+            cls.env = dict(os.environ,
                            SERVE=serve("--exact", "-np", "4"),
                            FAST=serve(),
                            BUSY=serve("--parallel", "1", "--queue", "1"),
                            KEYED=serve("--api-key-file", key),
-                           KEY="sk-evictd-test-key", EVICTD=d.url)
-                p = subprocess.run(["node", "--test", "openai.test.mjs"],
-                                   cwd=NODE_DIR, env=env,
-                                   capture_output=True, timeout=900)
-                out = p.stdout.decode("utf-8", "replace")
-                sys.stderr.write(out)
-                self.assertEqual(p.returncode, 0, out[-4000:] +
-                                 p.stderr.decode("utf-8", "replace") +
-                                 "".join(s.log()[-2000:] for s in servers))
-                self.assertIn("# fail 0", out)
-            finally:
-                for s in servers:
-                    self.assertEqual(s.stop(), 0, s.log())
-                d.stop()
+                           KEY="sk-evictd-test-key", EVICTD=cls.d.url)
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        bad = [s.log() for s in cls.servers if s.stop() != 0]
+        cls.d.stop()
+        cls.tmp.cleanup()
+        if bad:
+            raise AssertionError("a server did not stop cleanly:\n" +
+                                 "\n".join(bad))
+
+    def node(self, args: List[str], cwd: str) -> str:
+        p = subprocess.run(["node"] + args, cwd=cwd, env=self.env,
+                           capture_output=True, timeout=900)
+        out = p.stdout.decode("utf-8", "replace")
+        sys.stderr.write(out)
+        self.assertEqual(p.returncode, 0, out[-4000:] +
+                         p.stderr.decode("utf-8", "replace") +
+                         "".join(s.log()[-2000:] for s in self.servers))
+        return out
+
+    def test_official_client(self) -> None:
+        out = self.node(["--test", "openai.test.mjs"], NODE_DIR)
+        self.assertIn("# fail 0", out)
+
+    def test_contract(self) -> None:
+        """Every answer valid against deploy/llama/openapi.yaml
+        (tests/contract/serve_contract.mjs)."""
+        out = self.node(["serve_contract.mjs", DOC], CONTRACT_DIR)
+        self.assertIn("serve contract: ", out)
 
 
 if __name__ == "__main__":
