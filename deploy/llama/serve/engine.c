@@ -366,10 +366,9 @@ static void engine_free(engine_t *e) {
     free(e->slot[i].hist);
     text_free(&e->slot[i].text);
     sampler_free(&e->slot[i].smp);
+    free(e->slot[i].got_buf);
   }
   free(e->slot);
-  for (uint32_t i = 0; e->slot != NULL && i < e->n_slot; i++)
-    free(e->slot[i].got_buf);
   for (stepset_t *b = &e->now; b <= &e->next; b++) {
     free(b->steps);
     free(b->results);
