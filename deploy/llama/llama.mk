@@ -14,7 +14,7 @@ LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c)
 LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
              include/evictd/client.h $(COMMON_HDR)
 
-.PHONY: evictd-llama gguf e2e-llamacpp bench-llama bench-serve perplexity
+.PHONY: evictd-llama gguf e2e-llamacpp asan-llamacpp bench-llama bench-serve perplexity
 
 evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
@@ -90,8 +90,9 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
                 test_serve test_openai test_pool
+LLAMA_UNDER_TEST = $(B)/evictd-llama
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
-  EVICTD_LLAMA=$(abspath $(B)/evictd-llama) \
+  EVICTD_LLAMA=$(abspath $(LLAMA_UNDER_TEST)) \
   LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
   GGUF_PY=$(GGUF_PY) STORIES_GGUF=$(abspath $(STORIES260K))
 
@@ -103,6 +104,27 @@ e2e-llamacpp:
 	  $(CONTRACT_STAMP) && \
 	for t in $(LLAMA_SUITES); do \
 	  $(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
+	done
+
+# The suites that start evictd-llama as a server or scorer again, against
+# an AddressSanitizer + UBSan build of it (linked to the same libllama;
+# any report fails the process, and so the test): serve's threads, the
+# steps sent ahead, re-homing, shutdown. generate is under valgrind in
+# test_llamacpp's and test_positions' memcheck cases, which an ASan build
+# cannot run.
+ASAN_LLAMA := $(B)/asan-llama
+asan-llamacpp: LLAMA_UNDER_TEST = $(ASAN_LLAMA)/evictd-llama
+asan-llamacpp:
+	@deploy/deps.sh build e2e llama tls metrics proxy && \
+	$(MAKE) --no-print-directory $(B)/evictd gguf $(OPENAI_STAMP) \
+	  $(CONTRACT_STAMP) && \
+	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
+	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  $(ASAN_LLAMA)/evictd-llama && \
+	for t in test_serve test_openai test_perplexity test_stories test_pool; do \
+	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
+	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done
 
 bench-llama:
