@@ -59,7 +59,9 @@ function responseFor(where, method, path, status) {
   return r;
 }
 
-function checkEvents(where, media, text) {
+// A stream asked with stream_options.include_usage: every event but
+// [DONE] carries "usage" (null, then the counts in the last).
+function checkEvents(where, media, text, withUsage) {
   const schema = media['x-event-schema'];
   const end = media['x-stream-end'];
   if (!schema) fail(where, 'a text/event-stream without x-event-schema');
@@ -86,6 +88,7 @@ function checkEvents(where, media, text) {
     }
     const e = valid(schema, j);
     if (e) fail(where, `event ${i}: ${e}`, data);
+    if (withUsage && !('usage' in j)) fail(where, `event ${i} has no usage`, data);
   });
   if (end && !ended && !errored) fail(where, `no final data: ${end}`, text);
   return frames.length;
@@ -128,7 +131,8 @@ async function exchange(base, method, path, body, opts = {}) {
     if (e) fail(where, `body: ${e}`, text);
     if (json.error) codes.add(json.error.code);
   } else if (type === 'text/event-stream') {
-    checkEvents(where, media, text);
+    checkEvents(where, media, text,
+                Boolean(body && body.stream_options && body.stream_options.include_usage));
   }
   // What serve accepted, the document accepts.
   const op = (api.paths[path] || {})[method.toLowerCase()];

@@ -34,10 +34,16 @@ static json_t *usage(call_t *c) {
 
 /* An answer or chunk around its choices (taken). */
 static json_t *envelope(call_t *c, const char *object, json_t *choices) {
-  json_t *j = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", answer_id(c),
-                        "object", object, "created", (json_int_t)c->created,
-                        "model", c->site->model, "choices", choices);
-  if (j != NULL && c->usage && strstr(object, "chunk") != NULL)
+  return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", answer_id(c), "object",
+                   object, "created", (json_int_t)c->created, "model",
+                   c->site->model, "choices", choices);
+}
+
+/* A chunk of a choice; with stream_options.include_usage it says "usage":
+ * null, as OpenAI's do, until the last chunk's counts. */
+static json_t *choice_chunk(call_t *c, const char *object, json_t *choice) {
+  json_t *j = envelope(c, object, json_pack("[o]", choice));
+  if (j != NULL && c->usage)
     json_object_set_new(j, "usage", json_null());
   return j;
 }
@@ -56,7 +62,7 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     ch = json_pack("{s:s%,s:i,s:n,s:s?}", "text", e->kind == EV_TEXT ? text
                    : "", len, "index", (int)e->choice, "logprobs",
                    "finish_reason", why);
-    return envelope(c, "text_completion", json_pack("[o]", ch));
+    return choice_chunk(c, "text_completion", ch);
   }
   /* A choice's first delta says who speaks. */
   json_t *delta = json_object();
@@ -66,7 +72,7 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     json_object_set_new(delta, "content", json_stringn(text, len));
   ch = json_pack("{s:i,s:o,s:n,s:s?}", "index", (int)e->choice, "delta",
                  delta, "logprobs", "finish_reason", why);
-  return envelope(c, "chat.completion.chunk", json_pack("[o]", ch));
+  return choice_chunk(c, "chat.completion.chunk", ch);
 }
 
 /* With stream_options.include_usage, a last chunk of no choices. */
