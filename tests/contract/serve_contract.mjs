@@ -224,30 +224,40 @@ await exchange(KEYED, 'GET', '/health', undefined, { want: 200, label: 'no key' 
 // A full queue: one decoding, one waiting, the third 503 with Retry-After.
 const hold = new AbortController();
 const long = { prompt, max_tokens: 30000, ignore_eos: true, stream: true };
-// Each read as it comes, until aborted.
-const held = [0, 1].map(async () => {
-  try {
-    const res = await fetch(BUSY + '/v1/completions',
-      { method: 'POST', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify(long), signal: hold.signal });
-    for await (const piece of res.body) void piece;
-  } catch (e) {
-    if (e.name !== 'AbortError') throw e;
-  }
-});
-let busy;
-for (let i = 0; i < 100; i++) {
-  await new Promise((ok) => setTimeout(ok, 50));
-  const m = await (await fetch(BUSY + '/metrics')).text();
-  if (/^evictd_llama_requests_queued 1$/m.test(m)) {
-    busy = await exchange(BUSY, 'POST', '/v1/completions', { prompt, max_tokens: 2 },
-                          { want: 503, label: 'queue full' });
-    break;
-  }
+// A long stream read as it comes, until aborted; its status kept.
+const statuses = [];
+function holdOne() {
+  return (async () => {
+    try {
+      const res = await fetch(BUSY + '/v1/completions',
+        { method: 'POST', headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify(long), signal: hold.signal });
+      statuses.push(res.status);
+      for await (const piece of res.body) void piece;
+    } catch (e) {
+      if (e.name !== 'AbortError') throw e;
+    }
+  })();
 }
+// Until BUSY's /metrics shows the gauge at v (20 s at most).
+async function gauge(name, v) {
+  for (let i = 0; i < 400; i++) {
+    const m = await (await fetch(BUSY + '/metrics')).text();
+    if (new RegExp(`^${name} ${v}$`, 'm').test(m)) return;
+    await new Promise((ok) => setTimeout(ok, 50));
+  }
+  fail('queue full', `${name} never reached ${v} (statuses ${statuses})`);
+}
+// One at a time: the second sent at once could find the first still
+// queued, and the queue (one) full.
+const held = [holdOne()];
+await gauge('evictd_llama_requests_active', 1);
+held.push(holdOne());
+await gauge('evictd_llama_requests_queued', 1);
+await exchange(BUSY, 'POST', '/v1/completions', { prompt, max_tokens: 2 },
+               { want: 503, label: 'queue full' });
 hold.abort();
 await Promise.all(held);
-if (!busy) fail('queue full', 'the queue never held one request');
 
 const want = ['invalid_json', 'invalid_request', 'invalid_api_key', 'not_found',
               'method_not_allowed', 'body_too_large', 'busy'];
