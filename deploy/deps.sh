@@ -9,7 +9,7 @@ want=()
 for group in "$@"; do
   case "$group" in
     build) want+=(gcc make pkg-config libuv1-dev libmicrohttpd-dev libjansson-dev libgnutls28-dev libcurl4-gnutls-dev) ;;
-    test)  want+=(check python3 python3-yaml) ;;
+    test)  want+=(check python3 python3-yaml util-linux) ;;
     bench) want+=(valgrind nginx redis-server redis-tools wrk util-linux procps) ;;
     fuzz)  want+=(clang libclang-rt-14-dev) ;;
     image) want+=(podman runc debootstrap) ;;
