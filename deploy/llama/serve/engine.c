@@ -93,6 +93,12 @@ static void admit(engine_t *e, task_t *t) {
  * fork and llama_memory_seq_cp. */
 static int fork_choices(engine_t *e, choice_t *first, fault_t *f) {
   task_t *t = first->task;
+  evd_view_t v;
+  /* A prompt of the BOS alone stepped nothing, so its session is made
+   * here, as its first step would have made it. */
+  if (t->n_prompt == 1 &&
+      link_create(&e->link, first->s.session, &e->cfg, &v, f) != 0)
+    return -1;
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
     if (c->task != t || c == first)
@@ -281,8 +287,10 @@ static void iterate(engine_t *e) {
     fail_all(e, &f, false);
     return;
   }
-  for (size_t j = 0; j < k + m; j++) {
-    choice_t *c = j < k ? e->now.who[j] : e->early[j - k];
+  /* The choices whose step failed end alone (their whole task); the
+   * others decoded in this pass and draw. */
+  for (uint32_t i = 0; i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
     if (c->task != NULL && c->failed) {
       say("%s\n", c->fault.msg);
       c->failed = false;

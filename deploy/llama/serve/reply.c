@@ -42,12 +42,32 @@ enum MHD_Result reply_json(call_t *c, unsigned status, json_t *j) {
                    : reply_text(c, status, "application/json", s, strlen(s));
 }
 
+/* Makes s valid UTF-8 in place: each byte that begins no valid sequence
+ * becomes '?'. A message may quote what a client sent (a percent-decoded
+ * path is any bytes) and may have been cut mid-character by its buffer,
+ * and jansson refuses a string that is not UTF-8: the client would get no
+ * answer at all. */
+static void utf8_fix(char *s) {
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n;) {
+    size_t k = evd_utf8_len((const unsigned char *)s + i, n - i);
+    if (k == 0) {
+      s[i] = '?';
+      k = 1;
+    }
+    i += k;
+  }
+}
+
 json_t *reply_error_json(unsigned status, const char *code,
                          const char *param, const char *message) {
+  char msg[640];
+  snprintf(msg, sizeof(msg), "%s", message);
+  utf8_fix(msg);
   const char *type = status == 401 ? "authentication_error"
                    : status == 404 ? "not_found_error"
                    : status < 500 ? "invalid_request_error" : "server_error";
-  return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", message,
+  return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", msg,
                    "type", type, "param", param, "code", code);
 }
 

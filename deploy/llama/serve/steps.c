@@ -7,8 +7,9 @@
 #include "serve/engine_int.h"
 
 /* The positions choice c steps from position n on: a prompt chunk of at
- * most `lookahead` (position 0, the BOS, needs none), else its pending
- * token. */
+ * most `lookahead` (position 0, the BOS, needs none: a prompt of the BOS
+ * alone, an empty one, steps nothing before its first draw), else its
+ * pending token. */
 static uint32_t chunk_at(const engine_t *e, const choice_t *c, uint32_t n,
                          uint32_t *first) {
   uint32_t n_prompt = c->task->n_prompt;
@@ -18,6 +19,21 @@ static uint32_t chunk_at(const engine_t *e, const choice_t *c, uint32_t n,
   *first = n == 0 ? 1 : n;
   uint32_t end = *first + e->lookahead;
   return (end > n_prompt ? n_prompt : end) - *first;
+}
+
+/* Whether a step of cnt positions of c from first is one evictd takes
+ * (checked before it goes into a batch, so that no item can fail the
+ * batch, and with it every other sequence's step): some positions, all
+ * above the session's newest. The engine makes no other, so a refusal
+ * here is its own bug, told as such; c fails alone. */
+static bool step_ok(choice_t *c, uint32_t first, uint32_t cnt) {
+  if (cnt > 0 && first > c->s.newest && first <= UINT32_MAX - cnt)
+    return true;
+  fault_set(&c->fault, 500, "internal_error", "the engine made a step of "
+            "%u positions from %u for session %s, whose newest is %u",
+            cnt, first, c->s.session, c->s.newest);
+  c->failed = true;
+  return false;
 }
 
 /* Item k of set b: cnt positions of c from first, at b->pos[np]. */
@@ -42,6 +58,8 @@ size_t steps_now(engine_t *e, size_t *n_early) {
       continue;
     uint32_t first, cnt = chunk_at(e, c, c->n, &first);
     c->chunk = cnt;
+    if (cnt == 0) /* the BOS alone: computed without a step */
+      continue;
     if (c->ahead) {
       c->ahead = false;
       if (c->ahead_first != first || c->ahead_cnt != cnt) {
@@ -53,6 +71,8 @@ size_t steps_now(engine_t *e, size_t *n_early) {
       e->early[m++] = c;
       continue;
     }
+    if (!step_ok(c, first, cnt))
+      continue;
     put_step(e, &e->now, k++, np, c, first, cnt);
     np += cnt;
   }
@@ -76,6 +96,8 @@ size_t steps_ahead(engine_t *e) {
                   (c->index == 0 && t->want.n > 1 && c->tokens == 0)))
       continue;
     uint32_t first, cnt = chunk_at(e, c, n, &first);
+    if (!step_ok(c, first, cnt))
+      continue;
     put_step(e, &e->next, k++, np, c, first, cnt);
     c->ahead_first = first;
     c->ahead_cnt = cnt;
