@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/clock.h"
 #include "serve/http.h"
 
 /* How long a connection's thread waits for news before it looks at its
@@ -185,10 +186,16 @@ static enum MHD_Result whole(call_t *c) {
   choice_out_t *out = calloc(n, sizeof(*out));
   enum MHD_Result rc;
   int bad = out == NULL;
+  double looked = clock_now();
   for (task_state_t st = TASK_QUEUED; !bad && st != TASK_DONE;) {
     st = tq_take(c->site->q, t, &c->news, WAIT_MS);
     bad = gather(out, n, &c->news) != 0;
-    if (st != TASK_DONE && c->news.n_ev == 0 && peer_gone(c->fd)) {
+    /* The socket is looked at every WAIT_MS, news or not: while tokens
+     * flow there is news at every take, and a client gone would be
+     * noticed only once its whole answer was made. */
+    double now = clock_now();
+    if (st != TASK_DONE && now - looked >= WAIT_MS / 1e3 &&
+        (looked = now, peer_gone(c->fd))) {
       tq_cancel(c->site->q, t);
       rc = MHD_NO; /* nobody to answer */
       goto done;
