@@ -89,7 +89,7 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 # binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
-                test_serve test_openai test_pool
+                test_serve test_hostile test_openai test_pool
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
   EVICTD_LLAMA=$(abspath $(LLAMA_UNDER_TEST)) \
@@ -122,7 +122,8 @@ asan-llamacpp:
 	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  $(ASAN_LLAMA)/evictd-llama && \
-	for t in test_serve test_openai test_perplexity test_stories test_pool; do \
+	for t in test_serve test_hostile test_openai test_perplexity test_stories \
+	         test_pool; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done

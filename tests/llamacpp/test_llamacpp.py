@@ -437,12 +437,12 @@ class Case(Engine):
         samples, _, _ = self.run_engine(*sargs, url=proxy.url)
         again, _, _ = self.run_engine(*sargs, dump=False)
         self.assertEqual(samples, again)
-        self.assertIn("POST /session/lost_answers.3.0/fork", proxy.lost)
+        self.assertIn("POST /session/lost_answers.3~0/fork", proxy.lost)
         self.assertEqual(len([x for x in proxy.lost if "DELETE" in x]), 1)
         with EvictdClient(MAIN.url) as ev:
             for i in range(3):
                 with self.assertRaises(UnknownSession):
-                    ev.get("lost_answers.3.%d" % i)
+                    ev.get("lost_answers.3~%d" % i)
 
     # -- re-homing: a daemon that lost the session, or holds an old copy --
 
@@ -505,7 +505,7 @@ class Case(Engine):
                  "1 lost, 0 diverged, 0 fresh"),
                 ("samples", plain + ["--parallel", "3", "--temp", "0.8",
                                      "--seed", "3"], "restart.s",
-                 "restart.s.0", None, "3 lost, 0 diverged, 0 fresh"),
+                 "restart.s~0", None, "3 lost, 0 diverged, 0 fresh"),
                 ("speculative", plain + ["--draft", DRAFT_GGUF,
                                          "--lookahead", "5"], "restart.d",
                  "restart.d", None, "1 lost, 0 diverged, 0 fresh"),

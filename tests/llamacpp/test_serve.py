@@ -309,6 +309,9 @@ class Serve(unittest.TestCase):
         self.assertEqual(wait_sessions(EVD, 0), 0)
 
     def test_disconnect(self) -> None:
+        # A session is deleted as its request ends, through its lane: the
+        # sessions of the tests before are gone first.
+        self.assertEqual(wait_sessions(EVD, 0), 0)
         s = socket.create_connection(tuple_addr(SERVER.addr))
         body = json.dumps(dict(prompt=PROMPTS[2], n_predict=4000,
                                stream=True)).encode()
@@ -337,16 +340,23 @@ class Serve(unittest.TestCase):
         self.assertEqual(out["content"], generate(PROMPTS[0], 80))
 
     def test_disconnect_not_streamed(self) -> None:
+        # A session is deleted as its request ends, through its lane: the
+        # sessions of the tests before are gone first.
+        self.assertEqual(wait_sessions(EVD, 0), 0)
         # a client waiting for a whole completion goes away: noticed from
-        # its socket, the session deleted
+        # its socket while the tokens flow, the session deleted (a length
+        # the engine takes far longer than the wait below to make: the
+        # disconnect must be noticed, not the answer finished)
         s = socket.create_connection(tuple_addr(SERVER.addr))
-        body = json.dumps(dict(prompt=PROMPTS[3], n_predict=4000)).encode()
+        body = json.dumps(dict(prompt=PROMPTS[3], n_predict=32000,
+                               ignore_eos=True)).encode()
         s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\n"
                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         deadline = time.monotonic() + 5
         while evictd_metric(EVD, "evictd_sessions") != 1:
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.02)
+        time.sleep(0.5)  # the tokens flow: news at every look
         s.close()
         self.assertEqual(wait_sessions(EVD, 0, 5), 0)
         self.assertEqual(complete(SERVER.addr, PROMPTS[3], 5)
@@ -559,6 +569,9 @@ class Serve(unittest.TestCase):
             c.stop()
 
     def test_sigterm(self) -> None:
+        # A session is deleted as its request ends, through its lane: the
+        # sessions of the tests before are gone first.
+        self.assertEqual(wait_sessions(EVD, 0), 0)
         # SIGTERM mid-stream: the stream ends with an error event, the
         # session is deleted, the server exits 0.
         sv = Server(EVD.url, *SETTINGS)

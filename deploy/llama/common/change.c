@@ -14,7 +14,7 @@
 #define ROUNDS 3
 
 /* An outcome that needs nothing more (else a link_cause_t). */
-#define GO_ON LINK_CAUSES
+#define GO_ON SEQ_GO_ON
 
 /* ---- the books: what the session holds, as the engine knows it ---------- */
 
@@ -38,8 +38,7 @@ static uint32_t commit_to(const seq_t *s, uint32_t c) {
   return s->committed;
 }
 
-/* Records the newest a step st left (its answer a). */
-static void stepped(seq_t *s, const evd_step_t *st, const evd_answer_t *a) {
+void seq_stepped(seq_t *s, const evd_step_t *st, const evd_answer_t *a) {
   uint32_t committed = s->committed;
   if (st->has_commit)
     committed = commit_to(s, st->commit);
@@ -53,7 +52,7 @@ static void stepped(seq_t *s, const evd_step_t *st, const evd_answer_t *a) {
 static void advance(seq_t *s, const link_req_t *r, const evd_answer_t *a) {
   uint32_t committed = s->committed;
   if (r->op == LINK_STEP) {
-    stepped(s, r->steps, a);
+    seq_stepped(s, r->steps, a);
     return;
   }
   if (r->op == LINK_COMMIT) {
@@ -79,8 +78,8 @@ static bool at_start(const seq_t *s) {
  * code: the daemon's error code when rc is EVD_CLIENT_EAPI. With
  * re-homing off, only a session at its start that the daemon does not
  * hold is taken care of (created: that is no re-homing). */
-static int verdict(const link_t *l, const seq_t *s, int rc, const char *code,
-                   const evd_answer_t *a, size_t added) {
+int seq_verdict(const link_t *l, const seq_t *s, int rc, const char *code,
+                const evd_answer_t *a, size_t added) {
   if (!l->rehome)
     return rc == EVD_CLIENT_EAPI && at_start(s) &&
                    strcmp(code, "unknown_session") == 0 ? LINK_LOST : GO_ON;
@@ -191,7 +190,7 @@ static int again(link_t *l, seq_t *s, const link_req_t *r, int cause,
     if (rehome(l, s, cause, f) != 0)
       return LINK_EFAULT;
     int rc = link_send(l, r, f);
-    cause = verdict(l, s, rc, client_code(l, rc), r->answer, added_by(r));
+    cause = seq_verdict(l, s, rc, client_code(l, rc), r->answer, added_by(r));
     if (cause == GO_ON) {
       if (rc == 0 && r->op != LINK_FORK)
         advance(s, r, r->answer);
@@ -219,7 +218,7 @@ int seq_change(link_t *l, seq_t *s, const link_req_t *r0, fault_t *f) {
     r.expect = s->newest;
   }
   int rc = link_send(l, &r, f);
-  int cause = verdict(l, s, rc, client_code(l, rc), r.answer, added_by(&r));
+  int cause = seq_verdict(l, s, rc, client_code(l, rc), r.answer, added_by(&r));
   if (cause != GO_ON)
     return again(l, s, &r, cause, f);
   if (rc == 0)
@@ -233,7 +232,7 @@ int seq_fork_session(link_t *l, seq_t *from, const char *into,
                   .has_expect = l->expect, .expect = from->newest,
                   .view = v};
   int rc = link_send(l, &r, f);
-  int cause = verdict(l, from, rc, client_code(l, rc), NULL, 0);
+  int cause = seq_verdict(l, from, rc, client_code(l, rc), NULL, 0);
   return cause != GO_ON ? again(l, from, &r, cause, f) : rc;
 }
 
@@ -241,8 +240,8 @@ int seq_fork_session(link_t *l, seq_t *from, const char *into,
  * or re-homed and sent again, the answer or the failure kept in res.
  * 0, or the client's code of a failure that is not this item's alone
  * (the daemon cannot be reached), f set. */
-static int item(link_t *l, seq_t *s, const evd_step_t *st,
-                evd_batch_result_t *res, int cause, fault_t *f) {
+int seq_item(link_t *l, seq_t *s, const evd_step_t *st,
+             evd_batch_result_t *res, int cause, fault_t *f) {
   evd_answer_t a;
   fault_t e;
   link_req_t r = {.op = LINK_STEP, .steps = st, .answer = &a};
@@ -254,7 +253,8 @@ static int item(link_t *l, seq_t *s, const evd_step_t *st,
     res->answer = a;
     if (link_keep(l, &res->answer) == 0)
       return 0;
-  } else if (rc == EVD_CLIENT_EAPI || rc == LINK_EFAULT) {
+  } else if (rc == EVD_CLIENT_EAPI || rc == LINK_EFAULT ||
+             rc == EVD_CLIENT_EINVAL) {
     res->rc = LINK_EFAULT;
     if (link_keep_fault(l, &res->error, &e) == 0)
       return 0;
@@ -278,7 +278,7 @@ static int settle(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
     return fault_set(f, 500, "out_of_memory", "out of memory"),
            EVD_CLIENT_ENOMEM;
   for (size_t i = 0; i < n; i++) {
-    cause[i] = verdict(l, sq[i], res[i].rc, res[i].error.code,
+    cause[i] = seq_verdict(l, sq[i], res[i].rc, res[i].error.code,
                        &res[i].answer, steps[i].n_positions);
     if (cause[i] != GO_ON)
       continue;
@@ -291,10 +291,20 @@ static int settle(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
   }
   for (size_t i = 0; i < n && rc == 0; i++)
     if (cause[i] != GO_ON)
-      rc = item(l, sq[i], &steps[i], &res[i], cause[i], f);
+      rc = seq_item(l, sq[i], &steps[i], &res[i], cause[i], f);
 out:
   free(cause);
   return rc;
+}
+
+/* Whether a batch's failure is a refusal of the request as a whole that
+ * its items alone would not all meet: the client's own check of a step
+ * (EVD_CLIENT_EINVAL), or the daemon's 4xx to the batch itself. Not an
+ * unreachable daemon, whose failure every item would meet. */
+static bool refused_whole(const link_t *l, int rc) {
+  int status = evd_client_error(l->c)->status;
+  return rc == EVD_CLIENT_EINVAL ||
+         (rc == EVD_CLIENT_EAPI && status >= 400 && status < 500);
 }
 
 void seq_batch_send(link_t *l, seq_t *const *sq, evd_step_t *steps,
@@ -316,25 +326,30 @@ int seq_batch_recv(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
        * so settle() finds the same for the items recorded here. */
       size_t slow = 0;
       for (size_t i = 0; i < n; i++) {
-        if (verdict(l, sq[i], res[i].rc, res[i].error.code, &res[i].answer,
+        if (seq_verdict(l, sq[i], res[i].rc, res[i].error.code, &res[i].answer,
                     steps[i].n_positions) != GO_ON)
           slow++;
         else if (res[i].rc == 0)
-          stepped(sq[i], &steps[i], &res[i].answer);
+          seq_stepped(sq[i], &steps[i], &res[i].answer);
       }
       return slow > 0 ? settle(l, sq, steps, n, res, f) : 0;
     }
-    if (!link_refused(l, rc, "misdirected_request"))
+    if (link_refused(l, rc, "misdirected_request")) {
+      /* nginx's deploy/nginx-shard.conf: a batch may name sessions of
+       * several instances, so it is refused and nothing is forwarded. */
+      l->per_session = true;
+      fprintf(stderr, "evictd-llama: evictd's URL refuses POST /step (421 "
+              "misdirected_request: a proxy in front of a pool of daemons); "
+              "steps go one session per request from now on\n");
+    } else if (!refused_whole(l, rc)) {
       return rc;
-    /* nginx's deploy/nginx-shard.conf: a batch may name sessions of
-     * several instances, so it is refused and nothing is forwarded. */
-    l->per_session = true;
-    fprintf(stderr, "evictd-llama: evictd's URL refuses POST /step (421 "
-            "misdirected_request: a proxy in front of a pool of daemons); "
-            "steps go one session per request from now on\n");
+    }
+    /* Else the batch was refused as a whole, which one bad item does (the
+     * client checks every step before it writes any): each item goes on
+     * its own, so that only the items at fault fail. */
   }
   for (size_t i = 0; i < n; i++) {
-    int rc = item(l, sq[i], &steps[i], &res[i], GO_ON, f);
+    int rc = seq_item(l, sq[i], &steps[i], &res[i], GO_ON, f);
     if (rc != 0)
       return rc;
   }

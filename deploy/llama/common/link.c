@@ -80,6 +80,11 @@ static int client_fault(evd_client_t *c, const char *act, const char *session,
   if (e->rc == EVD_CLIENT_EAPI)
     return fault_set(f, 502, "evictd_refused", "evictd refused %s%s: %d %s: "
                      "%s", act, of, e->status, e->code, e->message);
+  /* The client's own check refused the request before it went: the
+   * engine's fault, not the daemon's. */
+  if (e->rc == EVD_CLIENT_EINVAL)
+    return fault_set(f, 500, "internal_error", "%s%s was not sent: %s: %s",
+                     act, of, e->code, e->message);
   return fault_set(f, 503, "evictd_unavailable", "%s%s failed: %s: %s", act,
                    of, e->code, e->message);
 }

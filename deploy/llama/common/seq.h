@@ -124,6 +124,31 @@ void seq_batch_send(link_t *l, seq_t *const *sq, evd_step_t *steps,
 int seq_batch_recv(link_t *l, seq_t *const *sq, evd_step_t *steps, size_t n,
                    evd_batch_result_t *res, fault_t *f);
 
+/* ---- the parts of a batch, for an engine that sends its steps through
+ * lanes (common/lanes.h) and judges their outcomes itself -------------- */
+
+/* An outcome that asks for nothing more (else seq_verdict's cause). */
+#define SEQ_GO_ON LINK_CAUSES
+
+/* What the outcome of a change of s asks for: SEQ_GO_ON, or the cause
+ * (link_cause_t) for which s must be re-homed (as seq_change does). rc is
+ * the request's, code the daemon's error code when rc is EVD_CLIENT_EAPI,
+ * a the answer when rc is 0 (NULL: none to check), added the positions
+ * the request added. Reads s, changes nothing. */
+int seq_verdict(const link_t *l, const seq_t *s, int rc, const char *code,
+                const evd_answer_t *a, size_t added);
+
+/* Records the newest that step st of s left, by its answer a. */
+void seq_stepped(seq_t *s, const evd_step_t *st, const evd_answer_t *a);
+
+/* Step st of s as a change of its own: sent (cause SEQ_GO_ON, judged as
+ * seq_change judges it) or s re-homed for `cause` and st sent again; the
+ * answer or the item's own failure into res (kept: link_keep). 0, or the
+ * client's code of a failure that is not the item's alone (the daemon
+ * cannot be reached), f set. */
+int seq_item(link_t *l, seq_t *s, const evd_step_t *st,
+             evd_batch_result_t *res, int cause, fault_t *f);
+
 /* evictd's fork of from into session `into` (its view in *v), expecting
  * from's newest, from re-homed as seq_change does when its daemon lost it
  * or holds another window (seq_fork's first half). 0, or non-zero with f

@@ -103,9 +103,10 @@ int gen_step(gen_t *g, sample_t *s, const uint32_t *pos, size_t n,
   fault_t f;
   dump_step(g->dump, s->s.id, pos, n, tentative,
             commit ? (int64_t)commit_at : -1);
-  if (seq_change(&g->link, &s->s, &(link_req_t){.op = LINK_STEP,
-                 .steps = &st, .answer = a}, &f) != 0)
-    return gen_fault(&f);
+  link_t *l = gen_link(g, s);
+  if (l == NULL || seq_change(l, &s->s, &(link_req_t){.op = LINK_STEP,
+                              .steps = &st, .answer = a}, &f) != 0)
+    return l == NULL ? 1 : gen_fault(&f);
   return 0;
 }
 
@@ -199,8 +200,10 @@ int gen_fork_and_start(gen_t *g) {
   fault_t f;
   for (uint32_t i = 1; i < g->n_samples; i++) {
     sample_t *s = &g->samples[i];
-    if (seq_fork(&g->link, &s0->s, &s->s, &g->target, g->n_prompt - 1,
-                 &f) != 0)
+    link_t *l = gen_link(g, s0);
+    if (l == NULL)
+      return 1;
+    if (seq_fork(l, &s0->s, &s->s, &g->target, g->n_prompt - 1, &f) != 0)
       return gen_fault(&f);
     dump_fork(g->dump, s0->s.id, s->s.id);
     if (gen_reserve(s, g->n_prompt + 2) != 0)
@@ -220,11 +223,16 @@ int gen_fork_and_start(gen_t *g) {
  * in *one or g->results. */
 static int send_all(gen_t *g, uint32_t k, evd_answer_t *one) {
   fault_t f;
-  if (g->n_samples == 1)
-    return seq_change(&g->link, &g->samples[0].s, &(link_req_t){
+  if (g->n_samples == 1) {
+    link_t *l = gen_link(g, &g->samples[0]);
+    if (l == NULL)
+      return 1;
+    return seq_change(l, &g->samples[0].s, &(link_req_t){
                       .op = LINK_STEP, .steps = g->steps, .answer = one},
                       &f) ? gen_fault(&f) : 0;
-  if (seq_batch(&g->link, g->sq, g->steps, k, g->results, &f) != 0)
+  }
+  /* Each instance's part at once (lanes), every answer waited for. */
+  if (lanes_batch(g->lanes, g->sq, g->steps, k, g->results, &f) != 0)
     return gen_fault(&f);
   for (uint32_t j = 0; j < k; j++)
     if (link_item(&g->results[j], g->steps[j].session, &f) != 0)
@@ -291,7 +299,10 @@ int gen_rewind(gen_t *g, sample_t *s) {
   evd_answer_t a;
   fault_t f;
   dump_truncate(g->dump, s->s.id, from);
-  if (seq_change(&g->link, &s->s, &(link_req_t){.op = LINK_TRUNCATE,
+  link_t *l = gen_link(g, s);
+  if (l == NULL)
+    return 1;
+  if (seq_change(l, &s->s, &(link_req_t){.op = LINK_TRUNCATE,
                  .session = s->s.session, .at = from, .answer = &a}, &f) != 0)
     return gen_fault(&f);
   if (gen_follow(g, s, &a, 0) != 0)

@@ -90,12 +90,21 @@ static const char synopsis[] =
 
 /* ---- set-up ------------------------------------------------------------- */
 
+link_t *gen_link(gen_t *g, const sample_t *s) {
+  fault_t f;
+  link_t *l = lanes_direct(g->lanes, lanes_route(g->lanes, s->s.session,
+                                                 (uint32_t)s->s.id), &f);
+  if (l == NULL)
+    gen_fault(&f);
+  return l;
+}
+
 static int setup(gen_t *g) {
   const gen_opts_t *o = g->o;
   fault_t f;
-  if (link_open(&g->link, &o->link, &f) != 0)
-    return gen_fault(&f);
   g->n_samples = o->parallel ? o->parallel : 1;
+  if (lanes_new(&g->lanes, &o->link, g->n_samples, &f) != 0)
+    return gen_fault(&f);
   g->samples = calloc(g->n_samples, sizeof(*g->samples));
   g->steps = calloc(g->n_samples, sizeof(*g->steps));
   g->results = calloc(g->n_samples, sizeof(*g->results));
@@ -105,12 +114,15 @@ static int setup(gen_t *g) {
     return gen_fail("out of memory");
   char base[SEQ_ID_MAX + 1];
   if (o->session != NULL) {
-    /* The samples' ids add ".N" (sample numbers below 256: 4 bytes). */
+    /* The samples' ids add "~N" (sample numbers below 256: 4 bytes):
+     * nginx's key, and a pool's, is an id up to its first '~', so in a
+     * pool the samples live on their parent's instance, where the fork
+     * makes them. */
     size_t room = SEQ_ID_MAX - (g->n_samples > 1 ? 4 : 0);
     if (strlen(o->session) > room)
       return gen_fail("--session is %zu bytes; evictd's ids are at most %d%s",
                       strlen(o->session), SEQ_ID_MAX,
-                      g->n_samples > 1 ? ", with the samples' \".N\"" : "");
+                      g->n_samples > 1 ? ", with the samples' \"~N\"" : "");
     snprintf(base, sizeof(base), "%s", o->session);
   } else {
     snprintf(base, sizeof(base), "evictd-llama-%ld", (long)getpid());
@@ -118,7 +130,7 @@ static int setup(gen_t *g) {
   for (uint32_t i = 0; i < g->n_samples; i++) {
     sample_t *s = &g->samples[i];
     char id[SEQ_ID_MAX + 8];
-    snprintf(id, sizeof(id), g->n_samples == 1 ? "%s" : "%s.%u", base, i);
+    snprintf(id, sizeof(id), g->n_samples == 1 ? "%s" : "%s~%u", base, i);
     s->smp = (sampler_t){.temp = o->temp, .top_p = 1, .state = o->seed + i};
     if (seq_init(&s->s, (int32_t)i, id, o->positions) != 0 ||
         posmap_init(&s->dmap, o->positions, 64) != 0)
@@ -160,7 +172,10 @@ static int open_session(gen_t *g) {
   const gen_opts_t *o = g->o;
   evd_view_t v;
   fault_t f;
-  if (seq_open(&g->link, &g->samples[0].s, &o->cfg, &v, &f) != 0)
+  link_t *l = gen_link(g, &g->samples[0]);
+  if (l == NULL)
+    return 1;
+  if (seq_open(l, &g->samples[0].s, &o->cfg, &v, &f) != 0)
     return gen_fault(&f);
   g->budget = v.budget;
   g->sinks = v.sinks;
@@ -264,8 +279,9 @@ static void print_stats(gen_t *g) {
           median(t->remove, t->n) * 1e6, tot > 0 ? 100.0 * evd / tot : 0.0,
           posmap_name(g->o->positions));
   evd_client_stats_t cs;
-  evd_client_stats(g->link.c, &cs);
-  const link_counts_t *n = &g->link.n;
+  link_counts_t counts;
+  lanes_counts(g->lanes, &counts, &cs);
+  const link_counts_t *n = &counts;
   fprintf(stderr, "evictd-llama: evictd: %llu requests, %llu resends, "
           "%llu replayed, %llu connections, %llu re-homes (%llu lost, "
           "%llu diverged, %llu fresh)\n",
@@ -324,8 +340,9 @@ static int run(gen_t *g) {
         printf("%s--- sample %u\n", i ? "\n" : "", i);
       gen_stream(g, s, s->n + 1);
     }
-    if (!o->keep_session && seq_close(&g->link, &s->s, false, &f) != 0)
-      return gen_fault(&f);
+    link_t *l = o->keep_session ? NULL : gen_link(g, s);
+    if (!o->keep_session && (l == NULL || seq_close(l, &s->s, false, &f)))
+      return l == NULL ? 1 : gen_fault(&f);
   }
   putchar('\n');
   fflush(stdout);
@@ -338,8 +355,10 @@ static void release(gen_t *g) {
   for (uint32_t i = 0; g->samples != NULL && i < g->n_samples; i++) {
     sample_t *s = &g->samples[i];
     /* After a failure the sessions this run created go, best effort. */
-    if (!g->o->keep_session)
-      seq_close(&g->link, &s->s, true, NULL);
+    link_t *l = g->lanes != NULL && !g->o->keep_session ? gen_link(g, s)
+                                                         : NULL;
+    if (l != NULL)
+      seq_close(l, &s->s, true, NULL);
     free(s->hist);
     free(s->alt);
     seq_free(&s->s);
@@ -359,7 +378,7 @@ static void release(gen_t *g) {
   free(g->times.remove);
   lm_close(&g->draft);
   lm_close(&g->target);
-  link_close(&g->link);
+  lanes_free(g->lanes);
 }
 
 static int gen_run(const gen_opts_t *o) {

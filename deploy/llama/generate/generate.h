@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/lanes.h"
 #include "common/link.h"
 #include "common/lm.h"
 #include "common/sampler.h"
@@ -67,7 +68,7 @@ typedef struct gen_s {
   const gen_opts_t *o;
   lm_t target, draft;
   bool has_draft;
-  link_t link;
+  lanes_t *lanes;       /* evictd: one instance, or a pool's lanes */
   dump_t dumpf;
   dump_t *dump;         /* &dumpf with --dump, else NULL */
   seq_trace_t trace;    /* dump_remove, with --dump */
@@ -101,6 +102,11 @@ int gen_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Prints a fault's sentence; returns 1. */
 int gen_fault(const fault_t *f);
+
+/* The link s's session's changes go through: the engine's own to the
+ * instance the session lives on (common/lanes.h); NULL (told) when out of
+ * memory. */
+link_t *gen_link(gen_t *g, const sample_t *s);
 
 /* Grows a sample's history to hold `need` positions; 0 or -1. */
 int gen_reserve(sample_t *s, uint32_t need);

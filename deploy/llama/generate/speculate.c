@@ -136,7 +136,10 @@ int gen_settle(gen_t *g) {
   evd_answer_t a;
   fault_t f;
   dump_commit(g->dump, s->s.id, g->commit_at);
-  if (seq_change(&g->link, &s->s, &(link_req_t){.op = LINK_COMMIT,
+  link_t *l = gen_link(g, s);
+  if (l == NULL)
+    return 1;
+  if (seq_change(l, &s->s, &(link_req_t){.op = LINK_COMMIT,
                  .session = s->s.session, .at = g->commit_at, .answer = &a},
                  &f) != 0)
     return gen_fault(&f);

@@ -12,6 +12,7 @@
 
 #include "common/cli.h"
 #include "common/clock.h"
+#include "common/lanes.h"
 #include "common/link.h"
 #include "common/lm.h"
 #include "common/seq.h"
@@ -107,13 +108,20 @@ typedef struct state_s {
   const opts_t *o;
   ppl_run_t *r;
   lm_t lm;
-  link_t link;
+  lanes_t *lanes;       /* evictd: one instance, or a pool's lanes */
   seq_t *seqs;          /* [0] full attention (no session), then policies */
   seq_t **sq;           /* the sequence of each step */
   evd_step_t *steps;
   evd_batch_result_t *res;
   uint32_t *pos;
 } state_t;
+
+/* The engine's own link to the instance s's session lives on
+ * (common/lanes.h); NULL with f set when out of memory. */
+static link_t *link_of(state_t *st, const seq_t *s, fault_t *f) {
+  return lanes_direct(st->lanes, lanes_route(st->lanes, s->session,
+                                             (uint32_t)s->id), f);
+}
 
 /* Opens the evictd session of every windowed policy (lookahead 1: one
  * position per step). */
@@ -123,7 +131,8 @@ static int open_sessions(state_t *st) {
   for (uint32_t i = 1; i < r->n_pol; i++) {
     evd_session_cfg_t cfg = {r->pol[i].budget, r->pol[i].sinks, 1, -1};
     evd_view_t v;
-    if (seq_open(&st->link, &st->seqs[i], &cfg, &v, &f) != 0)
+    link_t *l = link_of(st, &st->seqs[i], &f);
+    if (l == NULL || seq_open(l, &st->seqs[i], &cfg, &v, &f) != 0)
       return fail("%s", f.msg);
   }
   return 0;
@@ -140,7 +149,8 @@ static int step_all(state_t *st, uint32_t p) {
                                 .positions = &st->pos[i], .n_positions = 1};
     st->sq[i] = &st->seqs[i + 1];
   }
-  if (seq_batch(&st->link, st->sq, st->steps, n, st->res, &f) != 0)
+  /* Each instance's part at once (lanes), every answer waited for. */
+  if (lanes_batch(st->lanes, st->sq, st->steps, n, st->res, &f) != 0)
     return fail("%s", f.msg);
   for (uint32_t i = 0; i < n; i++)
     if (link_item(&st->res[i], st->steps[i].session, &f) != 0)
@@ -251,7 +261,7 @@ static int perplexity(const opts_t *o, ppl_run_t *r, const char *file) {
     goto out_mem;
   }
   fault_t f;
-  if (r->n_pol > 1 && link_open(&st.link, &o->link, &f) != 0) {
+  if (r->n_pol > 1 && lanes_new(&st.lanes, &o->link, r->n_pol, &f) != 0) {
     fail("%s", f.msg);
     goto out_mem;
   }
@@ -262,9 +272,12 @@ static int perplexity(const opts_t *o, ppl_run_t *r, const char *file) {
   rc = 0;
 out_sessions:
   /* After a failure, best effort: never a long wait on a dead daemon. */
-  for (uint32_t i = 1; i < r->n_pol; i++)
-    seq_close(&st.link, &st.seqs[i], rc != 0, NULL);
-  link_close(&st.link);
+  for (uint32_t i = 1; i < r->n_pol; i++) {
+    link_t *l = link_of(&st, &st.seqs[i], &f);
+    if (l != NULL)
+      seq_close(l, &st.seqs[i], rc != 0, NULL);
+  }
+  lanes_free(st.lanes);
 out_mem:
   for (uint32_t i = 0; st.seqs != NULL && i < r->n_pol; i++)
     seq_free(&st.seqs[i]);

@@ -3,9 +3,13 @@
  * positions; then evictd forks its session and llama.cpp copies its cells
  * into the others (the prompt decoded once), and every choice draws its
  * first token from the prompt's last logits with a generator of its own.
- * Positions are the tokens' absolute positions. A step needs positions
- * alone, not tokens, so the next iteration's steps go to evictd before
- * this iteration's llama_decode and are answered while it runs
+ * Positions are the tokens' absolute positions. Steps go to evictd through
+ * lanes (common/lanes.h): a thread per instance of a pool, or per
+ * sequence behind a proxy, so an iteration decodes the sequences whose
+ * steps are answered and a sequence whose instance is down or hung sits
+ * out, its cells kept, without holding up the others. A step needs
+ * positions alone, not tokens, so the next iteration's steps go out
+ * before this iteration's llama_decode and are answered while it runs
  * (pipelining: the round trip leaves the critical path). */
 #include "serve/engine.h"
 
@@ -23,31 +27,66 @@
 
 #define say(...) fprintf(stderr, "evictd-llama serve: " __VA_ARGS__)
 
+/* How long an iteration waits for a lane that has not answered before it
+ * decodes without that lane's sequences (and waits on it no more until it
+ * answers): far above an answer's round trip (tens of microseconds to a
+ * millisecond), far below what a stream's client notices. */
+#define GRACE_S 0.05
+
 static int reserve(choice_t *c, uint32_t need) {
   return grow(&c->hist, &c->cap, need, sizeof(*c->hist));
 }
 
-/* A choice leaves its slot: its cells leave llama.cpp's cache and its
- * session evictd (quick: best effort, after evictd failed). */
-static void leave(engine_t *e, choice_t *c, bool quick) {
-  fault_t f;
+/* A choice's slot is given back: its cells leave llama.cpp's cache and
+ * its session evictd (through its lane, without waiting). */
+static void give_back(engine_t *e, choice_t *c) {
   llama_memory_seq_rm(e->lm->mem, c->s.id, -1, -1);
-  if (seq_close(&e->link, &c->s, quick, &f) != 0)
-    say("deleting session %s failed: %s\n", c->s.session, f.msg);
+  if (c->s.created)
+    lanes_delete(e->lanes, c->s.session, (uint32_t)c->s.id);
   seq_free(&c->s);
+  c->orphan = false;
+  c->sent = c->ready = NULL;
+  tq_sequences(e->q, --e->used);
+}
+
+/* A choice leaves its task. With a step out, it leaves an orphan: the
+ * slot is given back when the step comes back (the lane holds the
+ * sequence till then). */
+static void leave(engine_t *e, choice_t *c) {
   text_clear(&c->text);
   c->task = NULL;
-  c->ahead = false;
-  tq_sequences(e->q, --e->used);
+  c->decodes = false;
+  c->ready = NULL;
+  if (c->sent != NULL)
+    c->orphan = true;
+  else
+    give_back(e, c);
 }
 
 /* Ends a task: each of its choices leaves, then the task is done (failed
  * with f when f is not NULL). */
-static void end_task(engine_t *e, task_t *t, const fault_t *f, bool quick) {
+static void end_task(engine_t *e, task_t *t, const fault_t *f) {
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task == t)
-      leave(e, &e->slot[i], quick);
+      leave(e, &e->slot[i]);
   tq_finish(e->q, t, f);
+}
+
+/* The base of a task's session ids: its id, or in a pool, when the
+ * instance that id is routed to is down or late, its id with a suffix
+ * that is routed to one that is not (a new session needs to wait on no
+ * instance). */
+static void session_base(engine_t *e, const task_t *t, char *base,
+                         size_t len) {
+  snprintf(base, len, "%s", t->id);
+  if (lanes_instances(e->lanes) < 2)
+    return;
+  for (unsigned r = 1; r <= 64 && !lanes_ok(e->lanes,
+                                            lanes_route(e->lanes, base, 0));
+       r++)
+    snprintf(base, len, "%s.%u", t->id, r);
+  if (!lanes_ok(e->lanes, lanes_route(e->lanes, base, 0)))
+    snprintf(base, len, "%s", t->id); /* none is up: its own instance */
 }
 
 /* Takes a task into free slots: its choices' sessions are its id (one
@@ -57,22 +96,26 @@ static void end_task(engine_t *e, task_t *t, const fault_t *f, bool quick) {
 static void admit(engine_t *e, task_t *t) {
   fault_t f;
   uint32_t k = 0;
+  char base[SEQ_ID_MAX - 8];
+  session_base(e, t, base, sizeof(base));
   for (uint32_t i = 0; i < e->n_slot && k < t->want.n; i++) {
     choice_t *c = &e->slot[i];
-    if (c->task != NULL)
+    if (c->task != NULL || c->orphan)
       continue;
     char id[SEQ_ID_MAX + 1];
-    snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u", t->id, k);
+    snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u", base, k);
     if (seq_init(&c->s, (int32_t)i, id, POS_ORIGINAL) != 0 ||
         reserve(c, t->n_prompt + 2) != 0) {
       seq_free(&c->s);
       fault_set(&f, 500, "out_of_memory", "out of memory");
-      end_task(e, t, &f, false);
+      end_task(e, t, &f);
       return;
     }
     c->task = t;
     c->index = k++;
     c->n = c->tokens = 0;
+    c->lane = lanes_route(e->lanes, id, i);
+    c->sent = c->ready = NULL;
     /* The first choice's session is made by its first step (a new one
      * holds position 0), the others' by the fork. */
     seq_start(&c->s, &e->cfg);
@@ -90,16 +133,27 @@ static void admit(engine_t *e, task_t *t) {
 }
 
 /* The first choice finished the prompt: the others get it by evictd's
- * fork and llama_memory_seq_cp. */
+ * fork and llama_memory_seq_cp. The fork is sent on the engine's own link
+ * to the parent's instance and waited for (once per request of n
+ * choices; the parent has no step out then). */
 static int fork_choices(engine_t *e, choice_t *first, fault_t *f) {
   task_t *t = first->task;
+  evd_view_t v;
+  link_t *l = lanes_direct(e->lanes, first->lane, f);
+  if (l == NULL)
+    return -1;
+  /* A prompt of the BOS alone stepped nothing, so its session is made
+   * here, as its first step would have made it. */
+  if (t->n_prompt == 1 &&
+      link_create(l, first->s.session, &e->cfg, &v, f) != 0)
+    return -1;
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
     if (c->task != t || c == first)
       continue;
     if (reserve(c, t->n_prompt + 2) != 0)
       return fault_set(f, 500, "out_of_memory", "out of memory");
-    if (seq_fork(&e->link, &first->s, &c->s, e->lm, t->n_prompt - 1, f))
+    if (seq_fork(l, &first->s, &c->s, e->lm, t->n_prompt - 1, f))
       return -1;
     memcpy(c->hist, first->hist, t->n_prompt * sizeof(*c->hist));
     c->n = t->n_prompt;
@@ -116,7 +170,7 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
   if (why != FIN_STOP && text_flush(&c->text, &show, &len) == 0)
     tq_text(e->q, t, c->index, show, len);
   tq_end(e->q, t, c->index, why, c->tokens);
-  leave(e, c, false);
+  leave(e, c);
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task == t)
       return;
@@ -151,11 +205,19 @@ static void emit(engine_t *e, choice_t *c, const float *logits) {
     end_choice(e, c, FIN_LIMIT);
 }
 
-/* Fails every running task after a failure of the whole iteration. */
-static void fail_all(engine_t *e, const fault_t *f, bool quick) {
+/* Fails every running task (f). */
+static void fail_all(engine_t *e, const fault_t *f) {
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task != NULL)
-      end_task(e, e->slot[i].task, f, quick);
+      end_task(e, e->slot[i].task, f);
+}
+
+/* Fails the tasks of the choices that decoded in this pass, after
+ * llama.cpp failed it. */
+static void fail_decoded(engine_t *e, const fault_t *f) {
+  for (uint32_t i = 0; i < e->n_slot; i++)
+    if (e->slot[i].task != NULL && e->slot[i].decodes)
+      end_task(e, e->slot[i].task, f);
 }
 
 /* ONE pass of every choice that decodes; -1 when llama.cpp failed. */
@@ -164,7 +226,7 @@ static int pass(engine_t *e, fault_t *f) {
   lm_clear(e->lm);
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
-    if (c->task == NULL || c->failed || (c->index > 0 && !c->forked))
+    if (!c->decodes || c->failed)
       continue;
     uint32_t n_prompt = c->task->n_prompt, from = c->n, to = c->n + 1;
     if (c->n < n_prompt)
@@ -195,7 +257,7 @@ static void draw_all(engine_t *e) {
     bool prompt_done = c->index == 0 && c->n == t->n_prompt && c->tokens == 0;
     if (prompt_done && t->want.n > 1) {
       if (fork_choices(e, c, &f) != 0) {
-        end_task(e, t, &f, false);
+        end_task(e, t, &f);
         continue;
       }
       /* Every choice draws its first token from these logits. */
@@ -208,98 +270,143 @@ static void draw_all(engine_t *e) {
     }
     if (reserve(c, c->n + 2) != 0) {
       fault_set(&f, 500, "out_of_memory", "out of memory");
-      end_task(e, t, &f, false);
+      end_task(e, t, &f);
       continue;
     }
     emit(e, c, l);
   }
 }
 
-/* The answer choice c follows this iteration: item j of e->now, or its
- * step's that went ahead. */
-static const evd_answer_t *answer_of(engine_t *e, const choice_t *c,
-                                     size_t j, size_t k) {
-  return j < k ? &e->now.results[j].answer : &c->got;
-}
-
-/* One iteration of every running choice: the steps not sent ahead, the
- * next iteration's steps sent, ONE pass, the answers followed, the next
- * steps' answers read, then the tokens drawn. */
-static void iterate(engine_t *e) {
-  double t0 = clock_now(), t_evd;
-  fault_t f;
-  size_t m, k = steps_now(e, &m), k_next = 0;
-  e->tokens = 0;
-  link_unkeep(&e->link);
-  if (k > 0 && seq_batch(&e->link, e->now.sq, e->now.steps, k,
-                         e->now.results, &f) != 0) {
-    say("%s\n", f.msg);
-    /* evictd unreachable: its sessions are deleted best effort only. */
-    fail_all(e, &f, f.status == 503);
-    return;
-  }
-  for (size_t j = 0; j < k; j++) {
-    choice_t *c = e->now.who[j];
-    c->failed = link_item(&e->now.results[j], c->s.session, &c->fault) != 0;
-  }
-  if ((k_next = steps_ahead(e)) > 0)
-    seq_batch_send(&e->link, e->next.sq, e->next.steps, k_next);
-  double t1 = clock_now();
-  t_evd = t1 - t0;
-  int rc = pass(e, &f);
-  double t2 = clock_now();
-  /* Follow the answers (llama.cpp alone: a failure ends its task once the
-   * batch ahead is read), then read the batch ahead, whose re-homing
-   * adopts what the caches hold now. */
-  for (size_t j = 0; rc == 0 && j < k + m; j++) {
-    choice_t *c = j < k ? e->now.who[j] : e->early[j - k];
-    fault_t g;
-    if (!c->failed && seq_follow(&c->s, e->lm, answer_of(e, c, j, k),
-                                 c->chunk, NULL, &g) != 0) {
-      c->fault = g;
-      c->failed = true;
-    }
-  }
-  if (k_next > 0) {
-    double t3 = clock_now();
-    if (seq_batch_recv(&e->link, e->next.sq, e->next.steps, k_next,
-                       e->next.results, &f) != 0) {
-      if (rc == 0)
-        say("%s\n", f.msg);
-      fail_all(e, &f, f.status == 503);
-      return;
-    }
-    for (size_t j = 0; j < k_next; j++)
-      if (steps_keep(e, j) != 0) {
-        fault_set(&f, 500, "out_of_memory", "out of memory");
-        rc = -1;
-      }
-    t_evd += clock_now() - t3;
-  }
-  if (rc != 0) {
-    say("%s\n", f.msg);
-    fail_all(e, &f, false);
-    return;
-  }
-  for (size_t j = 0; j < k + m; j++) {
-    choice_t *c = j < k ? e->now.who[j] : e->early[j - k];
+/* Ends the tasks of the choices whose step failed (each task alone). */
+static void end_failed(engine_t *e) {
+  for (uint32_t i = 0; i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
     if (c->task != NULL && c->failed) {
       say("%s\n", c->fault.msg);
       c->failed = false;
-      end_task(e, c->task, &c->fault, false);
+      end_task(e, c->task, &c->fault);
     }
   }
+}
+
+/* Ends, with 503, the tasks of the choices whose step has been out longer
+ * than --reconnect-ms: their instance is down or hung. Their cells are
+ * freed once the step comes back (or at shutdown). */
+static void overdue(engine_t *e, double now) {
+  double limit = e->o->link.reconnect_ms / 1e3;
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
-    if (c->task != NULL && (c->chunk > 0 || c->out >= 0))
+    if (c->task == NULL || c->sent == NULL || now - c->sent->since <= limit)
+      continue;
+    lane_info_t li;
+    lanes_info(e->lanes, c->lane, &li);
+    fault_t f;
+    fault_set(&f, 503, "evictd_unavailable", "evictd instance %s has not "
+              "answered the step of session %s for %.0f ms "
+              "(--reconnect-ms %u): it is down or hung", li.name,
+              c->s.session, (now - c->sent->since) * 1e3,
+              e->o->link.reconnect_ms);
+    say("%s\n", f.msg);
+    end_task(e, c->task, &f);
+  }
+}
+
+static void leave_orphan(engine_t *e, choice_t *c) { give_back(e, c); }
+
+/* Publishes the lanes' states for /metrics and /health, at most ten times
+ * a second. */
+static void publish_lanes(engine_t *e, double now) {
+  if (now - e->last_lanes < 0.1)
+    return;
+  e->last_lanes = now;
+  lane_state_t st[SERVE_LANES_MAX];
+  size_t n = lanes_instances(e->lanes);
+  if (n > SERVE_LANES_MAX)
+    n = SERVE_LANES_MAX;
+  for (size_t i = 0; i < n; i++) {
+    lane_info_t li;
+    lanes_info(e->lanes, (uint32_t)i, &li);
+    snprintf(st[i].name, sizeof(st[i].name), "%s", li.name);
+    st[i].up = li.up;
+    st[i].late = li.late;
+    st[i].waiting = 0;
+  }
+  /* Behind a proxy, the lanes past the instances' are the sequences'
+   * own: one instance (the proxy) is up when all of them are. */
+  for (uint32_t i = (uint32_t)n; n == 1 && lanes_per_session(e->lanes) &&
+                                 i < e->n_slot; i++) {
+    lane_info_t li;
+    if (lanes_info(e->lanes, i, &li) && li.started && !li.up)
+      st[0].up = false;
+  }
+  for (uint32_t i = 0; i < e->n_slot; i++) {
+    const choice_t *c = &e->slot[i];
+    uint32_t at = n == 1 ? 0 : c->lane;
+    if (c->task != NULL && c->sent != NULL && at < n)
+      st[at].waiting++;
+  }
+  tq_lanes(e->q, st, n);
+}
+
+/* One iteration: the answers taken back, the steps of the choices that
+ * have none sent and waited for (as long as their lanes are on time),
+ * then the choices whose steps are answered decode: their next steps sent
+ * ahead, ONE pass, the answers followed, the tokens drawn. A choice whose
+ * lane is late sits out, its cells kept. */
+static void iterate(engine_t *e) {
+  double t0 = clock_now();
+  fault_t f;
+  e->tokens = e->steps = e->ahead = 0;
+  steps_collect(e, leave_orphan);
+  steps_now(e);
+  lanes_wait(e->lanes, e->grace, t0 + e->grace);
+  steps_collect(e, leave_orphan);
+  overdue(e, clock_now());
+  end_failed(e);
+  publish_lanes(e, t0);
+  if (steps_ready(e) == 0) {
+    end_failed(e);
+    /* Every sequence waits on a lane: until one answers (or a while, to
+     * admit new tasks and see cancellations). */
+    if (e->used > 0)
+      lanes_idle(e->lanes, clock_now() + 0.02);
+    return;
+  }
+  double t1 = clock_now(), t_evd = t1 - t0;
+  steps_ahead(e);
+  int rc = pass(e, &f);
+  double t2 = clock_now();
+  /* Follow the answers (llama.cpp alone), unless the pass failed. */
+  for (uint32_t i = 0; rc == 0 && i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
+    if (!c->decodes || c->failed || c->ready == NULL)
+      continue;
+    fault_t g;
+    if (seq_follow(&c->s, e->lm, &c->ready->answer, c->chunk, NULL,
+                   &g) != 0) {
+      c->fault = g;
+      c->failed = true;
+    }
+    c->ready = NULL;
+  }
+  if (rc != 0) {
+    say("%s\n", f.msg);
+    fail_decoded(e, &f);
+    return;
+  }
+  end_failed(e);
+  for (uint32_t i = 0; i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
+    if (c->task != NULL && c->decodes)
       c->n = c->n < c->task->n_prompt ? (c->n == 0 ? 1 : c->n) + c->chunk
                                       : c->n + 1;
   }
   draw_all(e);
   evd_client_stats_t cs;
-  evd_client_stats(e->link.c, &cs);
-  tq_count(e->q, e->tokens, k + k_next, k_next, t_evd, t2 - t1,
-           clock_now() - t0, &cs, &e->link.n, e->link.per_session);
+  link_counts_t lc;
+  lanes_counts(e->lanes, &lc, &cs);
+  tq_count(e->q, e->tokens, e->steps, e->ahead, t_evd, t2 - t1,
+           clock_now() - t0, &cs, &lc, lanes_per_session(e->lanes));
 }
 
 /* Ends the tasks whose client went away, before the next pass. */
@@ -309,7 +416,7 @@ static void cancellations(engine_t *e) {
     if (t != NULL && tq_cancelled(e->q, t)) {
       say("the client of session %s went away: its cells and session are "
           "deleted\n", e->slot[i].s.session);
-      end_task(e, t, NULL, false);
+      end_task(e, t, NULL);
     }
   }
 }
@@ -328,11 +435,18 @@ static void *engine_main(void *arg) {
       iterate(e);
   }
   /* Stopping: queued tasks are refused, running ones end; their sessions
-   * are deleted best effort (a shutdown does not wait on a dead daemon). */
+   * are deleted through the lanes, which send what they have in hand for
+   * two seconds at most (a shutdown does not wait on a dead daemon). An
+   * orphan's session is deleted behind its step, in its lane. */
   fault_t f;
   fault_set(&f, 503, "shutting_down", "the server is shutting down");
   tq_drain(e->q, &f);
-  fail_all(e, &f, true);
+  fail_all(e, &f);
+  for (uint32_t i = 0; i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
+    if (c->orphan && c->s.created)
+      lanes_delete(e->lanes, c->s.session, (uint32_t)c->s.id);
+  }
   return NULL;
 }
 
@@ -348,8 +462,9 @@ static int settings(engine_t *e, char *err, size_t errlen) {
   if (cfg->budget < 0 || cfg->sinks < 0 || cfg->lookahead < 0) {
     char probe[64];
     snprintf(probe, sizeof(probe), "serve-%ld-probe", (long)getpid());
-    if (link_create(&e->link, probe, cfg, &v, &f) != 0 ||
-        link_delete(&e->link, probe, false, &f) != 0)
+    link_t *l = lanes_direct(e->lanes, lanes_route(e->lanes, probe, 0), &f);
+    if (l == NULL || link_create(l, probe, cfg, &v, &f) != 0 ||
+        link_delete(l, probe, false, &f) != 0)
       return snprintf(err, errlen, "cannot read evictd's session defaults "
                       "(give --budget, --sinks and --lookahead to start "
                       "without it): %s", f.msg), -1;
@@ -362,22 +477,23 @@ static int settings(engine_t *e, char *err, size_t errlen) {
 }
 
 static void engine_free(engine_t *e) {
+  /* Lanes blocked on a daemon that does not answer hold items of the
+   * slots: then the slots are left to the process's end too. */
+  if (!lanes_free(e->lanes))
+    return;
   for (uint32_t i = 0; e->slot != NULL && i < e->n_slot; i++) {
-    free(e->slot[i].hist);
-    text_free(&e->slot[i].text);
-    sampler_free(&e->slot[i].smp);
-    free(e->slot[i].got_buf);
+    choice_t *c = &e->slot[i];
+    free(c->hist);
+    text_free(&c->text);
+    sampler_free(&c->smp);
+    lane_item_free(&c->item[0]);
+    lane_item_free(&c->item[1]);
+    if (c->orphan)
+      seq_free(&c->s);
   }
   free(e->slot);
-  for (stepset_t *b = &e->now; b <= &e->next; b++) {
-    free(b->steps);
-    free(b->results);
-    free(b->who);
-    free(b->sq);
-    free(b->pos);
-  }
-  free(e->early);
-  link_close(&e->link);
+  free(e->sub);
+  free(e->got);
   free(e);
 }
 
@@ -391,7 +507,11 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   e->lm = lm;
   e->q = q;
   e->n_slot = o->parallel;
-  if (link_open(&e->link, &o->link, &f) != 0) {
+  e->grace = GRACE_S;
+  const char *g = getenv("EVICTD_LLAMA_GRACE_MS");
+  if (g != NULL && *g != '\0')
+    e->grace = atof(g) / 1e3;
+  if (lanes_new(&e->lanes, &o->link, o->parallel, &f) != 0) {
     snprintf(err, errlen, "%s", f.msg);
     goto fail;
   }
@@ -412,17 +532,9 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   if (lm_context(lm, &lo, &o->lm, err, errlen) != 0)
     goto fail;
   e->slot = calloc(e->n_slot, sizeof(*e->slot));
-  e->early = calloc(e->n_slot, sizeof(*e->early));
-  bool oom = e->slot == NULL || e->early == NULL;
-  for (stepset_t *b = &e->now; b <= &e->next; b++) {
-    b->steps = calloc(e->n_slot, sizeof(*b->steps));
-    b->results = calloc(e->n_slot, sizeof(*b->results));
-    b->who = calloc(e->n_slot, sizeof(*b->who));
-    b->sq = calloc(e->n_slot, sizeof(*b->sq));
-    b->pos = calloc(batch, sizeof(*b->pos));
-    oom = oom || !b->steps || !b->results || !b->who || !b->sq || !b->pos;
-  }
-  if (oom) {
+  e->sub = calloc(2 * (size_t)e->n_slot, sizeof(*e->sub));
+  e->got = calloc(2 * (size_t)e->n_slot, sizeof(*e->got));
+  if (e->slot == NULL || e->sub == NULL || e->got == NULL) {
     snprintf(err, errlen, "out of memory");
     goto fail;
   }

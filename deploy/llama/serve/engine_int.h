@@ -1,5 +1,5 @@
-/* What serve's engine (engine.c) and its planning of steps (steps.c)
- * share: a choice's state and the engine's. Internal to serve/. */
+/* What serve's engine (engine.c) and its steps (steps.c) share: a
+ * choice's state and the engine's. Internal to serve/. */
 #ifndef EVICTD_LLAMA_SERVE_ENGINE_INT_H
 #define EVICTD_LLAMA_SERVE_ENGINE_INT_H
 
@@ -8,15 +8,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/lanes.h"
 #include "common/sampler.h"
 #include "common/seq.h"
 #include "serve/engine.h"
 #include "serve/text.h"
 
-/* One sequence: a choice of a task. */
+/* One sequence: a choice of a task. Its steps go through its lane (the
+ * evictd instance its session lives on, or a connection of its own behind
+ * a proxy): at most one is out at a time, and an answered one waits,
+ * ready, for the pass it belongs to. Two items take turns: the next step
+ * goes out (ahead of this iteration's pass) while this one's answer is
+ * still to be followed. */
 typedef struct choice_s {
   seq_t s;                /* id: the slot's index */
-  task_t *task;           /* NULL: the slot is free */
+  task_t *task;           /* NULL: the slot is free (or an orphan's) */
   uint32_t index;         /* the choice's number in its task */
   llama_token *hist;      /* the token at each position; hist[n] pending */
   size_t cap;
@@ -27,60 +33,63 @@ typedef struct choice_s {
   sampler_t smp;
   text_t text;
   bool forked;            /* a choice past the first has its prompt */
-  bool failed;            /* its step was refused: its task fails */
+  bool failed;            /* its step failed: its task fails (fault) */
   fault_t fault;
-  /* The next iteration's step, sent before this iteration's pass: */
-  bool ahead;             /* answered: the outcome below is the step of
-                             ahead_cnt positions from ahead_first */
-  uint32_t ahead_first, ahead_cnt;
-  bool ahead_failed;      /* refused (the sentence in fault) */
-  evd_answer_t got;       /* else its answer, the lists in got_buf */
-  uint32_t *got_buf;
-  size_t got_cap;
+  bool decodes;           /* in this iteration's pass */
+  uint32_t lane;          /* its session's */
+  lane_item_t item[2];
+  lane_item_t *sent;      /* the step out (in its lane), or NULL */
+  lane_item_t *ready;     /* an answered step not yet followed, or NULL */
+  bool orphan;            /* its task ended while a step was out: the
+                             slot is given back when the step comes back */
 } choice_t;
-
-/* One batch of steps: the items, whose they are, their positions. */
-typedef struct stepset_s {
-  evd_step_t *steps;
-  evd_batch_result_t *results;
-  choice_t **who;
-  seq_t **sq;
-  uint32_t *pos;
-} stepset_t;
 
 struct engine_s {
   const serve_opts_t *o;
   lm_t *lm;
   tq_t *q;
-  link_t link;
+  lanes_t *lanes;
   evd_session_cfg_t cfg;
   uint32_t budget, sinks, lookahead;
   choice_t *slot;         /* --parallel of them */
-  uint32_t n_slot, used;
-  stepset_t now;          /* the steps sent at the iteration's start */
-  stepset_t next;         /* the next iteration's, sent before the pass */
-  choice_t **early;       /* the choices whose step went ahead */
+  uint32_t n_slot, used;  /* used: slots taken (orphans' included) */
+  lane_item_t **sub;      /* room for one submission per slot, twice */
+  lane_item_t **got;      /* room for what lanes_collect hands back */
   bool pipeline;          /* steps go ahead (EVICTD_LLAMA_PIPELINE=off:
                              not, for benchmarks' before and after) */
+  double grace;           /* how long an iteration waits for a lane */
   uint64_t tokens;        /* this iteration's */
+  uint64_t steps, ahead;  /* this iteration's items sent, and ahead */
+  double last_lanes;      /* when the lanes' states were last published */
   pthread_t thread;
 };
 
-/* The steps of this iteration for every choice that decodes: those whose
- * step went ahead in the last iteration (answered: *n_early of them, in
- * e->early), the others in e->now (returned: how many). */
-size_t steps_now(engine_t *e, size_t *n_early);
+/* The positions choice c steps from position n on (*first and the count
+ * returned): a prompt chunk of at most `lookahead` (position 0, the BOS,
+ * needs none, so a prompt of the BOS alone steps nothing before its first
+ * draw), else its pending token. */
+uint32_t steps_chunk(const engine_t *e, const choice_t *c, uint32_t n,
+                     uint32_t *first);
 
-/* The next iteration's steps, in e->next, before this iteration's pass:
- * of every choice that steps now and surely goes on (not at its length,
- * not a first choice whose prompt ends now and whose task forks it: the
- * fork copies the session as the prompt left it). Returns how many (none
- * when e->pipeline is off). */
+/* Takes back the steps the lanes answered: each judged (seq_verdict) and
+ * ready for its pass, or sent again to re-home its session, or failed
+ * (c->failed); an orphan's gives its slot back (leave_orphan). */
+void steps_collect(engine_t *e, void (*leave_orphan)(engine_t *, choice_t *));
+
+/* Sends this iteration's step of every choice that decodes and has
+ * neither a step out nor one answered: how many. */
+size_t steps_now(engine_t *e);
+
+/* Sends the next iteration's step of every choice that decodes now and
+ * surely goes on (not at its length, not a first choice whose prompt ends
+ * now and whose task forks it: the fork copies the session as the prompt
+ * left it), before this iteration's pass. How many (none when e->pipeline
+ * is off). */
 size_t steps_ahead(engine_t *e);
 
-/* Keeps item j of e->next, once answered, for its choice until the next
- * iteration (the client's answer memory is gone by then). 0, or -1 when
- * out of memory. */
-int steps_keep(engine_t *e, size_t j);
+/* Marks the choices that decode in this iteration's pass (c->decodes,
+ * c->chunk): those whose step for it is answered, and those that need
+ * none. How many. */
+uint32_t steps_ready(engine_t *e);
 
 #endif

@@ -1,7 +1,8 @@
 /* Reading a request body's fields for a task: numbers in their ranges,
  * booleans, stop strings, the prompt's tokens; every refusal names the
- * field, for a 400 (fields_t in http.h). Fields a reader is not asked
- * about are ignored. */
+ * field, for a 400 (fields_t in http.h). A field that would change the
+ * answer and that serve does not honour is refused (field_unhonoured);
+ * only fields that change nothing are ignored. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,5 +100,38 @@ int field_prompt(fields_t *f, const site_t *site, const char *name,
     return bad(f, name, n == 0 ? "the prompt has no tokens (and the model "
                "adds no BOS)" : "cannot tokenize the prompt");
   t->n_prompt = (uint32_t)n;
+  return 0;
+}
+
+/* Whether v is a value of a field that asks for nothing: null, false, 0,
+ * an empty string, list or object, or the kind's own neutral value. */
+static bool neutral(const unhonoured_t *u, json_t *v) {
+  if (v == NULL || json_is_null(v) || json_is_false(v))
+    return true;
+  if (json_is_number(v))
+    return json_number_value(v) == u->same;
+  if (json_is_string(v))
+    return json_string_length(v) == 0 ||
+           (u->text != NULL && strcmp(json_string_value(v), u->text) == 0);
+  if (json_is_array(v))
+    return json_array_size(v) == 0;
+  if (json_is_object(v)) {
+    json_t *type = json_object_get(v, "type");
+    return json_object_size(v) == 0 ||
+           (u->text != NULL && json_object_size(v) == 1 &&
+            json_is_string(type) &&
+            strcmp(json_string_value(type), u->text) == 0);
+  }
+  return false;
+}
+
+int field_unhonoured(fields_t *f, const unhonoured_t *list) {
+  for (const unhonoured_t *u = list; u->name != NULL; u++)
+    if (!neutral(u, json_object_get(f->body, u->name)))
+      return bad(f, u->name, "\"%s\" is not supported by this server: it "
+                 "would change the answer, so it is refused rather than "
+                 "ignored (leave it out%s%s%s)", u->name,
+                 u->text ? ", or send \"" : "", u->text ? u->text : "",
+                 u->text ? "\"" : "");
   return 0;
 }

@@ -126,6 +126,20 @@ int field_bool(fields_t *f, const char *name, bool def, bool *out);
  * task's stop strings. */
 int field_stop(fields_t *f, const char *name, uint32_t max, want_t *w);
 
+/* A field serve does not honour, refused unless its value asks for
+ * nothing: null, false, an empty string, list or object, the number
+ * `same`, or the string `text` (also as {"type": text}, as OpenAI's
+ * response_format says plain text). */
+typedef struct unhonoured_s {
+  const char *name;
+  double same;
+  const char *text;
+} unhonoured_t;
+
+/* Refuses (-1, why set) the first field of list (ended by a NULL name)
+ * whose value asks for something. */
+int field_unhonoured(fields_t *f, const unhonoured_t *list);
+
 /* The prompt text into t's tokens (special: a chat template's text, whose
  * special tokens' text becomes those tokens); -1 with why set. */
 int field_prompt(fields_t *f, const site_t *site, const char *name,

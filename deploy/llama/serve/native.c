@@ -32,6 +32,20 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
 
 static const api_t native = {chunk, whole, NULL, NULL};
 
+/* llama-server's fields of /completion that would change the answer and
+ * that serve does not honour: refused unless they ask for nothing. */
+static const unhonoured_t unhonoured[] = {
+    {"top_k", 0, NULL}, {"min_p", 0, NULL}, {"typical_p", 1, NULL},
+    {"repeat_penalty", 1, NULL}, {"presence_penalty", 0, NULL},
+    {"frequency_penalty", 0, NULL}, {"mirostat", 0, NULL},
+    {"dry_multiplier", 0, NULL}, {"xtc_probability", 0, NULL},
+    {"n_probs", 0, NULL}, {"logit_bias", 0, NULL}, {"grammar", 0, NULL},
+    {"json_schema", 0, NULL}, {"response_format", 0, "text"},
+    {"t_max_predict_ms", 0, NULL}, {"n_indent", 0, NULL},
+    {"lora", 0, NULL}, {"image_data", 0, NULL},
+    {"multimodal_data", 0, NULL}, {"response_fields", 0, NULL},
+    {"return_tokens", 0, NULL}, {NULL, 0, NULL}};
+
 enum MHD_Result native_completion(call_t *c) {
   json_t *body;
   enum MHD_Result sent;
@@ -58,6 +72,8 @@ enum MHD_Result native_completion(call_t *c) {
                     &n_predict) ||
           field_int(&f, "seed", 0, INT64_MAX, 0, &seed) ||
           field_num(&f, "temperature", 0, 100, 0, &t->want.temp) ||
+          field_num(&f, "top_p", 0, 1, 1, &t->want.top_p) ||
+          field_unhonoured(&f, unhonoured) ||
           field_bool(&f, "stream", false, &stream) ||
           field_stop(&f, "stop", 16, &t->want) ||
           field_bool(&f, "ignore_eos", false, &t->want.ignore_eos) ||
@@ -70,7 +86,6 @@ enum MHD_Result native_completion(call_t *c) {
     return reply_error(c, 400, "invalid_request", f.bad, "%s", f.why);
   }
   t->want.n = 1;
-  t->want.top_p = 1;
   t->want.n_predict = (uint32_t)n_predict;
   t->want.seed = (uint64_t)seed;
   return reply_task(c, t, &native, stream);

@@ -2,9 +2,10 @@
  * /v1/chat/completions, answered whole or streamed in OpenAI's chunk
  * shapes (text_completion, chat.completion.chunk with a delta) ending
  * with "data: [DONE]". n choices share one decoded prompt (the engine
- * forks it); usage counts every choice. Fields serve does not use are
- * ignored; the ones it uses are checked (a wrong type or value: 400 with
- * the field as param). */
+ * forks it); usage counts every choice. The fields serve uses are
+ * checked (a wrong type or value: 400 with the field as param); of the
+ * others, those that would change the answer are refused unless they ask
+ * for nothing, and the rest are ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,23 @@ static uint64_t any_seed(void) {
                                 0x9e3779b97f4a7c15ULL);
 }
 
+/* Fields that would change the answer and that serve does not honour
+ * (OpenAI's, and llama-server's that its clients send on these routes):
+ * refused unless they ask for nothing. tool_choice and function_call need
+ * no entry: without tools they choose nothing. */
+static const unhonoured_t unhonoured[] = {
+    {"logprobs", 0, NULL}, {"top_logprobs", 0, NULL},
+    {"logit_bias", 0, NULL}, {"response_format", 0, "text"},
+    {"tools", 0, NULL}, {"functions", 0, NULL},
+    {"presence_penalty", 0, NULL}, {"frequency_penalty", 0, NULL},
+    {"echo", 0, NULL}, {"best_of", 1, NULL}, {"suffix", 0, NULL},
+    {"audio", 0, NULL}, {"grammar", 0, NULL}, {"json_schema", 0, NULL},
+    {"top_k", 0, NULL}, {"min_p", 0, NULL}, {"typical_p", 1, NULL},
+    {"repeat_penalty", 1, NULL}, {"mirostat", 0, NULL},
+    {"n_probs", 0, NULL}, {"dry_multiplier", 0, NULL},
+    {"xtc_probability", 0, NULL}, {"t_max_predict_ms", 0, NULL},
+    {"n_indent", 0, NULL}, {"lora", 0, NULL}, {NULL, 0, NULL}};
+
 /* The fields both kinds of completion take, into t; stream and
  * stream_options into c. */
 static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
@@ -145,7 +163,8 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
       field_int(f, "seed", INT64_MIN, INT64_MAX, 0, &seed) ||
       field_stop(f, "stop", 4, &t->want) ||
       field_bool(f, "ignore_eos", false, &t->want.ignore_eos) ||
-      field_bool(f, "stream", false, &c->stream))
+      field_bool(f, "stream", false, &c->stream) ||
+      field_unhonoured(f, unhonoured))
     return -1;
   if (opts != NULL && !json_is_null(opts)) {
     fields_t g = {.body = opts};

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/clock.h"
 #include "serve/http.h"
 
 /* How long a connection's thread waits for news before it looks at its
@@ -42,12 +43,32 @@ enum MHD_Result reply_json(call_t *c, unsigned status, json_t *j) {
                    : reply_text(c, status, "application/json", s, strlen(s));
 }
 
+/* Makes s valid UTF-8 in place: each byte that begins no valid sequence
+ * becomes '?'. A message may quote what a client sent (a percent-decoded
+ * path is any bytes) and may have been cut mid-character by its buffer,
+ * and jansson refuses a string that is not UTF-8: the client would get no
+ * answer at all. */
+static void utf8_fix(char *s) {
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n;) {
+    size_t k = evd_utf8_len((const unsigned char *)s + i, n - i);
+    if (k == 0) {
+      s[i] = '?';
+      k = 1;
+    }
+    i += k;
+  }
+}
+
 json_t *reply_error_json(unsigned status, const char *code,
                          const char *param, const char *message) {
+  char msg[640];
+  snprintf(msg, sizeof(msg), "%s", message);
+  utf8_fix(msg);
   const char *type = status == 401 ? "authentication_error"
                    : status == 404 ? "not_found_error"
                    : status < 500 ? "invalid_request_error" : "server_error";
-  return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", message,
+  return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", msg,
                    "type", type, "param", param, "code", code);
 }
 
@@ -165,10 +186,16 @@ static enum MHD_Result whole(call_t *c) {
   choice_out_t *out = calloc(n, sizeof(*out));
   enum MHD_Result rc;
   int bad = out == NULL;
+  double looked = clock_now();
   for (task_state_t st = TASK_QUEUED; !bad && st != TASK_DONE;) {
     st = tq_take(c->site->q, t, &c->news, WAIT_MS);
     bad = gather(out, n, &c->news) != 0;
-    if (st != TASK_DONE && c->news.n_ev == 0 && peer_gone(c->fd)) {
+    /* The socket is looked at every WAIT_MS, news or not: while tokens
+     * flow there is news at every take, and a client gone would be
+     * noticed only once its whole answer was made. */
+    double now = clock_now();
+    if (st != TASK_DONE && now - looked >= WAIT_MS / 1e3 &&
+        (looked = now, peer_gone(c->fd))) {
       tq_cancel(c->site->q, t);
       rc = MHD_NO; /* nobody to answer */
       goto done;

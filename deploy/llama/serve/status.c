@@ -1,26 +1,101 @@
-/* GET /health (200 while evictd answers; for probes) and GET /metrics
- * (Prometheus text, written with the daemon's prom.c). */
+/* GET /health (200 while evictd answers, "degraded" while only some
+ * instances of a pool do; for probes) and GET /metrics (Prometheus text,
+ * written with the daemon's prom.c). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "prom.h"
 #include "serve/http.h"
 
-enum MHD_Result status_health(call_t *c) {
-  link_opts_t o = c->site->o->link;
-  link_t l;
+/* One instance's probe, on a thread of its own so that a hung instance
+ * costs /health its timeout once, not once per instance. */
+typedef struct probe_s {
+  link_opts_t o;
+  char url[512];
+  int rc;
   fault_t f;
-  o.timeout_ms = 2000;
-  o.reconnect_ms = 0;
-  int rc = link_open(&l, &o, &f);
-  if (rc == 0 && (rc = evd_client_health(l.c)) != 0)
-    fault_set(&f, 503, "evictd_unavailable", "evictd: %s: %s",
-              evd_client_error(l.c)->code, evd_client_error(l.c)->message);
+  pthread_t thread;
+  bool started;
+} probe_t;
+
+static void *probe_main(void *arg) {
+  probe_t *p = arg;
+  link_t l;
+  p->o.url = p->url;
+  p->rc = link_open(&l, &p->o, &p->f);
+  if (p->rc == 0 && (p->rc = evd_client_health(l.c)) != 0)
+    fault_set(&p->f, 503, "evictd_unavailable", "evictd %s: %s: %s",
+              p->url, evd_client_error(l.c)->code,
+              evd_client_error(l.c)->message);
   link_close(&l);
-  if (rc != 0)
-    return reply_json(c, 503, json_pack("{s:s,s:s}", "status", "unavailable",
-                                        "error", f.msg));
-  return reply_json(c, 200, json_pack("{s:s}", "status", "ok"));
+  return NULL;
+}
+
+/* 200 {"status":"ok"} while every evictd instance answers its /healthz;
+ * 200 {"status":"degraded","instances":[...]} while some of a pool do
+ * (their sessions' requests pause, the others decode); 503 when none
+ * does. */
+enum MHD_Result status_health(call_t *c) {
+  const char *list = c->site->o->link.url;
+  if (list == NULL || *list == '\0')
+    list = getenv("EVICTD_URL");
+  if (list == NULL || *list == '\0')
+    list = "http://127.0.0.1:8090";
+  size_t n = 1;
+  for (const char *q = list; *q; q++)
+    n += *q == ',';
+  probe_t *p = calloc(n, sizeof(*p));
+  if (p == NULL)
+    return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+  const char *at = list;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = strcspn(at, ",");
+    snprintf(p[i].url, sizeof(p[i].url), "%.*s", (int)len, at);
+    at += len + (at[len] == ',');
+    p[i].o = c->site->o->link;
+    p[i].o.timeout_ms = 2000;
+    p[i].o.reconnect_ms = 0;
+    p[i].started = n > 1 &&
+                   pthread_create(&p[i].thread, NULL, probe_main, &p[i]) == 0;
+    if (!p[i].started)
+      probe_main(&p[i]);
+  }
+  size_t ok = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (p[i].started)
+      pthread_join(p[i].thread, NULL);
+    ok += p[i].rc == 0;
+  }
+  json_t *j;
+  unsigned status = ok > 0 ? 200 : 503;
+  if (ok == n) {
+    j = json_pack("{s:s}", "status", "ok");
+  } else if (n == 1) {
+    j = json_pack("{s:s,s:s}", "status", "unavailable", "error", p[0].f.msg);
+  } else {
+    json_t *inst = json_array();
+    for (size_t i = 0; i < n; i++)
+      json_array_append_new(inst, p[i].rc == 0
+          ? json_pack("{s:s,s:s}", "url", p[i].url, "status", "ok")
+          : json_pack("{s:s,s:s,s:s}", "url", p[i].url, "status",
+                      "unavailable", "error", p[i].f.msg));
+    j = json_pack("{s:s,s:o}", "status", ok > 0 ? "degraded" : "unavailable",
+                  "instances", inst);
+  }
+  free(p);
+  return reply_json(c, status, j);
+}
+
+/* A label's value as Prometheus's text writes it (backslash, quote and
+ * newline escaped) into out, which has room for twice its length. */
+static void label(char *out, const char *v) {
+  for (; *v; v++) {
+    if (*v == '\\' || *v == '"' || *v == '\n')
+      *out++ = '\\';
+    *out++ = *v == '\n' ? 'n' : *v;
+  }
+  *out = '\0';
 }
 
 /* The families of one sample each: a counter or a gauge, its help, its
@@ -100,6 +175,27 @@ enum MHD_Result status_metrics(call_t *c) {
   for (int i = 0; i < LINK_CAUSES; i++)
     evd_prom_line(&b, "evictd_llama_rehomes_total{cause=\"%s\"} %llu\n",
                   cause[i], (unsigned long long)s.link.rehomes[i]);
+  /* Each evictd instance (a pool's, or the one URL): behind a proxy, the
+   * proxy's URL stands for the pool behind it. */
+  static const char *const lane_help[] = {
+      "1 while the evictd instance answers within --timeout-ms.",
+      "1 while the engine does not wait on the instance (it answered "
+      "nothing within the wait an iteration gives it): its sequences sit "
+      "out, the others decode.",
+      "Sequences sitting out for the instance's answers."};
+  static const char *const lane_name[] = {
+      "evictd_llama_evictd_instance_up", "evictd_llama_evictd_instance_late",
+      "evictd_llama_evictd_instance_waiting"};
+  for (int k = 0; k < 3; k++) {
+    evd_prom_family(&b, lane_name[k], "gauge", lane_help[k]);
+    for (uint32_t i = 0; i < s.n_lanes; i++) {
+      const lane_state_t *ls = &s.lanes[i];
+      unsigned v = k == 0 ? ls->up : k == 1 ? ls->late : ls->waiting;
+      char lbl[2 * sizeof(ls->name)];
+      label(lbl, ls->name);
+      evd_prom_line(&b, "%s{instance=\"%s\"} %u\n", lane_name[k], lbl, v);
+    }
+  }
   evd_prom_family(&b, "evictd_llama_evictd_round_trip_seconds", "histogram",
                   "The time an iteration waited for evictd's answers (a "
                   "batch sent at its start, and the part of the batch sent "

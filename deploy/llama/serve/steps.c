@@ -1,16 +1,12 @@
-/* serve's steps (engine_int.h): which positions each choice steps this
- * iteration, and which it will step in the next, sent ahead of this
- * iteration's pass; an answer that came ahead kept for its choice. */
+/* serve's steps (engine_int.h): which positions each choice steps, sent
+ * through its lane, this iteration's or ahead of the pass before its own;
+ * the answers taken back and judged. */
 #include <string.h>
 
-#include "common/grow.h"
 #include "serve/engine_int.h"
 
-/* The positions choice c steps from position n on: a prompt chunk of at
- * most `lookahead` (position 0, the BOS, needs none), else its pending
- * token. */
-static uint32_t chunk_at(const engine_t *e, const choice_t *c, uint32_t n,
-                         uint32_t *first) {
+uint32_t steps_chunk(const engine_t *e, const choice_t *c, uint32_t n,
+                     uint32_t *first) {
   uint32_t n_prompt = c->task->n_prompt;
   *first = n;
   if (n >= n_prompt)
@@ -20,53 +16,82 @@ static uint32_t chunk_at(const engine_t *e, const choice_t *c, uint32_t n,
   return (end > n_prompt ? n_prompt : end) - *first;
 }
 
-/* Item k of set b: cnt positions of c from first, at b->pos[np]. */
-static void put_step(engine_t *e, stepset_t *b, size_t k, size_t np,
-                     choice_t *c, uint32_t first, uint32_t cnt) {
-  for (uint32_t j = 0; j < cnt; j++)
-    b->pos[np + j] = first + j;
-  b->steps[k] = (evd_step_t){.session = c->s.session,
-                             .positions = &b->pos[np], .n_positions = cnt,
-                             .create = c->index == 0 ? &e->cfg : NULL};
-  b->sq[k] = &c->s;
-  b->who[k] = c;
+/* Whether a step of cnt positions of c from first is one evictd takes
+ * (checked before it goes into a batch, so that no item can fail the
+ * batch, and with it every other sequence's step): some positions, all
+ * above the session's newest. The engine makes no other, so a refusal
+ * here is its own bug, told as such; c fails alone. */
+static bool step_ok(choice_t *c, uint32_t first, uint32_t cnt,
+                    uint32_t newest) {
+  if (cnt > 0 && first > newest && first <= UINT32_MAX - cnt)
+    return true;
+  fault_set(&c->fault, 500, "internal_error", "the engine made a step of "
+            "%u positions from %u for session %s, whose newest is %u",
+            cnt, first, c->s.session, newest);
+  c->failed = true;
+  return false;
 }
 
-size_t steps_now(engine_t *e, size_t *n_early) {
-  size_t k = 0, np = 0, m = 0;
+/* Makes c's free item a step of cnt positions from first, expecting the
+ * session's newest to be `newest` (what the step before it leaves), into
+ * e->sub[k]. 0, or -1 (c failed). */
+static int put_step(engine_t *e, choice_t *c, size_t k, uint32_t first,
+                    uint32_t cnt, uint32_t newest) {
+  lane_item_t *it = c->ready == &c->item[0] ? &c->item[1] : &c->item[0];
+  if (!step_ok(c, first, cnt, newest))
+    return -1;
+  if (lane_item_pos(it, cnt) != 0) {
+    fault_set(&c->fault, 500, "out_of_memory", "out of memory");
+    c->failed = true;
+    return -1;
+  }
+  for (uint32_t j = 0; j < cnt; j++)
+    it->pos[j] = first + j;
+  const link_t *flags = lanes_flags(e->lanes);
+  /* Behind a proxy found to refuse batches since, the choice moves to a
+   * lane of its own (its steps so far are all answered). */
+  if (lanes_instances(e->lanes) == 1)
+    c->lane = lanes_route(e->lanes, c->s.session, (uint32_t)c->s.id);
+  it->kind = ITEM_STEP;
+  it->sq = &c->s;
+  it->who = c;
+  it->lane = c->lane;
+  it->step = (evd_step_t){.session = c->s.session, .positions = it->pos,
+                          .n_positions = cnt,
+                          .create = c->index == 0 ? &e->cfg : NULL,
+                          .has_expect = flags->expect,
+                          .expect_newest = newest};
+  c->sent = it;
+  e->sub[k] = it;
+  return 0;
+}
+
+size_t steps_now(engine_t *e) {
+  size_t k = 0;
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
-    c->chunk = 0;
-    c->out = -1;
-    if (c->task == NULL || (c->index > 0 && !c->forked))
+    if (c->task == NULL || c->failed || c->sent != NULL ||
+        c->ready != NULL || (c->index > 0 && !c->forked))
       continue;
-    uint32_t first, cnt = chunk_at(e, c, c->n, &first);
-    c->chunk = cnt;
-    if (c->ahead) {
-      c->ahead = false;
-      if (c->ahead_first != first || c->ahead_cnt != cnt) {
-        fault_set(&c->fault, 500, "internal_error", "the step sent ahead "
-                  "for session %s was not this iteration's", c->s.session);
-        c->ahead_failed = true;
-      }
-      c->failed = c->ahead_failed;
-      e->early[m++] = c;
+    uint32_t first, cnt = steps_chunk(e, c, c->n, &first);
+    if (cnt == 0) /* the BOS alone: computed without a step */
       continue;
-    }
-    put_step(e, &e->now, k++, np, c, first, cnt);
-    np += cnt;
+    if (put_step(e, c, k, first, cnt, c->s.newest) == 0)
+      k++;
   }
-  *n_early = m;
+  if (k > 0)
+    lanes_submit(e->lanes, e->sub, k);
+  e->steps += k;
   return k;
 }
 
 size_t steps_ahead(engine_t *e) {
-  size_t k = 0, np = 0;
+  size_t k = 0;
   if (!e->pipeline)
     return 0;
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
-    if (c->task == NULL || c->failed || c->chunk == 0)
+    if (!c->decodes || c->failed || c->chunk == 0 || c->sent != NULL)
       continue;
     const task_t *t = c->task;
     uint32_t n = c->n < t->n_prompt ? (c->n == 0 ? 1 : c->n) + c->chunk
@@ -75,36 +100,86 @@ size_t steps_ahead(engine_t *e) {
     if (draws && (c->tokens + 1 >= t->want.n_predict ||
                   (c->index == 0 && t->want.n > 1 && c->tokens == 0)))
       continue;
-    uint32_t first, cnt = chunk_at(e, c, n, &first);
-    put_step(e, &e->next, k++, np, c, first, cnt);
-    c->ahead_first = first;
-    c->ahead_cnt = cnt;
-    np += cnt;
+    uint32_t first, cnt = steps_chunk(e, c, n, &first);
+    /* The session's newest once this iteration's step is followed. */
+    if (put_step(e, c, k, first, cnt, c->ready->answer.newest) == 0)
+      k++;
   }
+  if (k > 0)
+    lanes_submit(e->lanes, e->sub, k);
+  e->steps += k;
+  e->ahead += k;
   return k;
 }
 
-int steps_keep(engine_t *e, size_t j) {
-  choice_t *c = e->next.who[j];
-  const evd_batch_result_t *r = &e->next.results[j];
-  c->ahead = true;
-  c->ahead_failed = link_item(r, c->s.session, &c->fault) != 0;
-  if (c->ahead_failed)
-    return 0;
-  const evd_answer_t *a = &r->answer;
-  size_t need = a->victims.n + a->dropped.n + a->removed.n;
-  if (grow(&c->got_buf, &c->got_cap, need, sizeof(*c->got_buf)) != 0)
-    return -1;
-  c->got = (evd_answer_t){.size = a->size, .newest = a->newest,
-                          .replayed = a->replayed};
-  uint32_t *p = c->got_buf;
-  const evd_list_t *from[] = {&a->victims, &a->dropped, &a->removed};
-  evd_list_t *to[] = {&c->got.victims, &c->got.dropped, &c->got.removed};
-  for (size_t i = 0; i < 3; i++) {
-    if (from[i]->n > 0)
-      memcpy(p, from[i]->v, from[i]->n * sizeof(*p));
-    *to[i] = (evd_list_t){.v = from[i]->n > 0 ? p : NULL, .n = from[i]->n};
-    p += from[i]->n;
+/* Judges one answered step of c: ready, sent again to re-home c's
+ * session, or failed. Returns the item to send again, or NULL. */
+static lane_item_t *judge(engine_t *e, choice_t *c, lane_item_t *it) {
+  c->sent = NULL;
+  if (it->kind == ITEM_STEP) {
+    int cause = seq_verdict(lanes_flags(e->lanes), &c->s, it->rc, it->code,
+                            &it->answer, it->step.n_positions);
+    if (cause != SEQ_GO_ON) {
+      it->kind = ITEM_SETTLE;
+      it->cause = cause;
+      c->sent = it;
+      return it;
+    }
+    if (it->rc == 0)
+      seq_stepped(&c->s, &it->step, &it->answer);
   }
-  return 0;
+  /* A settled item's outcome is final: seq_item recorded its newest. */
+  if (it->rc != 0) {
+    c->fault = it->fault;
+    c->failed = true;
+    return NULL;
+  }
+  c->ready = it;
+  return NULL;
+}
+
+void steps_collect(engine_t *e,
+                   void (*leave_orphan)(engine_t *, choice_t *)) {
+  size_t n, k = 0;
+  while ((n = lanes_collect(e->lanes, e->got, 2 * (size_t)e->n_slot)) > 0)
+    for (size_t j = 0; j < n; j++) {
+      lane_item_t *it = e->got[j];
+      choice_t *c = it->who;
+      if (c->orphan) {
+        c->sent = NULL;
+        leave_orphan(e, c);
+        continue;
+      }
+      lane_item_t *again = judge(e, c, it);
+      if (again != NULL)
+        e->sub[k++] = again;
+    }
+  if (k > 0)
+    lanes_submit(e->lanes, e->sub, k);
+}
+
+uint32_t steps_ready(engine_t *e) {
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
+    c->decodes = false;
+    c->chunk = 0;
+    c->out = -1;
+    if (c->task == NULL || c->failed || (c->index > 0 && !c->forked))
+      continue;
+    uint32_t first, cnt = steps_chunk(e, c, c->n, &first);
+    if (cnt > 0 && c->ready == NULL)
+      continue; /* sits out: its step is out, or its lane is late */
+    if (cnt > 0 && (c->ready->step.positions[0] != first ||
+                    c->ready->step.n_positions != cnt)) {
+      fault_set(&c->fault, 500, "internal_error", "the step answered for "
+                "session %s was not this iteration's", c->s.session);
+      c->failed = true;
+      continue;
+    }
+    c->chunk = cnt;
+    c->decodes = true;
+    m++;
+  }
+  return m;
 }

@@ -242,6 +242,15 @@ void tq_sequences(tq_t *q, uint32_t n) {
   pthread_mutex_unlock(&q->mu);
 }
 
+void tq_lanes(tq_t *q, const lane_state_t *st, size_t n) {
+  if (n > SERVE_LANES_MAX)
+    n = SERVE_LANES_MAX;
+  pthread_mutex_lock(&q->mu);
+  memcpy(q->stats.lanes, st, n * sizeof(*st));
+  q->stats.n_lanes = (uint32_t)n;
+  pthread_mutex_unlock(&q->mu);
+}
+
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
               double evictd_s,
               double decode_s, double total_s,

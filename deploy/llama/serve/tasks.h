@@ -75,6 +75,17 @@ typedef struct task_s {
   pthread_cond_t cv;      /* news, or done */
 } task_t;
 
+/* The most evictd instances whose states /metrics and /health show. */
+#define SERVE_LANES_MAX 32
+
+/* An evictd instance as the engine sees it. */
+typedef struct lane_state_s {
+  char name[160];         /* host:port (the pool's ring name), or the URL */
+  bool up;                /* answering within --timeout-ms */
+  bool late;              /* the engine stopped waiting on it */
+  uint32_t waiting;       /* sequences sitting out for its answers */
+} lane_state_t;
+
 /* The server's counters for GET /metrics, under the queue's lock. */
 typedef struct stats_s {
   uint64_t requests;      /* submitted */
@@ -89,6 +100,8 @@ typedef struct stats_s {
   double evictd_s, decode_s, total_s;
   evd_histogram_t evictd_rtt; /* one evictd request per iteration */
   uint32_t queued, running, sequences;
+  lane_state_t lanes[SERVE_LANES_MAX]; /* evictd's instances */
+  uint32_t n_lanes;
 } stats_t;
 
 typedef struct tq_s {
@@ -154,6 +167,9 @@ void tq_drain(tq_t *q, const fault_t *f);
 
 /* The sequences decoding now (a choice took or left its slot). */
 void tq_sequences(tq_t *q, uint32_t n);
+
+/* The evictd instances' states (n of them, at most SERVE_LANES_MAX). */
+void tq_lanes(tq_t *q, const lane_state_t *st, size_t n);
 
 /* Adds one iteration's figures. */
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,

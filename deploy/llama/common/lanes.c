@@ -1,0 +1,777 @@
+/* The lanes to evictd (lanes.h): a thread and a link per lane, a queue of
+ * jobs per lane (one job: the items one lanes_submit gave that lane), and
+ * the items handed back when done. One mutex guards the queues, the items'
+ * state and the lanes' published counters; a lane's link is its thread's
+ * alone (the caller has links of its own: lanes_direct). */
+#include "common/lanes.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/grow.h"
+
+/* A lane's part of one lanes_submit: queued, then run (it stays at the
+ * head of its lane's queue while it runs, so the head is the oldest thing
+ * a lane has in hand). */
+typedef struct job_s {
+  lane_item_t *items;     /* linked through next */
+  double since;           /* submitted */
+  struct job_s *next;
+} job_t;
+
+typedef struct lane_s {
+  lanes_t *L;
+  uint32_t index;
+  link_t link;            /* the thread's */
+  link_t direct;          /* the caller's (lanes_direct), made on use */
+  bool has_direct;
+  const char *url;
+  char name[160];
+  pthread_t thread;
+  bool started;           /* the thread runs */
+  pthread_cond_t go;
+  /* under the mutex */
+  job_t *head, *tail;     /* the job run now first, then those queued */
+  uint32_t in_flight;     /* items */
+  uint32_t n_steps;       /* of them, steps (not deletes) */
+  bool late;              /* a lanes_wait gave up on it; until it answers */
+  bool unreachable;       /* its last job met no daemon */
+  link_counts_t n;        /* its link's counters, published per job */
+  evd_client_stats_t cs;
+  /* the thread's scratch: a job's items as arrays */
+  evd_step_t *steps;
+  evd_batch_result_t *res;
+  lane_item_t **it;
+  size_t cap_steps, cap_res, cap_it;
+} lane_t;
+
+struct lanes_s {
+  link_opts_t o;
+  uint32_t n_seq;
+  evd_client_pool_t *ring;  /* a pool of instances: its routing only */
+  size_t n_inst;
+  char **urls;
+  lane_t *lane;             /* max(n_inst, n_seq) of them */
+  size_t n_lane;
+  pthread_mutex_t mu;
+  pthread_cond_t done;      /* an item is done, or the caller is woken */
+  bool woken;
+  bool stopping;
+  bool per_session;         /* the URL refused batches: a lane per seq
+                               (set once by a lane, read atomically) */
+  lane_item_t *done_head;   /* done, not yet collected */
+  job_t *free_jobs;
+  lane_item_t *bitems;      /* lanes_batch's items */
+  size_t cap_bitems;
+};
+
+int lane_item_pos(lane_item_t *it, size_t n) {
+  return grow(&it->pos, &it->pos_cap, n, sizeof(*it->pos));
+}
+
+void lane_item_free(lane_item_t *it) {
+  free(it->pos);
+  free(it->buf);
+  it->pos = it->buf = NULL;
+  it->pos_cap = it->buf_cap = 0;
+}
+
+/* ---- a lane's thread ----------------------------------------------------- */
+
+/* Copies an outcome into the item: an answer (rc 0: its lists into the
+ * item's buffer, since the client's memory is reused by its next call),
+ * or a failure (its fault, and the daemon's error code when rc is
+ * EVD_CLIENT_EAPI). */
+static void keep_outcome(lane_item_t *it, int rc, const evd_answer_t *a,
+                         const char *code, const fault_t *f) {
+  it->rc = rc;
+  snprintf(it->code, sizeof(it->code), "%s", code != NULL ? code : "");
+  if (rc != 0) {
+    it->fault = *f;
+    memset(&it->answer, 0, sizeof(it->answer));
+    return;
+  }
+  const evd_list_t *from[] = {&a->victims, &a->dropped, &a->removed};
+  size_t need = a->victims.n + a->dropped.n + a->removed.n;
+  if (grow(&it->buf, &it->buf_cap, need, sizeof(*it->buf)) != 0) {
+    it->rc = LINK_EFAULT;
+    fault_set(&it->fault, 500, "out_of_memory", "out of memory");
+    return;
+  }
+  it->answer = (evd_answer_t){.size = a->size, .newest = a->newest,
+                              .replayed = a->replayed};
+  evd_list_t *to[] = {&it->answer.victims, &it->answer.dropped,
+                      &it->answer.removed};
+  uint32_t *p = it->buf;
+  for (size_t i = 0; i < 3; i++) {
+    if (from[i]->n > 0)
+      memcpy(p, from[i]->v, from[i]->n * sizeof(*p));
+    *to[i] = (evd_list_t){.v = from[i]->n > 0 ? p : NULL, .n = from[i]->n};
+    p += from[i]->n;
+  }
+}
+
+/* One step sent on its own: the outcome as the daemon gave it. */
+static void send_one(lane_t *ln, lane_item_t *it) {
+  evd_answer_t a;
+  fault_t f;
+  int rc = link_send(&ln->link, &(link_req_t){.op = LINK_STEP,
+                                              .steps = &it->step,
+                                              .answer = &a}, &f);
+  keep_outcome(it, rc, &a, rc == EVD_CLIENT_EAPI
+                               ? evd_client_error(ln->link.c)->code : NULL,
+               &f);
+}
+
+/* Whether a batch's failure is a refusal of the request as a whole that
+ * its items alone would not all meet (see change.c's refused_whole). */
+static bool refused_whole(const link_t *l, int rc) {
+  int status = evd_client_error(l->c)->status;
+  return rc == EVD_CLIENT_EINVAL ||
+         (rc == EVD_CLIENT_EAPI && status >= 400 && status < 500);
+}
+
+/* The items of job j, STEP ones, as one batch (or one request each when
+ * the URL refuses batches or the batch was refused as a whole). */
+static void send_steps(lane_t *ln, lane_item_t *first, size_t n) {
+  size_t k = 0;
+  if (grow(&ln->steps, &ln->cap_steps, n, sizeof(*ln->steps)) != 0 ||
+      grow(&ln->res, &ln->cap_res, n, sizeof(*ln->res)) != 0 ||
+      grow(&ln->it, &ln->cap_it, n, sizeof(*ln->it)) != 0) {
+    for (lane_item_t *it = first; it != NULL; it = it->next)
+      if (it->kind == ITEM_STEP) {
+        it->rc = LINK_EFAULT;
+        fault_set(&it->fault, 500, "out_of_memory", "out of memory");
+      }
+    return;
+  }
+  for (lane_item_t *it = first; it != NULL; it = it->next)
+    if (it->kind == ITEM_STEP) {
+      ln->steps[k] = it->step;
+      ln->it[k++] = it;
+    }
+  if (k == 0)
+    return;
+  if (k > 1 && !ln->link.per_session) {
+    fault_t f;
+    int rc = link_send(&ln->link, &(link_req_t){.op = LINK_BATCH,
+                                                .steps = ln->steps, .n = k,
+                                                .results = ln->res}, &f);
+    if (rc == 0) {
+      for (size_t i = 0; i < k; i++) {
+        evd_batch_result_t *r = &ln->res[i];
+        fault_t g;
+        link_item(r, ln->it[i]->step.session, &g);
+        keep_outcome(ln->it[i], r->rc, &r->answer, r->error.code, &g);
+      }
+      return;
+    }
+    if (link_refused(&ln->link, rc, "misdirected_request")) {
+      /* nginx in front of a pool: a batch may name sessions of several
+       * instances, so it refuses them all. From now on every lane sends
+       * one step per request, each sequence on a lane of its own. */
+      if (!__atomic_exchange_n(&ln->L->per_session, true, __ATOMIC_RELAXED))
+        fprintf(stderr, "evictd-llama: evictd's URL refuses POST /step "
+                "(421 misdirected_request: a proxy in front of a pool of "
+                "daemons); steps go one session per request, each sequence "
+                "on a connection of its own, from now on\n");
+      ln->link.per_session = true;
+    } else if (!refused_whole(&ln->link, rc)) {
+      /* The daemon cannot be reached: every item meets it. */
+      for (size_t i = 0; i < k; i++)
+        keep_outcome(ln->it[i], rc, NULL, NULL, &f);
+      return;
+    }
+    /* Else refused as a whole, which one bad item does: each item goes on
+     * its own, so that only the items at fault fail. */
+  }
+  for (size_t i = 0; i < k; i++)
+    send_one(ln, ln->it[i]);
+}
+
+static void run_job(lane_t *ln, job_t *j) {
+  size_t n = 0;
+  for (lane_item_t *it = j->items; it != NULL; it = it->next)
+    n++;
+  send_steps(ln, j->items, n);
+  for (lane_item_t *it = j->items; it != NULL; it = it->next) {
+    if (it->kind == ITEM_SETTLE) {
+      /* Re-homed and sent again: its outcome is final. */
+      evd_batch_result_t r;
+      fault_t f, g;
+      int rc = seq_item(&ln->link, it->sq, &it->step, &r, it->cause, &f);
+      if (rc != 0)
+        keep_outcome(it, rc, NULL, NULL, &f);
+      else if (link_item(&r, it->step.session, &g) != 0)
+        keep_outcome(it, LINK_EFAULT, NULL, NULL, &g);
+      else
+        keep_outcome(it, 0, &r.answer, NULL, NULL);
+    } else if (it->kind == ITEM_DELETE) {
+      fault_t f;
+      it->rc = link_delete(&ln->link, it->session, false, &f);
+      if (it->rc != 0)
+        fprintf(stderr, "evictd-llama: deleting session %s failed: %s\n",
+                it->session, f.msg);
+    }
+  }
+}
+
+/* Whether an outcome says the daemon could not be reached. */
+static bool unreachable(const lane_item_t *it) {
+  return it->rc != 0 && it->rc != EVD_CLIENT_EAPI &&
+         it->rc != LINK_EFAULT && it->rc != EVD_CLIENT_EINVAL;
+}
+
+static void *lane_main(void *arg) {
+  lane_t *ln = arg;
+  lanes_t *L = ln->L;
+  pthread_mutex_lock(&L->mu);
+  for (;;) {
+    while (!L->stopping && ln->head == NULL)
+      pthread_cond_wait(&ln->go, &L->mu);
+    /* Stopping, what is queued still goes (the sessions' deletes). */
+    if (ln->head == NULL)
+      break;
+    job_t *j = ln->head;
+    pthread_mutex_unlock(&L->mu);
+    link_unkeep(&ln->link);
+    run_job(ln, j);
+    pthread_mutex_lock(&L->mu);
+    ln->head = j->next;
+    if (ln->head == NULL)
+      ln->tail = NULL;
+    bool missed = false, reached = false;
+    ln->late = false;
+    for (lane_item_t *it = j->items, *next; it != NULL; it = next) {
+      next = it->next;
+      ln->in_flight--;
+      if (it->kind == ITEM_DELETE) {
+        free(it); /* made by lanes_delete */
+        continue;
+      }
+      ln->n_steps--;
+      if (unreachable(it))
+        missed = true;
+      else
+        reached = true;
+      it->next = L->done_head;
+      L->done_head = it;
+    }
+    if (missed || reached)
+      ln->unreachable = missed && !reached;
+    ln->n = ln->link.n;
+    evd_client_stats(ln->link.c, &ln->cs);
+    j->next = L->free_jobs;
+    L->free_jobs = j;
+    pthread_cond_broadcast(&L->done);
+  }
+  pthread_mutex_unlock(&L->mu);
+  return NULL;
+}
+
+/* ---- the caller's side --------------------------------------------------- */
+
+static void free_urls(lanes_t *L) {
+  for (size_t i = 0; L->urls != NULL && i < L->n_inst; i++)
+    free(L->urls[i]);
+  free(L->urls);
+}
+
+/* Splits a comma-separated list of URLs into L->urls. */
+static int split(lanes_t *L, const char *list, fault_t *f) {
+  size_t n = 1;
+  for (const char *p = list; *p; p++)
+    n += *p == ',';
+  if ((L->urls = calloc(n, sizeof(*L->urls))) == NULL)
+    return fault_set(f, 500, "out_of_memory", "out of memory");
+  const char *p = list;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = strcspn(p, ",");
+    if (len == 0 || (L->urls[i] = strndup(p, len)) == NULL) {
+      L->n_inst = i;
+      return fault_set(f, 500, "evictd_client", len == 0 ? "--evictd %s "
+                       "has an empty instance in its list" : "out of "
+                       "memory", list);
+    }
+    p += len + (p[len] == ',');
+  }
+  L->n_inst = n;
+  return 0;
+}
+
+int lanes_new(lanes_t **out, const link_opts_t *o, uint32_t n_seq,
+              fault_t *f) {
+  lanes_t *L = calloc(1, sizeof(*L));
+  char err[400];
+  if (L == NULL)
+    return fault_set(f, 500, "out_of_memory", "out of memory");
+  L->o = *o;
+  L->n_seq = n_seq > 0 ? n_seq : 1;
+  pthread_mutex_init(&L->mu, NULL);
+  pthread_cond_init(&L->done, NULL);
+  const char *url = o->url;
+  if (url == NULL || *url == '\0')
+    url = getenv("EVICTD_URL");
+  if (url == NULL || *url == '\0')
+    url = "http://127.0.0.1:8090";
+  if (split(L, url, f) != 0)
+    goto fail;
+  if (L->n_inst > 1) {
+    evd_client_opts_t co = {.timeout_ms = o->timeout_ms,
+                            .token_file = o->token_file,
+                            .cafile = o->cafile};
+    if (evd_client_pool_new(&L->ring, (const char *const *)L->urls, NULL,
+                            L->n_inst, &co, err, sizeof(err)) != 0) {
+      fault_set(f, 500, "evictd_client", "--evictd %s: %s", url, err);
+      goto fail;
+    }
+  }
+  L->n_lane = L->n_inst > L->n_seq ? L->n_inst : L->n_seq;
+  if ((L->lane = calloc(L->n_lane, sizeof(*L->lane))) == NULL) {
+    fault_set(f, 500, "out_of_memory", "out of memory");
+    goto fail;
+  }
+  for (size_t i = 0; i < L->n_lane; i++) {
+    lane_t *ln = &L->lane[i];
+    size_t inst = i < L->n_inst ? i : 0;
+    ln->L = L;
+    ln->index = (uint32_t)i;
+    ln->url = L->urls[inst];
+    snprintf(ln->name, sizeof(ln->name), "%s", L->ring != NULL ?
+             evd_client_pool_name(L->ring, inst) : ln->url);
+    pthread_cond_init(&ln->go, NULL);
+    link_opts_t lo = *o;
+    lo.url = ln->url;
+    if (link_open(&ln->link, &lo, f) != 0)
+      goto fail;
+  }
+  *out = L;
+  return 0;
+fail:
+  lanes_free(L); /* no thread started yet */
+  return -1;
+}
+
+bool lanes_free(lanes_t *L) {
+  if (L == NULL)
+    return true;
+  pthread_mutex_lock(&L->mu);
+  L->stopping = true;
+  for (size_t i = 0; L->lane != NULL && i < L->n_lane; i++)
+    pthread_cond_signal(&L->lane[i].go);
+  pthread_mutex_unlock(&L->mu);
+  bool abandoned = false;
+  /* Two seconds for every lane to send what it has (deletes, mostly): a
+   * thread blocked on a daemon that does not answer is left to the
+   * process's end, with the memory it uses, rather than waited for. */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 2;
+  for (size_t i = 0; L->lane != NULL && i < L->n_lane; i++) {
+    lane_t *ln = &L->lane[i];
+    if (!ln->started)
+      continue;
+    if (pthread_timedjoin_np(ln->thread, NULL, &ts) != 0) {
+      pthread_detach(ln->thread);
+      abandoned = true;
+    }
+  }
+  if (abandoned)
+    return false;
+  for (size_t i = 0; L->lane != NULL && i < L->n_lane; i++) {
+    lane_t *ln = &L->lane[i];
+    link_close(&ln->link);
+    if (ln->has_direct)
+      link_close(&ln->direct);
+    pthread_cond_destroy(&ln->go);
+    for (job_t *j = ln->head, *next; j != NULL; j = next) {
+      next = j->next;
+      for (lane_item_t *it = j->items, *n2; it != NULL; it = n2) {
+        n2 = it->next;
+        if (it->kind == ITEM_DELETE)
+          free(it);
+      }
+      free(j);
+    }
+    free(ln->steps);
+    free(ln->res);
+    free(ln->it);
+  }
+  for (job_t *j = L->free_jobs, *next; j != NULL; j = next) {
+    next = j->next;
+    free(j);
+  }
+  for (size_t i = 0; i < L->cap_bitems; i++)
+    lane_item_free(&L->bitems[i]);
+  free(L->bitems);
+  free(L->lane);
+  evd_client_pool_free(L->ring);
+  free_urls(L);
+  pthread_cond_destroy(&L->done);
+  pthread_mutex_destroy(&L->mu);
+  free(L);
+  return true;
+}
+
+size_t lanes_instances(const lanes_t *L) { return L->n_inst; }
+
+bool lanes_per_session(const lanes_t *L) {
+  return __atomic_load_n(&L->per_session, __ATOMIC_RELAXED);
+}
+
+uint32_t lanes_route(const lanes_t *L, const char *session, uint32_t seq) {
+  if (L->ring != NULL) {
+    int i = evd_client_pool_instance(L->ring, session);
+    return i < 0 ? 0 : (uint32_t)i;
+  }
+  return lanes_per_session(L) ? seq % (uint32_t)L->n_lane : 0;
+}
+
+/* Under the mutex: whether lane i is up at `now`. */
+static bool up_locked(const lanes_t *L, uint32_t i, double now) {
+  const lane_t *ln = &L->lane[i];
+  return !ln->unreachable &&
+         (ln->head == NULL || now - ln->head->since <= L->o.timeout_ms / 1e3);
+}
+
+bool lanes_ok(lanes_t *L, uint32_t i) {
+  if (i >= L->n_lane)
+    return false;
+  pthread_mutex_lock(&L->mu);
+  bool ok = !L->lane[i].late && up_locked(L, i, clock_now());
+  pthread_mutex_unlock(&L->mu);
+  return ok;
+}
+
+const link_t *lanes_flags(const lanes_t *L) { return &L->lane[0].link; }
+
+bool lanes_up(lanes_t *L, uint32_t i) {
+  if (i >= L->n_lane)
+    return false;
+  pthread_mutex_lock(&L->mu);
+  bool up = up_locked(L, i, clock_now());
+  pthread_mutex_unlock(&L->mu);
+  return up;
+}
+
+link_t *lanes_direct(lanes_t *L, uint32_t i, fault_t *f) {
+  lane_t *ln = &L->lane[i < L->n_lane ? i : 0];
+  if (!ln->has_direct) {
+    link_opts_t lo = L->o;
+    lo.url = ln->url;
+    if (link_open(&ln->direct, &lo, f) != 0)
+      return NULL;
+    ln->has_direct = true;
+  }
+  return &ln->direct;
+}
+
+/* Under the mutex: a job, from the free list or new; NULL when out of
+ * memory. */
+static job_t *job_new(lanes_t *L) {
+  job_t *j = L->free_jobs;
+  if (j != NULL)
+    L->free_jobs = j->next;
+  else
+    j = malloc(sizeof(*j));
+  return j;
+}
+
+/* Under the mutex: queues items (linked through next) as one job of lane
+ * i, starting its thread if it has none. Out of memory, the items fail
+ * at once (handed back). */
+static void queue(lanes_t *L, uint32_t i, lane_item_t *items, double now) {
+  lane_t *ln = &L->lane[i];
+  job_t *j = job_new(L);
+  bool thread = ln->started;
+  if (j != NULL && !thread) {
+    thread = pthread_create(&ln->thread, NULL, lane_main, ln) == 0;
+    ln->started = thread;
+  }
+  if (j == NULL || !thread) {
+    free(j);
+    for (lane_item_t *it = items, *next; it != NULL; it = next) {
+      next = it->next;
+      if (it->kind == ITEM_DELETE) {
+        free(it);
+        continue;
+      }
+      it->rc = LINK_EFAULT;
+      fault_set(&it->fault, 500, "out_of_memory", "out of memory, or no "
+                "thread for evictd's lane %s", ln->name);
+      it->next = L->done_head;
+      L->done_head = it;
+    }
+    return;
+  }
+  j->items = items;
+  j->since = now;
+  j->next = NULL;
+  for (lane_item_t *it = items; it != NULL; it = it->next) {
+    ln->in_flight++;
+    ln->n_steps += it->kind != ITEM_DELETE;
+  }
+  if (ln->tail != NULL)
+    ln->tail->next = j;
+  else
+    ln->head = j;
+  ln->tail = j;
+  pthread_cond_signal(&ln->go);
+}
+
+void lanes_submit(lanes_t *L, lane_item_t *const *items, size_t n) {
+  double now = clock_now();
+  pthread_mutex_lock(&L->mu);
+  /* One job per lane: the items of each lane in their order. */
+  for (size_t a = 0; a < n; a++) {
+    if (items[a]->busy)
+      continue; /* taken into an earlier lane's job below */
+    uint32_t lane = items[a]->lane < L->n_lane ? items[a]->lane : 0;
+    lane_item_t *first = NULL, **tail = &first;
+    for (size_t b = a; b < n; b++) {
+      lane_item_t *it = items[b];
+      if (it->busy || (it->lane < L->n_lane ? it->lane : 0) != lane)
+        continue;
+      it->busy = true;
+      it->since = now;
+      it->next = NULL;
+      *tail = it;
+      tail = &it->next;
+    }
+    queue(L, lane, first, now);
+  }
+  pthread_mutex_unlock(&L->mu);
+}
+
+void lanes_delete(lanes_t *L, const char *session, uint32_t seq) {
+  lane_item_t *it = calloc(1, sizeof(*it));
+  if (it == NULL) {
+    fprintf(stderr, "evictd-llama: out of memory: session %s is left to "
+            "evictd's --idle-ttl\n", session);
+    return;
+  }
+  it->kind = ITEM_DELETE;
+  snprintf(it->session, sizeof(it->session), "%s", session);
+  uint32_t lane = lanes_route(L, session, seq);
+  pthread_mutex_lock(&L->mu);
+  it->busy = true;
+  queue(L, lane < L->n_lane ? lane : 0, it, clock_now());
+  pthread_mutex_unlock(&L->mu);
+}
+
+size_t lanes_collect(lanes_t *L, lane_item_t **out, size_t max) {
+  size_t k = 0;
+  pthread_mutex_lock(&L->mu);
+  while (L->done_head != NULL && k < max) {
+    lane_item_t *it = L->done_head;
+    L->done_head = it->next;
+    it->next = NULL;
+    it->busy = false;
+    out[k++] = it;
+  }
+  pthread_mutex_unlock(&L->mu);
+  return k;
+}
+
+/* A deadline `until` (clock_now's) as a timespec for a timed wait. */
+static void deadline(struct timespec *ts, double until) {
+  double left = until - clock_now();
+  if (left < 0)
+    left = 0;
+  if (left > 3600)
+    left = 3600;
+  clock_gettime(CLOCK_REALTIME, ts);
+  long ns = ts->tv_nsec + (long)((left - (long)left) * 1e9);
+  ts->tv_sec += (time_t)left + ns / 1000000000L;
+  ts->tv_nsec = ns % 1000000000L;
+}
+
+void lanes_wait(lanes_t *L, double grace, double until) {
+  pthread_mutex_lock(&L->mu);
+  double stop = clock_now() + grace;
+  if (until < stop)
+    stop = until;
+  for (;;) {
+    bool waiting = false;
+    for (size_t i = 0; i < L->n_lane && !waiting; i++)
+      waiting = L->lane[i].n_steps > 0 && !L->lane[i].late;
+    if (!waiting || L->woken)
+      break;
+    if (clock_now() >= stop) {
+      /* Those still out are late: no wait is spent on them again until
+       * they answer. */
+      for (size_t i = 0; i < L->n_lane; i++)
+        if (L->lane[i].n_steps > 0)
+          L->lane[i].late = true;
+      break;
+    }
+    struct timespec ts;
+    deadline(&ts, stop);
+    pthread_cond_timedwait(&L->done, &L->mu, &ts);
+  }
+  L->woken = false;
+  pthread_mutex_unlock(&L->mu);
+}
+
+void lanes_idle(lanes_t *L, double until) {
+  pthread_mutex_lock(&L->mu);
+  while (L->done_head == NULL && !L->woken && clock_now() < until) {
+    struct timespec ts;
+    deadline(&ts, until);
+    pthread_cond_timedwait(&L->done, &L->mu, &ts);
+  }
+  L->woken = false;
+  pthread_mutex_unlock(&L->mu);
+}
+
+void lanes_wake(lanes_t *L) {
+  pthread_mutex_lock(&L->mu);
+  L->woken = true;
+  pthread_cond_broadcast(&L->done);
+  pthread_mutex_unlock(&L->mu);
+}
+
+bool lanes_info(lanes_t *L, uint32_t i, lane_info_t *out) {
+  if (i >= L->n_lane)
+    return false;
+  pthread_mutex_lock(&L->mu);
+  const lane_t *ln = &L->lane[i];
+  double now = clock_now();
+  memset(out, 0, sizeof(*out));
+  snprintf(out->name, sizeof(out->name), "%s", ln->name);
+  out->up = up_locked(L, i, now);
+  out->late = ln->late;
+  out->started = ln->started;
+  out->in_flight = ln->in_flight;
+  out->oldest = ln->head != NULL ? now - ln->head->since : 0;
+  out->n = ln->n;
+  out->cs = ln->cs;
+  pthread_mutex_unlock(&L->mu);
+  return true;
+}
+
+void lanes_counts(lanes_t *L, link_counts_t *n, evd_client_stats_t *cs) {
+  memset(n, 0, sizeof(*n));
+  memset(cs, 0, sizeof(*cs));
+  pthread_mutex_lock(&L->mu);
+  for (size_t i = 0; i < L->n_lane; i++) {
+    const lane_t *ln = &L->lane[i];
+    /* The direct links are the caller's, who asks this. */
+    const link_counts_t *of[] = {&ln->n, ln->has_direct ? &ln->direct.n
+                                                         : NULL};
+    for (int d = 0; d < 2 && of[d] != NULL; d++) {
+      for (int c = 0; c < LINK_CAUSES; c++)
+        n->rehomes[c] += of[d]->rehomes[c];
+      n->creates += of[d]->creates;
+      n->gateway += of[d]->gateway;
+    }
+    evd_client_stats_t d = {0};
+    if (ln->has_direct)
+      evd_client_stats(ln->direct.c, &d);
+    cs->requests += ln->cs.requests + d.requests;
+    cs->connections += ln->cs.connections + d.connections;
+    cs->resends += ln->cs.resends + d.resends;
+    cs->replayed += ln->cs.replayed + d.replayed;
+  }
+  pthread_mutex_unlock(&L->mu);
+}
+
+/* ---- one batch, waited for whole (generate, perplexity) ---------------- */
+
+int lanes_batch(lanes_t *L, seq_t *const *sq, evd_step_t *steps, size_t n,
+                evd_batch_result_t *res, fault_t *f) {
+  if (n == 0)
+    return 0;
+  if (L->n_inst == 1 && !lanes_per_session(L)) {
+    /* One daemon: the batch on the caller's own link, as seq_batch sends
+     * it (no thread in between). Once the URL refuses batches, every
+     * session goes on a lane of its own. */
+    link_t *l = lanes_direct(L, 0, f);
+    if (l == NULL)
+      return EVD_CLIENT_ENOMEM;
+    int rc = seq_batch(l, sq, steps, n, res, f);
+    if (l->per_session)
+      __atomic_store_n(&L->per_session, true, __ATOMIC_RELAXED);
+    return rc;
+  }
+  if (n > L->cap_bitems) {
+    lane_item_t *b = realloc(L->bitems, n * sizeof(*b));
+    if (b == NULL)
+      return fault_set(f, 500, "out_of_memory", "out of memory"),
+             EVD_CLIENT_ENOMEM;
+    memset(b + L->cap_bitems, 0, (n - L->cap_bitems) * sizeof(*b));
+    L->bitems = b;
+    L->cap_bitems = n;
+  }
+  lane_item_t **sub = malloc(2 * n * sizeof(*sub)), **got = sub + n;
+  if (sub == NULL)
+    return fault_set(f, 500, "out_of_memory", "out of memory"),
+           EVD_CLIENT_ENOMEM;
+  const link_t *flags = lanes_flags(L);
+  for (size_t i = 0; i < n; i++) {
+    lane_item_t *it = &L->bitems[i];
+    it->kind = ITEM_STEP;
+    it->sq = sq[i];
+    it->step = steps[i]; /* its positions are the caller's, borrowed */
+    it->step.has_expect = flags->expect;
+    it->step.expect_newest = sq[i]->newest;
+    it->lane = lanes_route(L, steps[i].session, (uint32_t)i);
+    it->who = NULL;
+    sub[i] = it;
+  }
+  lanes_submit(L, sub, n);
+  size_t left = n, k;
+  int rc = 0;
+  while (left > 0) {
+    lanes_idle(L, clock_now() + 1);
+    size_t again = 0;
+    while ((k = lanes_collect(L, got, n)) > 0)
+      for (size_t j = 0; j < k; j++) {
+        lane_item_t *it = got[j];
+        if (it->kind == ITEM_STEP) {
+          int cause = seq_verdict(flags, it->sq, it->rc, it->code,
+                                  &it->answer, it->step.n_positions);
+          if (cause != SEQ_GO_ON) {
+            /* Its session re-homed and the step sent again: final. */
+            it->kind = ITEM_SETTLE;
+            it->cause = cause;
+            sub[again++] = it;
+            continue;
+          }
+          if (it->rc == 0)
+            seq_stepped(it->sq, &it->step, &it->answer);
+        }
+        left--;
+      }
+    if (again > 0)
+      lanes_submit(L, sub, again);
+  }
+  free(sub);
+  for (size_t i = 0; i < n; i++) {
+    lane_item_t *it = &L->bitems[i];
+    memset(&res[i], 0, sizeof(res[i]));
+    if (it->rc == 0) {
+      res[i].answer = it->answer;
+      res[i].error = (evd_client_err_t){.code = "", .message = "",
+                                        .newest = -1};
+    } else if (it->rc == EVD_CLIENT_EAPI || it->rc == LINK_EFAULT ||
+               it->rc == EVD_CLIENT_EINVAL) {
+      res[i].rc = LINK_EFAULT;
+      res[i].error = (evd_client_err_t){.rc = LINK_EFAULT,
+                                        .status = it->fault.status,
+                                        .code = it->fault.code,
+                                        .message = it->fault.msg,
+                                        .newest = -1};
+    } else if (rc == 0) {
+      /* The daemon could not be reached: the batch fails. */
+      rc = it->rc;
+      *f = it->fault;
+    }
+  }
+  return rc;
+}
