@@ -27,6 +27,7 @@ engines written with the Python client).
 import http.client
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -91,6 +92,14 @@ class Stream(threading.Thread):
                     self.last = ev
         c.close()
         self.ended_at = time.monotonic()
+
+
+def prefix(sv: Server) -> str:
+    """serve's task (and session) ids are PREFIX-K, K from 1; its log says
+    PREFIX as it starts."""
+    m = re.search(r"sessions (\S+)-K\)", sv.log())
+    assert m, sv.log()
+    return m.group(1)
 
 
 def run_all(addr: str, during=None) -> List[Stream]:
@@ -160,9 +169,9 @@ class Pool(unittest.TestCase):
             self.assertEqual((s.last or {}).get("stop_type"), "limit",
                              (s.prompt, s.last, sv.log()[-2000:]))
         self.assertIn("steps go one session per request", sv.log())
-        # serve's task ids are serve-PID-K: the next 16 are known.
-        pid = sv.proc.pid
-        ids = ["serve-%d-%d" % (pid, k) for k in range(17, 33)]
+        # serve's task ids are PREFIX-K (its log says PREFIX): the next 16
+        # are known.
+        ids = ["%s-%d" % (prefix(sv), k) for k in range(17, 33)]
         plan = resize.plan(pool.names, ids)
         during, marks = self.resize(pool, plan)
         got = run_all(sv.addr, during)
@@ -196,8 +205,7 @@ class Pool(unittest.TestCase):
         # The negative control: the same changes, re-homing off.
         pool = self.pool()
         sv = self.serve(pool, EVICTD_LLAMA_REHOME="off")
-        pid = sv.proc.pid
-        ids = ["serve-%d-%d" % (pid, k) for k in range(1, 17)]
+        ids = ["%s-%d" % (prefix(sv), k) for k in range(1, 17)]
         plan = resize.plan(pool.names, ids)
         during, _ = self.resize(pool, plan)
         got = run_all(sv.addr, during)

@@ -211,6 +211,16 @@ static void run_job(lane_t *ln, job_t *j) {
         keep_outcome(it, LINK_EFAULT, NULL, NULL, &g);
       else
         keep_outcome(it, 0, &r.answer, NULL, NULL);
+    } else if (it->kind == ITEM_TRUNCATE) {
+      evd_answer_t a;
+      fault_t f;
+      int rc = seq_change(&ln->link, it->sq, &(link_req_t){
+                              .op = LINK_TRUNCATE,
+                              .session = it->sq->session, .at = it->from,
+                              .answer = &a}, &f);
+      keep_outcome(it, rc, &a, rc == EVD_CLIENT_EAPI
+                                   ? evd_client_error(ln->link.c)->code
+                                   : NULL, &f);
     } else if (it->kind == ITEM_DELETE) {
       fault_t f;
       it->rc = link_delete(&ln->link, it->session, false, &f);

@@ -26,8 +26,11 @@ typedef enum {
                    judged by the caller: seq_verdict) */
   ITEM_SETTLE,  /* re-home sq for `cause` and send step again (seq_item):
                    the outcome is final */
-  ITEM_DELETE   /* delete the session named in step.session (a copy the
+  ITEM_DELETE,  /* delete the session named in step.session (a copy the
                    item holds): fire and forget */
+  ITEM_TRUNCATE /* truncate sq's session from `from` (seq_change: judged
+                   and re-homed there, sq's newest recorded): the outcome,
+                   its answer's `removed`, is final */
 } item_kind_t;
 
 /* One request of one sequence through its lane. The caller owns it (one
@@ -42,6 +45,7 @@ typedef struct lane_item_s {
   evd_step_t step;        /* its positions in pos, expect_newest set */
   uint32_t lane;          /* lanes_route's */
   int cause;              /* ITEM_SETTLE: why (link_cause_t) */
+  uint32_t from;          /* ITEM_TRUNCATE: the first position removed */
   void *who;              /* the caller's */
   uint32_t *pos;          /* room for the step's positions (lane_item_pos) */
   size_t pos_cap;

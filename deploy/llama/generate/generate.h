@@ -14,7 +14,7 @@
 #include "common/lm.h"
 #include "common/sampler.h"
 #include "common/seq.h"
-#include "generate/dump.h"
+#include "common/dump.h"
 #include "common/posmap.h"
 
 typedef struct gen_opts_s {

@@ -13,6 +13,7 @@
  * (pipelining: the round trip leaves the critical path). */
 #include "serve/engine.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,38 +38,65 @@ static int reserve(choice_t *c, uint32_t need) {
   return grow(&c->hist, &c->cap, need, sizeof(*c->hist));
 }
 
-/* A choice's slot is given back: its cells leave llama.cpp's cache and
- * its session evictd (through its lane, without waiting). */
-static void give_back(engine_t *e, choice_t *c) {
+void engine_give_back(engine_t *e, choice_t *c) {
   llama_memory_seq_rm(e->lm->mem, c->s.id, -1, -1);
   if (c->s.created)
     lanes_delete(e->lanes, c->s.session, (uint32_t)c->s.id);
   seq_free(&c->s);
-  c->orphan = false;
+  c->orphan = c->keep = c->parked = false;
   c->sent = c->ready = NULL;
-  tq_sequences(e->q, --e->used);
 }
 
-/* A choice leaves its task. With a step out, it leaves an orphan: the
- * slot is given back when the step comes back (the lane holds the
- * sequence till then). */
-static void leave(engine_t *e, choice_t *c) {
+/* A choice leaves its task: its conversation parked when keep (the task
+ * ended well and wants it kept), else its slot given back. With a step
+ * out, it leaves an orphan, parked or given back when the step comes back
+ * (the lane holds the sequence till then). */
+static void leave(engine_t *e, choice_t *c, bool keep) {
   text_clear(&c->text);
   c->task = NULL;
   c->decodes = false;
   c->ready = NULL;
-  if (c->sent != NULL)
+  if (c->sent != NULL) {
     c->orphan = true;
-  else
-    give_back(e, c);
+    c->keep = keep;
+  } else if (keep) {
+    conv_park(e, c);
+  } else {
+    engine_give_back(e, c);
+    tq_sequences(e->q, --e->used);
+  }
 }
 
-/* Ends a task: each of its choices leaves, then the task is done (failed
- * with f when f is not NULL). */
+/* An orphan's step came back: parked (its session then holds the step's
+ * position, which its cells never computed: a continuation truncates it),
+ * or its slot given back. */
+static void leave_orphan(engine_t *e, choice_t *c, lane_item_t *it) {
+  fault_t f;
+  if (c->keep && it->kind == ITEM_STEP && it->rc == 0 &&
+      seq_verdict(lanes_flags(e->lanes), &c->s, 0, "", &it->answer,
+                  it->step.n_positions) == SEQ_GO_ON &&
+      (dump_step(e->dump, c->s.id, it->step.positions,
+                 it->step.n_positions, false, -1),
+       seq_remove(&c->s, &c->s.map, e->lm, "victims", it->answer.victims.v,
+                  it->answer.victims.n, e->tr, &f) == 0)) {
+    seq_stepped(&c->s, &it->step, &it->answer);
+    c->s.held = it->answer.size;
+    conv_park(e, c);
+    return;
+  }
+  engine_give_back(e, c);
+  tq_sequences(e->q, --e->used);
+}
+
+/* Ends a task: each of its choices leaves (their conversations parked
+ * when it ended well and keeps them), then the task is done (failed with
+ * f when f is not NULL). */
 static void end_task(engine_t *e, task_t *t, const fault_t *f) {
+  bool keep = f == NULL && !tq_cancelled(e->q, t) && t->want.cache_prompt &&
+              !e->o->no_cache_prompt;
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task == t)
-      leave(e, &e->slot[i]);
+      leave(e, &e->slot[i], keep);
   tq_finish(e->q, t, f);
 }
 
@@ -89,45 +117,95 @@ static void session_base(engine_t *e, const task_t *t, char *base,
     snprintf(base, len, "%s", t->id); /* none is up: its own instance */
 }
 
-/* Takes a task into free slots: its choices' sessions are its id (one
- * choice) or ID~I; the first holds the prompt. (nginx's key is an id up to
- * its first '~', so that in a pool the forks' children live on their
- * parent's instance, where the fork makes them: deploy/SCALING.md.) */
+/* Sets choice c up for a fresh sequence of session id. 0, or -1 (out of
+ * memory). */
+static int fresh(engine_t *e, choice_t *c, const char *id, uint32_t need) {
+  int32_t slot = (int32_t)(c - e->slot);
+  if (seq_init(&c->s, slot, id, POS_ORIGINAL) != 0 ||
+      reserve(c, need) != 0) {
+    seq_free(&c->s);
+    return -1;
+  }
+  /* The first choice's session is made by its first step (a new one holds
+   * position 0), the others' by the fork. */
+  seq_start(&c->s, &e->cfg);
+  c->n = 0;
+  dump_open_seq(e->dump, slot);
+  return 0;
+}
+
+/* Choice c (the task's first) continues the conversation its slot holds,
+ * keeping its first m positions: the prompt's tokens from m on are its
+ * own, and when the session holds positions from m on (the conversation
+ * goes back, or its step sent ahead of a pass that never came), they are
+ * truncated first, through its lane, before its first step. 0, or -1. */
+static int resume(engine_t *e, choice_t *c, task_t *t, uint32_t m) {
+  if (reserve(c, t->n_prompt + 2) != 0)
+    return -1;
+  memcpy(c->hist + m, t->prompt + m, (t->n_prompt - m) * sizeof(*c->hist));
+  c->n = m;
+  e->cc.reused += m;
+  if (c->s.newest < m)
+    return 0;
+  lane_item_t *it = &c->item[0];
+  it->kind = ITEM_TRUNCATE;
+  it->sq = &c->s;
+  it->who = c;
+  it->lane = c->lane;
+  it->from = m;
+  it->step.session = c->s.session;
+  c->sent = it;
+  lanes_submit(e->lanes, &it, 1);
+  return 0;
+}
+
+/* Takes a task into slots: its first choice continues the conversation
+ * that keeps most of its prompt, if any (convs.c), else gets a fresh
+ * session, its id the task's; the others' sessions are forked from it,
+ * ID~I (a continued one's: its id up to its first '~', then ~TASK.I).
+ * (nginx's key is an id up to its first '~', so that in a pool the forks'
+ * children live on their parent's instance, where the fork makes them:
+ * deploy/SCALING.md.) */
 static void admit(engine_t *e, task_t *t) {
   fault_t f;
-  uint32_t k = 0;
-  char base[SEQ_ID_MAX - 8];
+  char base[SEQ_ID_MAX - 8], root[SEQ_ID_MAX + 1] = "";
   session_base(e, t, base, sizeof(base));
-  for (uint32_t i = 0; i < e->n_slot && k < t->want.n; i++) {
-    choice_t *c = &e->slot[i];
-    if (c->task != NULL || c->orphan)
-      continue;
+  for (uint32_t k = 0; k < t->want.n; k++) {
+    uint32_t m;
+    choice_t *c = conv_take(e, t, k, &m);
     char id[SEQ_ID_MAX + 1];
-    snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u", base, k);
-    if (seq_init(&c->s, (int32_t)i, id, POS_ORIGINAL) != 0 ||
-        reserve(c, t->n_prompt + 2) != 0) {
-      seq_free(&c->s);
-      fault_set(&f, 500, "out_of_memory", "out of memory");
+    if (k > 0 && root[0] != '\0')
+      snprintf(id, sizeof(id), "%s~%s.%u", root, t->id, k);
+    else
+      snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u", base, k);
+    int rc = c == NULL ? -1 : m > 0 ? resume(e, c, t, m)
+                                    : fresh(e, c, id, t->n_prompt + 2);
+    if (c != NULL && k == 0 && m > 0)
+      snprintf(root, sizeof(root), "%.*s",
+               (int)strcspn(c->s.session, "~"), c->s.session);
+    if (rc != 0) {
+      fault_set(&f, 500, "out_of_memory", "out of memory, or no sequence "
+                "free");
       end_task(e, t, &f);
       return;
     }
     c->task = t;
-    c->index = k++;
-    c->n = c->tokens = 0;
-    c->lane = lanes_route(e->lanes, id, i);
-    c->sent = c->ready = NULL;
-    /* The first choice's session is made by its first step (a new one
-     * holds position 0), the others' by the fork. */
-    seq_start(&c->s, &e->cfg);
-    c->s.created = c->index == 0;
+    c->index = k;
+    c->tokens = 0;
+    c->lane = lanes_route(e->lanes, c->s.session, (uint32_t)c->s.id);
+    if (m == 0)
+      c->sent = c->ready = NULL;
+    c->s.created = c->s.created || k == 0;
     c->smp.temp = t->want.temp;
     c->smp.top_p = t->want.top_p;
-    c->smp.state = t->want.seed + c->index;
+    c->smp.state = t->want.seed + k;
     c->smp.n_ban = t->want.ignore_eos ? lm_end_tokens(e->lm, c->smp.ban) : 0;
     c->forked = c->failed = false;
     e->used++;
-    if (c->index == 0)
+    if (k == 0 && m == 0)
       memcpy(c->hist, t->prompt, t->n_prompt * sizeof(*c->hist));
+    if (k == 0)
+      e->cc.prefilled += t->n_prompt - m;
   }
   tq_sequences(e->q, e->used);
 }
@@ -155,6 +233,7 @@ static int fork_choices(engine_t *e, choice_t *first, fault_t *f) {
       return fault_set(f, 500, "out_of_memory", "out of memory");
     if (seq_fork(l, &first->s, &c->s, e->lm, t->n_prompt - 1, f))
       return -1;
+    dump_fork(e->dump, first->s.id, c->s.id);
     memcpy(c->hist, first->hist, t->n_prompt * sizeof(*c->hist));
     c->n = t->n_prompt;
     c->forked = true;
@@ -170,7 +249,8 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
   if (why != FIN_STOP && text_flush(&c->text, &show, &len) == 0)
     tq_text(e->q, t, c->index, show, len);
   tq_end(e->q, t, c->index, why, c->tokens);
-  leave(e, c);
+  leave(e, c, t->want.cache_prompt && !e->o->no_cache_prompt &&
+                  !tq_cancelled(e->q, t));
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task == t)
       return;
@@ -231,9 +311,14 @@ static int pass(engine_t *e, fault_t *f) {
     uint32_t n_prompt = c->task->n_prompt, from = c->n, to = c->n + 1;
     if (c->n < n_prompt)
       to = (c->n == 0 ? 1 : c->n) + c->chunk;
+    if (e->dump != NULL)
+      dump_cache(e->dump, e->lm->label, c->s.id, lm_pos_min(e->lm, c->s.id),
+                 lm_pos_max(e->lm, c->s.id));
     for (uint32_t q = from; q < to; q++) {
       bool last = q + 1 == to && to >= n_prompt;
-      if (seq_put(&c->s, e->lm, c->hist[q], q, last, f) != 0)
+      /* The record wants every token's logits. */
+      if (seq_put(&c->s, e->lm, c->hist[q], q, last || e->dump != NULL,
+                  f) != 0)
         return -1;
       if (last)
         c->out = e->lm->batch.n_tokens - 1;
@@ -241,6 +326,8 @@ static int pass(engine_t *e, fault_t *f) {
   }
   if (e->lm->batch.n_tokens > 0 && lm_decode(e->lm, err, sizeof(err)) != 0)
     return fault_set(f, 500, "decode_failed", "%s", err);
+  if (e->lm->batch.n_tokens > 0)
+    dump_pass(e->dump, e->lm);
   return 0;
 }
 
@@ -311,12 +398,11 @@ static void overdue(engine_t *e, double now) {
   }
 }
 
-static void leave_orphan(engine_t *e, choice_t *c) { give_back(e, c); }
 
 /* Publishes the lanes' states for /metrics and /health, at most ten times
  * a second. */
-static void publish_lanes(engine_t *e, double now) {
-  if (now - e->last_lanes < 0.1)
+static void publish_lanes(engine_t *e, double now, bool force) {
+  if (!force && now - e->last_lanes < 0.1)
     return;
   e->last_lanes = now;
   lane_state_t st[SERVE_LANES_MAX];
@@ -345,7 +431,9 @@ static void publish_lanes(engine_t *e, double now) {
     if (c->task != NULL && c->sent != NULL && at < n)
       st[at].waiting++;
   }
-  tq_lanes(e->q, st, n);
+  conv_counts_t cc;
+  conv_counts(e, &cc);
+  tq_lanes(e->q, st, n, &cc);
 }
 
 /* One iteration: the answers taken back, the steps of the choices that
@@ -363,7 +451,7 @@ static void iterate(engine_t *e) {
   steps_collect(e, leave_orphan);
   overdue(e, clock_now());
   end_failed(e);
-  publish_lanes(e, t0);
+  publish_lanes(e, t0, false);
   if (steps_ready(e) == 0) {
     end_failed(e);
     /* Every sequence waits on a lane: until one answers (or a while, to
@@ -382,7 +470,7 @@ static void iterate(engine_t *e) {
     if (!c->decodes || c->failed || c->ready == NULL)
       continue;
     fault_t g;
-    if (seq_follow(&c->s, e->lm, &c->ready->answer, c->chunk, NULL,
+    if (seq_follow(&c->s, e->lm, &c->ready->answer, c->chunk, e->tr,
                    &g) != 0) {
       c->fault = g;
       c->failed = true;
@@ -421,6 +509,12 @@ static void cancellations(engine_t *e) {
   }
 }
 
+/* dump_remove as a seq_trace_t (--dump). */
+static void trace_remove(void *ud, const lm_t *lm, const seq_t *s,
+                         const char *why, const uint32_t *v, size_t n) {
+  dump_remove(ud, lm->label, s->id, why, v, n);
+}
+
 static void *engine_main(void *arg) {
   engine_t *e = arg;
   bool stop = false;
@@ -431,8 +525,12 @@ static void *engine_main(void *arg) {
     if (stop)
       break;
     cancellations(e);
-    if (e->used > 0)
+    if (e->used > 0) {
       iterate(e);
+      /* Idle next: what it leaves (parked conversations) shown now. */
+      if (e->used == 0)
+        publish_lanes(e, clock_now(), true);
+    }
   }
   /* Stopping: queued tasks are refused, running ones end; their sessions
    * are deleted through the lanes, which send what they have in hand for
@@ -442,6 +540,7 @@ static void *engine_main(void *arg) {
   fault_set(&f, 503, "shutting_down", "the server is shutting down");
   tq_drain(e->q, &f);
   fail_all(e, &f);
+  conv_store_close(e);
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
     if (c->orphan && c->s.created)
@@ -459,7 +558,7 @@ static int settings(engine_t *e, char *err, size_t errlen) {
                   .sinks = (uint32_t)cfg->sinks,
                   .lookahead = (uint32_t)cfg->lookahead};
   fault_t f;
-  if (cfg->budget < 0 || cfg->sinks < 0 || cfg->lookahead < 0) {
+  if (cfg->budget < 0 || cfg->sinks < 0) {
     char probe[64];
     snprintf(probe, sizeof(probe), "serve-%ld-probe", (long)getpid());
     link_t *l = lanes_direct(e->lanes, lanes_route(e->lanes, probe, 0), &f);
@@ -471,12 +570,19 @@ static int settings(engine_t *e, char *err, size_t errlen) {
   }
   e->budget = v.budget;
   e->sinks = v.sinks;
-  e->lookahead = v.lookahead;
+  /* Not given, the prompt goes in chunks of llama.cpp's micro-batch, not
+   * the daemon's default lookahead (1: a token per pass). */
+  e->lookahead = cfg->lookahead < 0 ? 512 : v.lookahead;
   e->cfg = (evd_session_cfg_t){e->budget, e->sinks, e->lookahead, -1};
   return 0;
 }
 
 static void engine_free(engine_t *e) {
+  if (e->store != NULL)
+    conv_store_close(e);
+  if (e->dump != NULL && dump_close(e->dump) != 0)
+    say("writing --dump %s failed\n", e->o->dump);
+  e->dump = NULL;
   /* Lanes blocked on a daemon that does not answer hold items of the
    * slots: then the slots are left to the process's end too. */
   if (!lanes_free(e->lanes))
@@ -531,6 +637,8 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
                   .n_seq = o->parallel};
   if (lm_context(lm, &lo, &o->lm, err, errlen) != 0)
     goto fail;
+  /* A conversation goes back at most half its window's unpinned part. */
+  e->max_back = e->budget > e->sinks ? (e->budget - e->sinks) / 2 : 0;
   e->slot = calloc(e->n_slot, sizeof(*e->slot));
   e->sub = calloc(2 * (size_t)e->n_slot, sizeof(*e->sub));
   e->got = calloc(2 * (size_t)e->n_slot, sizeof(*e->got));
@@ -538,6 +646,20 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
     snprintf(err, errlen, "out of memory");
     goto fail;
   }
+  if (o->dump != NULL) {
+    if (dump_open(&e->dumpf, o->dump) != 0) {
+      snprintf(err, errlen, "cannot write --dump %s: %s", o->dump,
+               strerror(errno));
+      goto fail;
+    }
+    e->dump = &e->dumpf;
+    e->trace = (seq_trace_t){trace_remove, e->dump};
+    e->tr = &e->trace;
+    dump_start(e->dump, o->lm.model, lm->n_vocab, e->budget, e->sinks,
+               e->lookahead, e->n_slot, 0, "original");
+  }
+  if (conv_store_open(e, err, errlen) != 0)
+    goto fail;
   const char *pl = getenv("EVICTD_LLAMA_PIPELINE");
   e->pipeline = pl == NULL || strcmp(pl, "off") != 0;
   if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/dump.h"
 #include "common/lanes.h"
 #include "common/sampler.h"
 #include "common/seq.h"
@@ -41,7 +42,12 @@ typedef struct choice_s {
   lane_item_t *sent;      /* the step out (in its lane), or NULL */
   lane_item_t *ready;     /* an answered step not yet followed, or NULL */
   bool orphan;            /* its task ended while a step was out: the
-                             slot is given back when the step comes back */
+                             slot is given back (or parked, keep) when the
+                             step comes back */
+  bool keep;              /* an orphan to park, not give back */
+  bool parked;            /* no task: the slot holds a conversation, its
+                             cells, its session and hist[0..n) (convs.c) */
+  double used_at;         /* when its conversation last decoded */
 } choice_t;
 
 struct engine_s {
@@ -61,8 +67,44 @@ struct engine_s {
   uint64_t tokens;        /* this iteration's */
   uint64_t steps, ahead;  /* this iteration's items sent, and ahead */
   double last_lanes;      /* when the lanes' states were last published */
+  struct convs_s *store;  /* saved conversations (convs.c), or NULL */
+  uint32_t max_back;      /* the most positions a continued conversation
+                             goes back */
+  conv_counts_t cc;
+  dump_t dumpf;
+  dump_t *dump;           /* --dump's record, or NULL */
+  seq_trace_t trace;      /* its removals (NULL ud without --dump) */
+  const seq_trace_t *tr;  /* &trace with --dump, else NULL */
   pthread_t thread;
 };
+
+/* ---- convs.c: conversations, parked, saved, continued ---------------- */
+
+/* Gives c's slot back: its cells leave llama.cpp's cache and its session
+ * evictd (through its lane, without waiting). engine.c. */
+void engine_give_back(engine_t *e, choice_t *c);
+
+/* Parks choice c, whose task ended: its slot keeps the conversation. */
+void conv_park(engine_t *e, choice_t *c);
+
+/* The slot choice `index` of task t takes, and the conversation it
+ * continues: for the first choice of a task that may (cache_prompt), the
+ * parked or saved conversation that keeps most of t's prompt (its slot,
+ * *m the positions kept), else a free slot, else the least recently used
+ * parked one, saved or dropped first (*m 0). NULL when every slot is
+ * taken. A restored conversation is put in the slot here. */
+choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m);
+
+/* Makes the store of saved conversations (--cache-ram, --cache-dir,
+ * which it reads); 0, or -1 with err set. */
+int conv_store_open(engine_t *e, char *err, size_t errlen);
+
+/* At shutdown: the parked conversations saved (with --cache-dir) or
+ * dropped, then the store closed. */
+void conv_store_close(engine_t *e);
+
+/* The conversations' counters and gauges now. */
+void conv_counts(engine_t *e, conv_counts_t *out);
 
 /* The positions choice c steps from position n on (*first and the count
  * returned): a prompt chunk of at most `lookahead` (position 0, the BOS,
@@ -73,8 +115,12 @@ uint32_t steps_chunk(const engine_t *e, const choice_t *c, uint32_t n,
 
 /* Takes back the steps the lanes answered: each judged (seq_verdict) and
  * ready for its pass, or sent again to re-home its session, or failed
- * (c->failed); an orphan's gives its slot back (leave_orphan). */
-void steps_collect(engine_t *e, void (*leave_orphan)(engine_t *, choice_t *));
+ * (c->failed); an orphan's gives its slot back or parks it
+ * (leave_orphan, with the step that came back). A truncation's answer is
+ * followed here. */
+void steps_collect(engine_t *e,
+                   void (*leave_orphan)(engine_t *, choice_t *,
+                                        lane_item_t *));
 
 /* Sends this iteration's step of every choice that decodes and has
  * neither a step out nor one answered: how many. */

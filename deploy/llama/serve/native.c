@@ -77,6 +77,7 @@ enum MHD_Result native_completion(call_t *c) {
           field_bool(&f, "stream", false, &stream) ||
           field_stop(&f, "stop", 16, &t->want) ||
           field_bool(&f, "ignore_eos", false, &t->want.ignore_eos) ||
+          field_bool(&f, "cache_prompt", true, &t->want.cache_prompt) ||
           field_prompt(&f, c->site, "prompt", json_string_value(p),
                        json_string_length(p), false, t);
   }

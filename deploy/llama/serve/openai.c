@@ -163,6 +163,7 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
       field_int(f, "seed", INT64_MIN, INT64_MAX, 0, &seed) ||
       field_stop(f, "stop", 4, &t->want) ||
       field_bool(f, "ignore_eos", false, &t->want.ignore_eos) ||
+      field_bool(f, "cache_prompt", true, &t->want.cache_prompt) ||
       field_bool(f, "stream", false, &c->stream) ||
       field_unhonoured(f, unhonoured))
     return -1;

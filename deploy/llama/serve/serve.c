@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +38,20 @@ static const char synopsis[] =
     "gives the logits a float64 reference computes.\n";
 
 #define OPT(f) offsetof(serve_opts_t, f)
+
+/* --cache-ram MIB: -1 (no limit, llama-server's spelling), or 0 to 2^30. */
+static int parse_cache_ram(const char *who, const char *arg, void *field) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(arg, &end, 10);
+  if (end == arg || *end != '\0' || errno != 0 || v < -1 || v > 1 << 30) {
+    fprintf(stderr, "%s: --cache-ram wants -1 (no limit) or a number of "
+            "MiB from 0 to %d, not '%s'\n", who, 1 << 30, arg);
+    return -1;
+  }
+  *(int64_t *)field = v;
+  return 0;
+}
 
 static const cli_opt_t options[] = {
     {"listen", NULL, "ADDR", CLI_STR, OPT(listen), 0, 0, {NULL},
@@ -65,6 +80,27 @@ static const cli_opt_t options[] = {
      "without)"},
     {"api-key-file", NULL, "FILE", CLI_STR, OPT(api_key_file), 0, 0, {NULL},
      "the same, the key the file's first line"},
+    {"cache-prompt", NULL, NULL, CLI_FLAG, OPT(cache_prompt), 0, 0, {NULL},
+     "keep each request's sequence parked when it ends (its cells, its "
+     "evictd session, its tokens), and continue it for a request whose "
+     "tokens extend it, decoding only the new ones (the default; a "
+     "request's \"cache_prompt\": false asks neither)"},
+    {"no-cache-prompt", NULL, NULL, CLI_FLAG, OPT(no_cache_prompt), 0, 0,
+     {NULL}, "keep nothing between requests: every prompt is decoded "
+     "afresh"},
+    {"cache-ram", "cram", "MIB", CLI_CALL, OPT(cache_ram), 0, 0,
+     {.parse = parse_cache_ram}, "parked sequences whose slot another request needs are saved "
+     "to host memory (their cells, their evictd session kept) up to MIB, "
+     "least recently used first out (-1: no limit, 0: none saved; default "
+     "8192, as llama-server's)"},
+    {"dump", NULL, "PREFIX", CLI_STR, OPT(dump), 0, 0, {NULL},
+     "write the run record the end-to-end check replays (every pass's "
+     "tokens and logits, every step and removal: PREFIX.jsonl and "
+     "PREFIX.f32, as generate's --dump): for tests, it costs a row of "
+     "logits per token"},
+    {"cache-dir", NULL, "DIR", CLI_STR, OPT(cache_dir), 0, 0, {NULL},
+     "write saved sequences to DIR too, and find them there again after a "
+     "restart (evictd keeps their windows)"},
 };
 
 #define fail(...) cli_say(1, WHO, NULL, __VA_ARGS__)
@@ -92,6 +128,8 @@ static int check(serve_opts_t *o, char listen[320], char **key_mem) {
     const char *env = getenv("EVICTD_LLAMA_LISTEN");
     o->listen = env && *env ? env : "127.0.0.1:8080";
   }
+  if (o->cache_prompt && o->no_cache_prompt)
+    return bad("give --cache-prompt or --no-cache-prompt, not both");
   if (o->api_key != NULL && o->api_key_file != NULL)
     return bad("give --api-key or --api-key-file, not both");
   if (o->api_key_file != NULL) {
@@ -123,7 +161,7 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
   tq_t q;
   engine_t *e;
   lm_init(o->lm.debug);
-  if (lm_load(&lm, "served", o->lm.model, err, sizeof(err)) != 0)
+  if (lm_load(&lm, "target", o->lm.model, err, sizeof(err)) != 0)
     return fail("%s", err);
   int fd, rc = evd_listen_open(o->listen, &fd, bound, sizeof(bound));
   if (rc != 0) {
@@ -133,7 +171,15 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
                   bound);
     return fail("cannot listen on %s: %s", o->listen, strerror(errno));
   }
-  tq_init(&q, o->queue);
+  /* Task and session ids: serve-PID.RUN-K, RUN random per start, so that
+   * a restarted serve (PID 1 again in a container) never names a session
+   * that a saved conversation, or one left behind, holds in evictd. */
+  char prefix[48];
+  unsigned run = 0;
+  if (getrandom(&run, sizeof(run), 0) != sizeof(run))
+    run = (unsigned)time(NULL) ^ (unsigned)getpid() * 2654435761u;
+  snprintf(prefix, sizeof(prefix), "serve-%ld.%08x", (long)getpid(), run);
+  tq_init(&q, o->queue, prefix);
   if (engine_start(&e, o, &lm, &q, err, sizeof(err)) != 0) {
     close(fd);
     lm_close(&lm);
@@ -161,9 +207,9 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
   uint32_t budget, sinks, lookahead;
   engine_settings(e, &budget, &sinks, &lookahead);
   fprintf(stderr, "evictd-llama serve: listening on %s (evictd %s; budget "
-          "%u, sinks %u, lookahead %u, parallel %u)\n", bound,
-          o->link.url ? o->link.url : "default", budget, sinks, lookahead,
-          o->parallel);
+          "%u, sinks %u, lookahead %u, parallel %u; sessions %s-K)\n",
+          bound, o->link.url ? o->link.url : "default", budget, sinks,
+          lookahead, o->parallel, prefix);
   int sig = 0;
   sigwait(sigs, &sig);
   fprintf(stderr, "evictd-llama serve: %s: ending the requests in flight "
@@ -197,7 +243,8 @@ int serve_main(int argc, char **argv) {
       .lm = {.threads = cores > 0 ? (int)cores : 1, .flash_attn = LM_FA_AUTO,
              .type_k = LM_F16, .type_v = LM_F16},
       .link = LINK_OPTS_DEFAULT, .cfg = EVD_SESSION_CFG_DEFAULT,
-      .parallel = 8, .queue = 64, .n_predict_max = 32768};
+      .parallel = 8, .queue = 64, .n_predict_max = 32768,
+      .cache_ram = 8192};
   cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);
   char listen[320], *key = NULL;
   int rc = cli_command(&c, argc, argv);

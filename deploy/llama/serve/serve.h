@@ -26,6 +26,17 @@ typedef struct serve_opts_s {
   uint32_t parallel;         /* sequences decoding at once */
   uint32_t queue;            /* requests waiting beyond those */
   uint32_t n_predict_max;    /* the most tokens a choice may ask for */
+  /* Conversations (serve/convs.c): a request's sequence stays parked when
+   * it ends, and a request whose tokens extend it continues it. */
+  bool no_cache_prompt;      /* --no-cache-prompt: nothing kept, nothing
+                                continued (cache_prompt false for all) */
+  bool cache_prompt;         /* --cache-prompt: the default, said again */
+  int64_t cache_ram;         /* --cache-ram MiB: parked sequences saved
+                                to host memory when their slot is needed,
+                                up to this (-1: no limit, 0: none saved) */
+  const char *cache_dir;     /* --cache-dir: saved ones also on disk,
+                                found again after a restart */
+  const char *dump;          /* --dump PREFIX: the run record (tests) */
 } serve_opts_t;
 
 /* evictd-llama serve's command line; the process exit status. */

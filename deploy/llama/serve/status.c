@@ -149,6 +149,30 @@ enum MHD_Result status_metrics(call_t *c) {
        "llama_decode.", s.decode_s},
       {"evictd_llama_iteration_seconds_total", "counter", "Time of the "
        "decode iterations in all.", s.total_s},
+      {"evictd_llama_conversation_hits_total", "counter", "Requests that "
+       "continued a parked or saved conversation.", (double)s.convs.hits},
+      {"evictd_llama_conversation_misses_total", "counter", "Requests that "
+       "could have continued one (cache_prompt) and found none.",
+       (double)s.convs.misses},
+      {"evictd_llama_prompt_tokens_reused_total", "counter", "Prompt tokens "
+       "a continued conversation already held (not decoded again).",
+       (double)s.convs.reused},
+      {"evictd_llama_prompt_tokens_decoded_total", "counter", "Prompt "
+       "tokens decoded.", (double)s.convs.prefilled},
+      {"evictd_llama_conversations_parked", "gauge", "Slots holding a "
+       "conversation no request decodes.", s.convs.parked},
+      {"evictd_llama_conversations_saved", "gauge", "Conversations saved to "
+       "host memory (--cache-ram).", s.convs.stored},
+      {"evictd_llama_conversations_saved_bytes", "gauge", "Bytes they "
+       "hold.", (double)s.convs.stored_bytes},
+      {"evictd_llama_conversations_saved_total", "counter", "Parked "
+       "conversations saved when their slot was needed.",
+       (double)s.convs.saved},
+      {"evictd_llama_conversations_restored_total", "counter", "Saved "
+       "conversations put back in a slot.", (double)s.convs.restored},
+      {"evictd_llama_conversations_dropped_total", "counter", "Parked or "
+       "saved conversations dropped (least recently used first out): "
+       "their sessions deleted.", (double)s.convs.dropped},
   };
   evd_buf_init(&b);
   for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++) {

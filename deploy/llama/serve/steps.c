@@ -112,10 +112,43 @@ size_t steps_ahead(engine_t *e) {
   return k;
 }
 
+/* Follows a truncation's answer: the positions it removed that the cache
+ * holds leave it (a parked conversation's session may hold one position
+ * the cache never computed: the step sent ahead of a pass that did not
+ * come). 0, or -1 with c failed. */
+static int truncated(engine_t *e, choice_t *c, const evd_answer_t *a) {
+  const evd_list_t *r = &a->removed;
+  size_t k = 0;
+  while (k < r->n && posmap_find(&c->s.map, r->v[k]) >= 0)
+    k++;
+  dump_truncate(e->dump, c->s.id, c->n);
+  if (seq_remove(&c->s, &c->s.map, e->lm, "removed", r->v, k, e->tr,
+                 &c->fault) != 0) {
+    c->failed = true;
+    return -1;
+  }
+  /* The rest the session held and the cells never did. */
+  dump_remove(e->dump, e->lm->label, c->s.id, "uncomputed", r->v + k,
+              r->n - k);
+  c->s.held = a->size;
+  return 0;
+}
+
 /* Judges one answered step of c: ready, sent again to re-home c's
  * session, or failed. Returns the item to send again, or NULL. */
 static lane_item_t *judge(engine_t *e, choice_t *c, lane_item_t *it) {
   c->sent = NULL;
+  if (it->kind == ITEM_TRUNCATE) {
+    /* Going back to where the conversation's tokens and the prompt's
+     * part: no step is answered, the prompt's first goes next. */
+    if (it->rc != 0) {
+      c->fault = it->fault;
+      c->failed = true;
+    } else {
+      truncated(e, c, &it->answer);
+    }
+    return NULL;
+  }
   if (it->kind == ITEM_STEP) {
     int cause = seq_verdict(lanes_flags(e->lanes), &c->s, it->rc, it->code,
                             &it->answer, it->step.n_positions);
@@ -139,7 +172,8 @@ static lane_item_t *judge(engine_t *e, choice_t *c, lane_item_t *it) {
 }
 
 void steps_collect(engine_t *e,
-                   void (*leave_orphan)(engine_t *, choice_t *)) {
+                   void (*leave_orphan)(engine_t *, choice_t *,
+                                        lane_item_t *)) {
   size_t n, k = 0;
   while ((n = lanes_collect(e->lanes, e->got, 2 * (size_t)e->n_slot)) > 0)
     for (size_t j = 0; j < n; j++) {
@@ -147,7 +181,7 @@ void steps_collect(engine_t *e,
       choice_t *c = it->who;
       if (c->orphan) {
         c->sent = NULL;
-        leave_orphan(e, c);
+        leave_orphan(e, c, it);
         continue;
       }
       lane_item_t *again = judge(e, c, it);
@@ -179,6 +213,8 @@ uint32_t steps_ready(engine_t *e) {
     }
     c->chunk = cnt;
     c->decodes = true;
+    if (cnt > 0)
+      dump_step(e->dump, c->s.id, c->ready->step.positions, cnt, false, -1);
     m++;
   }
   return m;

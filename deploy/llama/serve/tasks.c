@@ -32,8 +32,9 @@ static int news_add(news_t *n, event_t ev, const char *s) {
   return 0;
 }
 
-void tq_init(tq_t *q, uint32_t max_queued) {
+void tq_init(tq_t *q, uint32_t max_queued, const char *prefix) {
   memset(q, 0, sizeof(*q));
+  snprintf(q->prefix, sizeof(q->prefix), "%s", prefix);
   pthread_mutex_init(&q->mu, NULL);
   pthread_cond_init(&q->work, NULL);
   q->max_queued = max_queued;
@@ -80,7 +81,7 @@ int tq_submit(tq_t *q, task_t *t) {
     rc = q->stopping ? TQ_STOPPING : TQ_FULL;
     q->stats.rejected++;
   } else {
-    snprintf(t->id, sizeof(t->id), "serve-%ld-%llu", (long)getpid(),
+    snprintf(t->id, sizeof(t->id), "%s-%llu", q->prefix,
              (unsigned long long)++q->counter);
     t->state = TASK_QUEUED;
     t->refs++; /* the queue's, then the engine's */
@@ -242,12 +243,14 @@ void tq_sequences(tq_t *q, uint32_t n) {
   pthread_mutex_unlock(&q->mu);
 }
 
-void tq_lanes(tq_t *q, const lane_state_t *st, size_t n) {
+void tq_lanes(tq_t *q, const lane_state_t *st, size_t n,
+              const conv_counts_t *cc) {
   if (n > SERVE_LANES_MAX)
     n = SERVE_LANES_MAX;
   pthread_mutex_lock(&q->mu);
   memcpy(q->stats.lanes, st, n * sizeof(*st));
   q->stats.n_lanes = (uint32_t)n;
+  q->stats.convs = *cc;
   pthread_mutex_unlock(&q->mu);
 }
 

@@ -55,6 +55,8 @@ typedef struct want_s {
   char **stop;            /* stop strings (the task owns them) */
   uint32_t n_stop;
   bool ignore_eos;        /* llama-server's: end tokens are never drawn */
+  bool cache_prompt;      /* llama-server's: continue a parked sequence
+                             that the prompt extends (true by default) */
 } want_t;
 
 typedef enum { TASK_QUEUED, TASK_RUNNING, TASK_DONE } task_state_t;
@@ -64,7 +66,9 @@ typedef struct task_s {
   want_t want;
   llama_token *prompt;    /* the task owns it */
   uint32_t n_prompt;
-  char id[48];            /* its sessions: ID, or ID.I for choice I */
+  char id[64];            /* PREFIX-K; its sessions: ID, or ID~I for
+                             choice I (a continued conversation keeps its
+                             own) */
   /* under the queue's lock */
   task_state_t state;
   bool cancel;            /* its client went away */
@@ -86,6 +90,16 @@ typedef struct lane_state_s {
   uint32_t waiting;       /* sequences sitting out for its answers */
 } lane_state_t;
 
+/* What conversations saved, reused and dropped (serve/convs.c). */
+typedef struct conv_counts_s {
+  uint64_t hits, misses;      /* requests that continued one, or not */
+  uint64_t reused, prefilled; /* prompt tokens kept, and decoded */
+  uint64_t saved, restored, dropped;
+  uint32_t parked;            /* slots holding one now */
+  uint32_t stored;            /* saved ones held now */
+  uint64_t stored_bytes;
+} conv_counts_t;
+
 /* The server's counters for GET /metrics, under the queue's lock. */
 typedef struct stats_s {
   uint64_t requests;      /* submitted */
@@ -102,6 +116,7 @@ typedef struct stats_s {
   uint32_t queued, running, sequences;
   lane_state_t lanes[SERVE_LANES_MAX]; /* evictd's instances */
   uint32_t n_lanes;
+  conv_counts_t convs;
 } stats_t;
 
 typedef struct tq_s {
@@ -109,14 +124,17 @@ typedef struct tq_s {
   pthread_cond_t work;    /* the engine waits on it */
   task_t *head, *tail;
   uint32_t max_queued;
-  uint64_t counter;       /* task ids */
+  uint64_t counter;       /* task ids: PREFIX-K */
+  char prefix[48];
   bool stopping;
   stats_t stats;
 } tq_t;
 
 enum { TQ_FULL = -1, TQ_STOPPING = -2 };
 
-void tq_init(tq_t *q, uint32_t max_queued);
+/* A queue of at most max_queued waiting tasks, whose ids are
+ * PREFIX-1, PREFIX-2, ... */
+void tq_init(tq_t *q, uint32_t max_queued, const char *prefix);
 void tq_destroy(tq_t *q);
 
 /* ---- the HTTP side ------------------------------------------------------ */
@@ -168,8 +186,10 @@ void tq_drain(tq_t *q, const fault_t *f);
 /* The sequences decoding now (a choice took or left its slot). */
 void tq_sequences(tq_t *q, uint32_t n);
 
-/* The evictd instances' states (n of them, at most SERVE_LANES_MAX). */
-void tq_lanes(tq_t *q, const lane_state_t *st, size_t n);
+/* The evictd instances' states (n of them, at most SERVE_LANES_MAX) and
+ * the conversations' counts. */
+void tq_lanes(tq_t *q, const lane_state_t *st, size_t n,
+              const conv_counts_t *cc);
 
 /* Adds one iteration's figures. */
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,

@@ -3,6 +3,8 @@
  * engine removed from a cache, each llama.cpp pass with its tokens), and
  * PREFIX.f32 the logits of every token of every pass, float32, n_vocab per
  * row, in pass order. The format is described in deploy/llama/README.md. */
+/* Used by generate and serve (serve's sequences come and go: open,
+ * save, restore). */
 #ifndef EVICTD_LLAMA_DUMP_H
 #define EVICTD_LLAMA_DUMP_H
 
@@ -37,6 +39,13 @@ void dump_remove(dump_t *d, const char *model, int seq, const char *why,
 void dump_fork(dump_t *d, int seq, int into);
 void dump_truncate(dump_t *d, int seq, uint32_t from);
 void dump_commit(dump_t *d, int seq, uint32_t newest);
+/* serve: a fresh session starts in sequence seq (its cells emptied: the
+ * window holds position 0 again); the conversation of sequence seq is
+ * saved under key (its cells then emptied); the one saved under key is
+ * put in sequence seq. */
+void dump_open_seq(dump_t *d, int seq);
+void dump_save(dump_t *d, int seq, const char *key);
+void dump_restore(dump_t *d, int seq, const char *key);
 /* What llama.cpp's cache holds for a sequence just before a pass: its
  * smallest and largest positions (-1 when none). */
 void dump_cache(dump_t *d, const char *model, int seq, int32_t pos_min,

@@ -1,6 +1,6 @@
 /* Writing the run record of --dump (see dump.h), every event a JSON
  * object made with jansson. */
-#include "generate/dump.h"
+#include "common/dump.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -102,6 +102,22 @@ void dump_commit(dump_t *d, int seq, uint32_t newest) {
   if (d != NULL)
     put(d, json_pack("{s:s,s:i,s:I}", "op", "commit", "seq", seq, "newest",
                      (json_int_t)newest));
+}
+
+void dump_open_seq(dump_t *d, int seq) {
+  if (d != NULL)
+    put(d, json_pack("{s:s,s:i}", "op", "open", "seq", seq));
+}
+
+void dump_save(dump_t *d, int seq, const char *key) {
+  if (d != NULL)
+    put(d, json_pack("{s:s,s:i,s:s}", "op", "save", "seq", seq, "key", key));
+}
+
+void dump_restore(dump_t *d, int seq, const char *key) {
+  if (d != NULL)
+    put(d, json_pack("{s:s,s:i,s:s}", "op", "restore", "seq", seq, "key",
+                     key));
 }
 
 void dump_cache(dump_t *d, const char *model, int seq, int32_t pos_min,
