@@ -89,7 +89,7 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 # binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
-                test_serve test_hostile test_openai test_pool
+                test_serve test_hostile test_openai test_pool test_faults
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
   EVICTD_LLAMA=$(abspath $(LLAMA_UNDER_TEST)) \
@@ -123,7 +123,7 @@ asan-llamacpp:
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  $(ASAN_LLAMA)/evictd-llama && \
 	for t in test_serve test_hostile test_openai test_perplexity test_stories \
-	         test_pool; do \
+	         test_pool test_faults; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done

@@ -56,8 +56,10 @@ struct lanes_s {
   evd_client_pool_t *ring;  /* a pool of instances: its routing only */
   size_t n_inst;
   char **urls;
-  lane_t *lane;             /* max(n_inst, n_seq) of them */
-  size_t n_lane;
+  lane_t *lane;             /* max(n_inst, n_seq) of them, then one more:
+                               the deletes' behind a proxy */
+  size_t n_lane;            /* the ones steps are routed to */
+  size_t n_all;             /* n_lane + 1 */
   pthread_mutex_t mu;
   pthread_cond_t done;      /* an item is done, or the caller is woken */
   bool woken;
@@ -342,11 +344,12 @@ int lanes_new(lanes_t **out, const link_opts_t *o, uint32_t n_seq,
     }
   }
   L->n_lane = L->n_inst > L->n_seq ? L->n_inst : L->n_seq;
-  if ((L->lane = calloc(L->n_lane, sizeof(*L->lane))) == NULL) {
+  L->n_all = L->n_lane + 1;
+  if ((L->lane = calloc(L->n_all, sizeof(*L->lane))) == NULL) {
     fault_set(f, 500, "out_of_memory", "out of memory");
     goto fail;
   }
-  for (size_t i = 0; i < L->n_lane; i++) {
+  for (size_t i = 0; i < L->n_all; i++) {
     lane_t *ln = &L->lane[i];
     size_t inst = i < L->n_inst ? i : 0;
     ln->L = L;
@@ -357,6 +360,15 @@ int lanes_new(lanes_t **out, const link_opts_t *o, uint32_t n_seq,
     pthread_cond_init(&ln->go, NULL);
     link_opts_t lo = *o;
     lo.url = ln->url;
+    if (i == L->n_lane) {
+      /* The deletes' lane behind a proxy, where a session's instance is
+       * not known: a delete that meets a stopped one gives up after a
+       * second (the session is left to --idle-ttl), so the others wait
+       * little behind it, and no sequence's steps wait behind any. */
+      lo.timeout_ms = lo.timeout_ms < 1000 ? lo.timeout_ms : 1000;
+      lo.reconnect_ms = lo.reconnect_ms < 1000 ? lo.reconnect_ms : 1000;
+      snprintf(ln->name, sizeof(ln->name), "%s (deletes)", ln->url);
+    }
     if (link_open(&ln->link, &lo, f) != 0)
       goto fail;
   }
@@ -372,7 +384,7 @@ bool lanes_free(lanes_t *L) {
     return true;
   pthread_mutex_lock(&L->mu);
   L->stopping = true;
-  for (size_t i = 0; L->lane != NULL && i < L->n_lane; i++)
+  for (size_t i = 0; L->lane != NULL && i < L->n_all; i++)
     pthread_cond_signal(&L->lane[i].go);
   pthread_mutex_unlock(&L->mu);
   bool abandoned = false;
@@ -382,7 +394,7 @@ bool lanes_free(lanes_t *L) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += 2;
-  for (size_t i = 0; L->lane != NULL && i < L->n_lane; i++) {
+  for (size_t i = 0; L->lane != NULL && i < L->n_all; i++) {
     lane_t *ln = &L->lane[i];
     if (!ln->started)
       continue;
@@ -393,7 +405,7 @@ bool lanes_free(lanes_t *L) {
   }
   if (abandoned)
     return false;
-  for (size_t i = 0; L->lane != NULL && i < L->n_lane; i++) {
+  for (size_t i = 0; L->lane != NULL && i < L->n_all; i++) {
     lane_t *ln = &L->lane[i];
     link_close(&ln->link);
     if (ln->has_direct)
@@ -567,10 +579,15 @@ void lanes_delete(lanes_t *L, const char *session, uint32_t seq) {
   }
   it->kind = ITEM_DELETE;
   snprintf(it->session, sizeof(it->session), "%s", session);
-  uint32_t lane = lanes_route(L, session, seq);
+  /* In a pool, on its instance's lane; behind a proxy, on the deletes'
+   * own (a sequence's lane would make its next request wait behind a
+   * delete to an instance that is down). */
+  uint32_t lane = L->ring == NULL && lanes_per_session(L)
+                      ? (uint32_t)L->n_lane
+                      : lanes_route(L, session, seq);
   pthread_mutex_lock(&L->mu);
   it->busy = true;
-  queue(L, lane < L->n_lane ? lane : 0, it, clock_now());
+  queue(L, lane < L->n_all ? lane : 0, it, clock_now());
   pthread_mutex_unlock(&L->mu);
 }
 
@@ -669,7 +686,7 @@ void lanes_counts(lanes_t *L, link_counts_t *n, evd_client_stats_t *cs) {
   memset(n, 0, sizeof(*n));
   memset(cs, 0, sizeof(*cs));
   pthread_mutex_lock(&L->mu);
-  for (size_t i = 0; i < L->n_lane; i++) {
+  for (size_t i = 0; i < L->n_all; i++) {
     const lane_t *ln = &L->lane[i];
     /* The direct links are the caller's, who asks this. */
     const link_counts_t *of[] = {&ln->n, ln->has_direct ? &ln->direct.n

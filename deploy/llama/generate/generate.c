@@ -44,8 +44,8 @@ static const cli_opt_t options[] = {
     {"n-predict", "n", "N", CLI_U32, GEN(n_predict), 0, 1u << 30, {NULL},
      "tokens to generate per sequence"},
     {"session", NULL, "ID", CLI_STR, GEN(session), 0, 0, {NULL},
-     "the evictd session (default evictd-llama-PID; samples are ID.0, "
-     "ID.1, ...)"},
+     "the evictd session (default evictd-llama-PID; samples are ID~0, "
+     "ID~1, ...: in a pool they live on ID's instance)"},
     {"draft", NULL, "FILE", CLI_STR, GEN(draft), 0, 0, {NULL},
      "speculative decoding with this draft model (greedy, one sequence)"},
     {"draft-n", NULL, "K", CLI_U32, GEN(draft_n), 1, 64, {NULL},

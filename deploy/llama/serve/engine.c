@@ -388,10 +388,10 @@ static void overdue(engine_t *e, double now) {
     lane_info_t li;
     lanes_info(e->lanes, c->lane, &li);
     fault_t f;
-    fault_set(&f, 503, "evictd_unavailable", "evictd instance %s has not "
-              "answered the step of session %s for %.0f ms "
-              "(--reconnect-ms %u): it is down or hung", li.name,
-              c->s.session, (now - c->sent->since) * 1e3,
+    fault_set(&f, 503, "evictd_unavailable", "the step of session %s has "
+              "waited %.0f ms for evictd (%s; --reconnect-ms %u): the "
+              "instance is down or hung", c->s.session,
+              (now - c->sent->since) * 1e3, li.name,
               e->o->link.reconnect_ms);
     say("%s\n", f.msg);
     end_task(e, c->task, &f);

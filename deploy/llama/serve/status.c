@@ -80,8 +80,11 @@ enum MHD_Result status_health(call_t *c) {
           ? json_pack("{s:s,s:s}", "url", p[i].url, "status", "ok")
           : json_pack("{s:s,s:s,s:s}", "url", p[i].url, "status",
                       "unavailable", "error", p[i].f.msg));
-    j = json_pack("{s:s,s:o}", "status", ok > 0 ? "degraded" : "unavailable",
-                  "instances", inst);
+    j = ok > 0 ? json_pack("{s:s,s:o}", "status", "degraded", "instances",
+                           inst)
+               : json_pack("{s:s,s:s,s:o}", "status", "unavailable", "error",
+                           "no evictd instance of the pool answers",
+                           "instances", inst);
   }
   free(p);
   return reply_json(c, status, j);
