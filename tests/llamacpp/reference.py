@@ -249,6 +249,15 @@ class _Track:
         self.rows[into] = dict(self.rows.get(seq, {}))
         self.cache[into] = set(self.cache.get(seq, set()))
 
+    def take(self, seq: int):
+        """Forgets seq (serve gave its cells to another conversation),
+        returning what it held, for put()."""
+        return (self.tokens.pop(seq, {}), self.rows.pop(seq, {}),
+                self.cache.pop(seq, set()))
+
+    def put(self, seq: int, held) -> None:
+        self.tokens[seq], self.rows[seq], self.cache[seq] = held
+
     def dirty(self, seq: int, pos: int, tok: int) -> bool:
         """Whether computing (pos, tok) rewrites a position a pending
         comparison depends on (so the pending ones are compared first)."""
@@ -279,6 +288,9 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
     if draft is not None:
         tracks["draft"] = _Track(draft, "draft")
     step_rows: Dict[int, Dict[int, Tuple[int, ...]]] = {}
+    # serve's saved conversations, by key: window, expected removals, rows
+    # and each model's tokens, rows and cells.
+    stash: Dict[str, tuple] = {}
 
     def flush(track: _Track) -> None:
         by_seq: Dict[int, List[Tuple[int, int]]] = {}
@@ -330,6 +342,35 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
             expect[ev["seq"]] += dropped + victims
         elif op == "truncate":
             expect[ev["seq"]] += windows[ev["seq"]].truncate(ev["from"])
+        elif op == "open":
+            # serve: a fresh session in sequence seq (its cells were
+            # emptied): the window holds position 0 again.
+            seq = ev["seq"]
+            for tr in tracks.values():
+                flush(tr)
+                tr.take(seq)
+            windows[seq] = Window(budget, sinks, lookahead)
+            expect[seq] = []
+            step_rows[seq] = {}
+        elif op == "save":
+            # serve: the conversation of seq goes to host memory (its
+            # cells emptied), to come back under key into any sequence.
+            seq = ev["seq"]
+            for tr in tracks.values():
+                flush(tr)
+            stash[ev["key"]] = (windows.pop(seq), expect.pop(seq),
+                                step_rows.pop(seq, {}),
+                                {k: tr.take(seq) for k, tr in
+                                 tracks.items()})
+        elif op == "restore":
+            seq = ev["seq"]
+            for tr in tracks.values():
+                flush(tr)
+                tr.take(seq)
+            (windows[seq], expect[seq], step_rows[seq],
+             held) = stash.pop(ev["key"])
+            for k, tr in tracks.items():
+                tr.put(seq, held[k])
         elif op == "fork":
             seq, into = ev["seq"], ev["into"]
             windows[into] = windows[seq].copy()
@@ -344,7 +385,10 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
             seq, gone = ev["seq"], ev["positions"]
             held = tr.cache.setdefault(seq, set())
             missing = [q for q in gone if q not in held]
-            if missing and ev["why"] != "rejected":
+            # rejected drafts, and what serve's session held that its
+            # cells never computed (a step sent ahead of a pass that never
+            # came), are removed without being held
+            if missing and ev["why"] not in ("rejected", "uncomputed"):
                 res.removal_mismatches.append(
                     "%s seq %d removed %s it does not hold"
                     % (ev["model"], seq, missing))

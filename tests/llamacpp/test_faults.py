@@ -77,7 +77,10 @@ EVICTD = os.environ.get("EVICTD_BIN") or os.path.join(REPO, "build",
 STORIES = os.environ.get("STORIES_GGUF") or os.path.normpath(
     os.path.join(REPO, "..", "shared", "models", "stories260K.gguf"))
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+# --no-cache-prompt: each request its own session, named by its task id
+# (a request may otherwise continue a conversation an earlier one left).
 SETTINGS = ["--budget", "48", "--sinks", "4", "--lookahead", "8", "--exact",
+            "--no-cache-prompt",
             "--parallel", "8", "--threads", "1"]
 # Case 4's serve gives up on a step out longer than this.
 SHORT = ["--timeout-ms", "1000", "--reconnect-ms", "3000"]
@@ -89,7 +92,14 @@ HIT_AT = 1.0       # seconds into the streams the instance is disturbed
 DOWN = 5.0         # how long it stays down (cases 2 and 3)
 STOPPED = 7.0      # case 4: longer than --reconnect-ms
 NEW_AT = 4.8       # case 4: new requests, once the affected have ended
-TASK_ID = re.compile(r"^serve-(\d+)-(\d+)$")
+# serve's task ids: PREFIX-K, PREFIX serve-PID.RUN (its log says it).
+TASK_ID = re.compile(r"^serve-(\d+)\.[0-9a-f]+-(\d+)$")
+
+
+def prefix(sv: Server) -> str:
+    m = re.search(r"sessions (\S+)-K\)", sv.log())
+    assert m, sv.log()
+    return m.group(1)
 TEXTS: Dict[str, Dict[str, str]] = {}  # each way's undisturbed texts
 
 
@@ -267,12 +277,12 @@ class Faults(unittest.TestCase):
 
     def send(self, sv: Server, first: bool = False) -> List[Stream]:
         """Eight streams, their first chunks in. Their ids are known
-        before (serve-PID-K, K counting requests): one-token requests
+        before (PREFIX-K, K counting requests): one-token requests
         first move K on until not all eight land on one instance and,
         with `first`, until the request after them (K + 9) lands on
         another instance than the first of them."""
         while True:
-            k = ["serve-%d-%d" % (sv.proc.pid, sv.count + 1 + i)
+            k = ["%s-%d" % (prefix(sv), sv.count + 1 + i)
                  for i in range(len(PROMPTS) + 1)]
             homes = [self.w.home(t) for t in k]
             if len(set(homes[:-1])) > 1 and not (first and
@@ -313,7 +323,7 @@ class Faults(unittest.TestCase):
         w = self.w
         streams = self.send(sv, first)
         t0 = time.monotonic()
-        for s in streams:  # serve-PID-K, K counting requests from 1
+        for s in streams:  # PREFIX-K, K counting requests from 1
             m = TASK_ID.match(s.task or "")
             self.assertTrue(m and int(m.group(1)) == sv.proc.pid, s.task)
         homes = {s.task: w.home(s.task) for s in streams}
@@ -487,12 +497,12 @@ class Faults(unittest.TestCase):
             # then seven at once, every slot taken.
             time.sleep(max(0.0, hit + NEW_AT - time.monotonic()))
             seen["burst"] = burst = [None] * len(PROMPTS)
-            seen["next"] = "serve-%d-%d" % (sv.proc.pid, sv.count + 1)
+            seen["next"] = "%s-%d" % (prefix(sv), sv.count + 1)
 
             def one(i: int) -> None:
                 status, out, took = complete(sv.addr, PROMPTS[i], 16)
                 task = out.get("session") or "".join(re.findall(
-                    r"session (serve-\d+-\d+)",
+                    r"session (serve-\d+\.[0-9a-f]+-\d+(?:\.\d+)?)",
                     out.get("error", {}).get("message", ""))[:1])
                 burst[i] = (task, status, round(took, 3),
                             out.get("error", {}).get("code"))

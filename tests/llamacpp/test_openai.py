@@ -32,7 +32,11 @@ NODE_DIR = os.path.join(HERE, "openai")
 # (tests/contract's node_modules, npm ci by make e2e-llamacpp).
 DOC = os.path.join(REPO, "deploy", "llama", "openapi.yaml")
 CONTRACT_DIR = os.path.join(REPO, "tests", "contract")
-WINDOW = ["--budget", "64", "--sinks", "4", "--lookahead", "16"]
+# --no-cache-prompt: each request its own session, deleted as it ends
+# (the counts below); conversations kept between requests are
+# test_convs.py's.
+WINDOW = ["--budget", "64", "--sinks", "4", "--lookahead", "16",
+          "--no-cache-prompt"]
 
 
 class OpenAIClient(unittest.TestCase):

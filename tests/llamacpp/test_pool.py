@@ -51,7 +51,11 @@ EVICTD = os.environ.get("EVICTD_BIN") or os.path.join(REPO, "build",
 STORIES = os.environ.get("STORIES_GGUF") or os.path.normpath(
     os.path.join(REPO, "..", "shared", "models", "stories260K.gguf"))
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+# --no-cache-prompt: each request its own session, whose ids the plan
+# knows beforehand (a request may otherwise continue a conversation an
+# earlier one left, in that one's session).
 SETTINGS = ["--budget", "48", "--sinks", "4", "--lookahead", "8", "--exact",
+            "--no-cache-prompt",
             "--parallel", "16", "--threads", "1"]
 N_PREDICT = 1000
 STARTS = ["Once upon a time", "One day", "Lily", "Tom and his dog",

@@ -34,6 +34,10 @@ GGUF = os.path.join(MODELS, "evictd-lm.gguf")
 # --exact: the settings generate has by default, so that both decode the
 # same text (serve's defaults are llama.cpp's fast ones).
 SETTINGS = ["--budget", "32", "--sinks", "4", "--lookahead", "8", "--exact"]
+# serve's own: each request its own session, deleted as it ends (whose
+# lifetime these tests check); conversations kept between requests, the
+# default, are test_convs.py's.
+SERVE = SETTINGS + ["--no-cache-prompt"]
 LISTENING = re.compile(r"listening on (\S+)")
 PROMPTS = ["The quick brown fox jumps", "Once upon a time there",
            "In the beginning was", "A long way from home, the"]
@@ -141,7 +145,7 @@ def setUpModule() -> None:
             raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
     TMP = tempfile.TemporaryDirectory(prefix="evictd-serve-")
     EVD = Daemon(TMP.name)
-    SERVER = Server(EVD.url, *SETTINGS, "--parallel", "4")
+    SERVER = Server(EVD.url, *SERVE, "--parallel", "4")
 
 
 def tearDownModule() -> None:
@@ -284,7 +288,7 @@ class Serve(unittest.TestCase):
         # after its last token do not go ahead; the rest do.
         self.assertGreaterEqual(ahead, 3 * (n - 4))
         self.assertLessEqual(ahead, steps)
-        off = Server(EVD.url, *SETTINGS, "--parallel", "4",
+        off = Server(EVD.url, *SERVE, "--parallel", "4",
                      env={"EVICTD_LLAMA_PIPELINE": "off"})
         try:
             m0 = serve_metrics(off.addr)["evictd_llama_steps_ahead_total"]
@@ -394,7 +398,7 @@ class Serve(unittest.TestCase):
         # cache holds, sends the items again), and every stream goes on
         # with the text of an undisturbed one.
         d = Daemon(TMP.name)
-        sv = Server(d.url, *SETTINGS)
+        sv = Server(d.url, *SERVE)
         try:
             solo = [stream(sv.addr, p, 1500)[0] for p in PROMPTS]
             for p, ev in zip(PROMPTS, self.restart_midway(sv, d)):
@@ -417,7 +421,7 @@ class Serve(unittest.TestCase):
         # with session_lost (the answers' size gives it away), the server
         # goes on serving.
         d = Daemon(TMP.name)
-        sv = Server(d.url, *SETTINGS, env={"EVICTD_LLAMA_REHOME": "off"})
+        sv = Server(d.url, *SERVE, env={"EVICTD_LLAMA_REHOME": "off"})
         try:
             for ev in self.restart_midway(sv, d):
                 self.assertEqual(ev[-1]["error"]["code"], "session_lost",
@@ -542,7 +546,7 @@ class Serve(unittest.TestCase):
         # is refused (its file left alone), a stale one (its server gone)
         # is replaced; --host/--port is --listen HOST:PORT.
         path = os.path.join(TMP.name, "rules.sock")
-        a = Server(EVD.url, *SETTINGS, listen="unix:" + path)
+        a = Server(EVD.url, *SERVE, listen="unix:" + path)
         try:
             p = subprocess.run([BIN, "serve", "-m", GGUF, "--listen",
                                 "unix:" + path, "--evictd", EVD.url]
@@ -554,13 +558,13 @@ class Serve(unittest.TestCase):
             a.proc.kill()  # no clean-up: the socket file stays, stale
             a.proc.wait()
         self.assertTrue(os.path.exists(path))
-        b = Server(EVD.url, *SETTINGS, listen="unix:" + path)
+        b = Server(EVD.url, *SERVE, listen="unix:" + path)
         try:
             self.assertEqual(request(b.addr, "GET", "/health")[0], 200)
         finally:
             self.assertEqual(b.stop(), 0)
         self.assertFalse(os.path.exists(path))
-        c = Server(EVD.url, *SETTINGS, "--host", "127.0.0.1", "--port", "0",
+        c = Server(EVD.url, *SERVE, "--host", "127.0.0.1", "--port", "0",
                    listen=None)
         try:
             self.assertTrue(c.addr.startswith("127.0.0.1:"), c.addr)
@@ -574,7 +578,7 @@ class Serve(unittest.TestCase):
         self.assertEqual(wait_sessions(EVD, 0), 0)
         # SIGTERM mid-stream: the stream ends with an error event, the
         # session is deleted, the server exits 0.
-        sv = Server(EVD.url, *SETTINGS)
+        sv = Server(EVD.url, *SERVE)
         try:
             c = connect(sv.addr)
             c.request("POST", "/completion", body=json.dumps(
@@ -605,7 +609,7 @@ class Serve(unittest.TestCase):
         d.stop()
         d.addr = "unix:" + os.path.join(TMP.name, "evictd.sock")
         d.restart()
-        sv = Server(d.addr, *SETTINGS,
+        sv = Server(d.addr, *SERVE,
                     listen="unix:" + os.path.join(TMP.name, "serve.sock"))
         try:
             n = 1500

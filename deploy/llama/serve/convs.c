@@ -92,7 +92,8 @@ static uint32_t below(const uint32_t *held, uint32_t n, uint32_t m) {
  *    positions: it is decoded afresh, so the same request gets the same
  *    answer.
  * Either way position m - 1 must be held (llama.cpp continues a sequence
- * from its newest position only). */
+ * from its newest position only), and it keeps at least half of what the
+ * conversation computed. */
 static uint32_t usable(const engine_t *e, const llama_token *hist,
                        uint32_t n, const uint32_t *held, uint32_t n_held,
                        const task_t *t) {
@@ -101,7 +102,10 @@ static uint32_t usable(const engine_t *e, const llama_token *hist,
     m++;
   if (m >= t->n_prompt)
     m = t->n_prompt - 1;
-  if (m < 2)
+  /* Going back keeps at least half of it: a prompt that shares a few
+   * first tokens with a long conversation would cut it down for a small
+   * gain, and its own client could not continue it any more. */
+  if (m < 2 || (m < n && (uint64_t)m * 2 < n))
     return 0;
   uint32_t k = below(held, n_held, m);
   if (k == 0 || held[k - 1] != m - 1)

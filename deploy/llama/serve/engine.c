@@ -52,6 +52,9 @@ void engine_give_back(engine_t *e, choice_t *c) {
  * out, it leaves an orphan, parked or given back when the step comes back
  * (the lane holds the sequence till then). */
 static void leave(engine_t *e, choice_t *c, bool keep) {
+  /* A conversation that never stepped (the BOS alone, one token drawn)
+   * has no session in evictd, and nothing worth keeping. */
+  keep = keep && c->s.newest > 0;
   text_clear(&c->text);
   c->task = NULL;
   c->decodes = false;
