@@ -167,14 +167,27 @@ int32_t lm_pos_max(lm_t *lm, int32_t seq) {
   return llama_memory_seq_pos_max(lm->mem, seq);
 }
 
+static int tokenize(const lm_t *lm, const char *text, size_t len,
+                    bool add_bos, bool special, llama_token **out);
+
 int lm_tokenize(const lm_t *lm, const char *text, size_t len, bool special,
                 llama_token **out) {
+  return tokenize(lm, text, len, true, special, out);
+}
+
+int lm_tokenize_more(const lm_t *lm, const char *text, size_t len,
+                     bool special, llama_token **out) {
+  return tokenize(lm, text, len, false, special, out);
+}
+
+static int tokenize(const lm_t *lm, const char *text, size_t len,
+                    bool add_bos, bool special, llama_token **out) {
   int32_t cap = (int32_t)len + 8;
   llama_token *toks = malloc(sizeof(*toks) * (size_t)cap);
   if (toks == NULL)
     return -1;
-  int32_t n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap, true,
-                             special);
+  int32_t n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap,
+                             add_bos, special);
   if (n < 0) { /* -n tokens needed */
     cap = -n;
     llama_token *t = realloc(toks, sizeof(*toks) * (size_t)cap);
@@ -183,7 +196,7 @@ int lm_tokenize(const lm_t *lm, const char *text, size_t len, bool special,
       return -1;
     }
     toks = t;
-    n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap, true,
+    n = llama_tokenize(lm->vocab, text, (int32_t)len, toks, cap, add_bos,
                        special);
   }
   if (n < 0) {

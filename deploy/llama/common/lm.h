@@ -101,6 +101,11 @@ int32_t lm_pos_max(lm_t *lm, int32_t seq);
 int lm_tokenize(const lm_t *lm, const char *text, size_t len, bool special,
                 llama_token **out);
 
+/* The same without the BOS: text that goes on after tokens already
+ * held (a conversation's next turn). */
+int lm_tokenize_more(const lm_t *lm, const char *text, size_t len,
+                     bool special, llama_token **out);
+
 /* The bytes of a token (none for control tokens) into buf[0..cap): their
  * count, or -N when N bytes are needed. */
 int lm_piece(const lm_t *lm, llama_token tok, char *buf, size_t cap);

@@ -502,6 +502,56 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
   return c;
 }
 
+choice_t *conv_find(engine_t *e, task_t *t, fault_t *f) {
+  for (uint32_t i = 0; i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
+    if ((c->parked || c->task != NULL || c->orphan) &&
+        strcmp(c->s.session, t->cont) == 0) {
+      if (!c->parked) {
+        fault_set(f, 409, "conversation_busy", "the conversation of "
+                  "previous_response_id is being continued by another "
+                  "request: wait for it, or send the whole history");
+        return NULL;
+      }
+      if (c->n != t->base) {
+        fault_set(f, 409, "conversation_moved_on", "the conversation of "
+                  "previous_response_id has moved on since (another "
+                  "response continued it): continue the newest response, "
+                  "or send the whole history");
+        return NULL;
+      }
+      c->parked = false;
+      e->cc.hits++;
+      return c;
+    }
+  }
+  for (saved_t *s = e->store ? e->store->head : NULL; s != NULL;
+       s = s->next) {
+    if (strcmp(s->session, t->cont) != 0)
+      continue;
+    if (s->n != t->base) {
+      fault_set(f, 409, "conversation_moved_on", "the conversation of "
+                "previous_response_id has moved on since (another response "
+                "continued it): continue the newest response, or send the "
+                "whole history");
+      return NULL;
+    }
+    choice_t *c = free_slot(e);
+    if (c == NULL || restore(e, c, s) != 0) {
+      fault_set(f, 500, "restore_failed", "the conversation of "
+                "previous_response_id could not be put back in a slot");
+      return NULL;
+    }
+    e->cc.hits++;
+    return c;
+  }
+  fault_set(f, 404, "previous_response_not_found", "the conversation of "
+            "previous_response_id is no longer kept (dropped from "
+            "--cache-ram, or serve restarted without --cache-dir): send "
+            "the whole history");
+  return NULL;
+}
+
 int conv_store_open(engine_t *e, char *err, size_t errlen) {
   const serve_opts_t *o = e->o;
   convs_t *cv = calloc(1, sizeof(*cv));

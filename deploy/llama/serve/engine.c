@@ -145,7 +145,8 @@ static int fresh(engine_t *e, choice_t *c, const char *id, uint32_t need) {
 static int resume(engine_t *e, choice_t *c, task_t *t, uint32_t m) {
   if (reserve(c, t->n_prompt + 2) != 0)
     return -1;
-  memcpy(c->hist + m, t->prompt + m, (t->n_prompt - m) * sizeof(*c->hist));
+  memcpy(c->hist + m, t->prompt + (m - t->base),
+         (t->n_prompt - m) * sizeof(*c->hist));
   c->n = m;
   e->cc.reused += m;
   if (c->s.newest < m)
@@ -175,7 +176,17 @@ static void admit(engine_t *e, task_t *t) {
   session_base(e, t, base, sizeof(base));
   for (uint32_t k = 0; k < t->want.n; k++) {
     uint32_t m;
-    choice_t *c = conv_take(e, t, k, &m);
+    choice_t *c;
+    if (k == 0 && t->cont[0] != '\0') {
+      /* A continuation by id: its conversation, or nothing. */
+      if ((c = conv_find(e, t, &f)) == NULL) {
+        end_task(e, t, &f);
+        return;
+      }
+      m = t->base;
+    } else {
+      c = conv_take(e, t, k, &m);
+    }
     char id[SEQ_ID_MAX + 1];
     if (k > 0 && root[0] != '\0')
       snprintf(id, sizeof(id), "%s~%s.%u", root, t->id, k);
@@ -252,8 +263,12 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
   if (why != FIN_STOP && text_flush(&c->text, &show, &len) == 0)
     tq_text(e->q, t, c->index, show, len);
   tq_end(e->q, t, c->index, why, c->tokens);
-  leave(e, c, t->want.cache_prompt && !e->o->no_cache_prompt &&
-                  !tq_cancelled(e->q, t));
+  bool keep = t->want.cache_prompt && !e->o->no_cache_prompt &&
+              !tq_cancelled(e->q, t);
+  /* What a later request continues by id (the Responses API). */
+  if (keep && c->index == 0 && c->s.newest > 0)
+    tq_conv(e->q, t, c->s.session, c->n);
+  leave(e, c, keep);
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task == t)
       return;

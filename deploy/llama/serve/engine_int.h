@@ -95,6 +95,12 @@ void conv_park(engine_t *e, choice_t *c);
  * taken. A restored conversation is put in the slot here. */
 choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m);
 
+/* The slot of the conversation task t continues by id (t->cont, whose
+ * computed positions must be t->base), a saved one restored into a free
+ * slot; NULL with f set (404: no longer kept; 409: being continued, or
+ * moved on since). */
+choice_t *conv_find(engine_t *e, task_t *t, fault_t *f);
+
 /* Makes the store of saved conversations (--cache-ram, --cache-dir,
  * which it reads); 0, or -1 with err set. */
 int conv_store_open(engine_t *e, char *err, size_t errlen);

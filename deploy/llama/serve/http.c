@@ -20,6 +20,7 @@ static const route_t routes[] = {
     {"/v1/chat/completions", "POST", openai_chat},
     {"/v1/completions", "POST", openai_completions},
     {"/v1/models", "GET", openai_models},
+    {"/v1/responses", "POST", responses_create},
     {"/completion", "POST", native_completion},
     {"/health", "GET", status_health},
     {"/metrics", "GET", status_metrics},
@@ -56,6 +57,18 @@ static int add_body(call_t *c, const char *data, size_t n) {
 }
 
 static enum MHD_Result route(call_t *c, const char *url, const char *method) {
+  /* /v1/responses/{id}: GET and DELETE a stored response. */
+  static const char rp[] = "/v1/responses/";
+  if (strncmp(url, rp, sizeof(rp) - 1) == 0 && url[sizeof(rp) - 1] != '\0' &&
+      strchr(url + sizeof(rp) - 1, '/') == NULL) {
+    if (strcmp(method, "GET") == 0)
+      return responses_get(c, url + sizeof(rp) - 1);
+    if (strcmp(method, "DELETE") == 0)
+      return responses_delete(c, url + sizeof(rp) - 1);
+    c->allow = "GET, DELETE";
+    return reply_error(c, 405, "method_not_allowed", NULL, "GET or DELETE "
+                       "%s", url);
+  }
   for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
     const route_t *r = &routes[i];
     if (strcmp(url, r->path) != 0)
@@ -67,7 +80,8 @@ static enum MHD_Result route(call_t *c, const char *url, const char *method) {
                        r->path);
   }
   return reply_error(c, 404, "not_found", NULL, "no such path: %s (POST "
-                     "/v1/chat/completions, POST /v1/completions, GET "
+                     "/v1/chat/completions, POST /v1/completions, POST "
+                     "/v1/responses, GET /v1/responses/{id}, GET "
                      "/v1/models, POST /completion, GET /health, GET "
                      "/metrics)", url);
 }
@@ -132,6 +146,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **ctx,
       tq_cancel(site->q, c->task);
     tq_release(site->q, c->task);
   }
+  responses_call_free(c);
   news_free(&c->news);
   evd_buf_free(&c->out);
   evd_buf_free(&c->body);

@@ -27,6 +27,7 @@ typedef struct site_s {
   const char *model;      /* the model's name in answers (--alias) */
   long long created;      /* when serve started (GET /v1/models) */
   const char *tmpl;       /* the chat template (chat_template) */
+  struct rstore_s *responses; /* stored responses (responses.c) */
 } site_t;
 
 /* A task's outcome gathered for an answer that is not streamed. */
@@ -48,6 +49,10 @@ typedef struct api_s {
   /* A stream's last chunk before `done` (may be NULL, or return NULL). */
   json_t *(*last)(call_t *c);
   const char *done;       /* the stream's last data line, or NULL */
+  bool typed;             /* chunk and last give arrays of typed events
+                             ("event: TYPE" frames: the Responses API) */
+  /* A stream's failure as its event(s), or NULL: OpenAI's error shape. */
+  json_t *(*failed)(call_t *c, const fault_t *f);
 } api_t;
 
 /* One request in flight, on its connection's thread. */
@@ -74,6 +79,7 @@ struct call_s {
   long long created;
   bool *seen;
   uint64_t tokens;        /* the choices' tokens, for usage */
+  struct resp_s *resp;    /* the Responses API's (responses.c) */
 };
 
 /* ---- http.c -------------------------------------------------------------- */
@@ -162,8 +168,20 @@ enum MHD_Result openai_models(call_t *c);       /* openai.c */
 enum MHD_Result openai_completions(call_t *c);
 enum MHD_Result openai_chat(call_t *c);
 enum MHD_Result native_completion(call_t *c);   /* native.c */
+enum MHD_Result responses_create(call_t *c);    /* responses.c */
+enum MHD_Result responses_get(call_t *c, const char *id);
+enum MHD_Result responses_delete(call_t *c, const char *id);
 enum MHD_Result status_health(call_t *c);       /* status.c */
 enum MHD_Result status_metrics(call_t *c);
+
+/* The store of responses (store: true) that GET /v1/responses/{id}
+ * answers and previous_response_id continues: the newest `max` of them.
+ * NULL when out of memory. */
+struct rstore_s *responses_store_new(uint32_t max);
+void responses_store_free(struct rstore_s *r);
+
+/* Frees what responses.c keeps for a call. */
+void responses_call_free(call_t *c);
 
 /* The body as a JSON object into *out, or an answer already sent (400 or
  * 413) and -1. */

@@ -30,7 +30,7 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
                    stop_type(out[0].finish), "session", c->task->id);
 }
 
-static const api_t native = {chunk, whole, NULL, NULL};
+static const api_t native = {.chunk = chunk, .whole = whole};
 
 /* llama-server's fields of /completion that would change the answer and
  * that serve does not honour: refused unless they ask for nothing. */

@@ -111,7 +111,8 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
   return j;
 }
 
-static const api_t openai = {chunk, whole, last, "[DONE]"};
+static const api_t openai = {.chunk = chunk, .whole = whole, .last = last,
+                             .done = "[DONE]"};
 
 /* ---- requests ----------------------------------------------------------- */
 

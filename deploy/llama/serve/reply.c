@@ -102,14 +102,33 @@ static int frame(call_t *c, const char *line) {
   return c->out.oom ? -1 : 0;
 }
 
-/* A chunk as a frame (j taken; NULL: nothing). */
+/* A chunk as a frame (j taken; NULL: nothing). An API of typed events
+ * (the Responses API) gives an array of them, each framed as "event:
+ * TYPE" (its "type") and its data. */
 static int frame_json(call_t *c, json_t *j) {
   if (j == NULL)
     return 0;
-  char *s = json_dumps(j, JSON_COMPACT);
+  int rc = 0;
+  if (c->api->typed && json_is_array(j)) {
+    size_t i;
+    json_t *ev;
+    json_array_foreach(j, i, ev) {
+      json_t *type = json_object_get(ev, "type");
+      char *s = json_dumps(ev, JSON_COMPACT);
+      evd_buf_str(&c->out, "event: ");
+      evd_buf_str(&c->out, json_is_string(type) ? json_string_value(type)
+                                                 : "message");
+      evd_buf_str(&c->out, "\n");
+      if (s == NULL || frame(c, s) != 0)
+        rc = -1;
+      free(s);
+    }
+  } else {
+    char *s = json_dumps(j, JSON_COMPACT);
+    rc = s != NULL ? frame(c, s) : -1;
+    free(s);
+  }
   json_decref(j);
-  int rc = s != NULL ? frame(c, s) : -1;
-  free(s);
   return rc;
 }
 
@@ -126,9 +145,11 @@ static int format_news(call_t *c, task_state_t st) {
     return 0;
   c->ended = true;
   if (t->failed)
-    return frame_json(c, reply_error_json((unsigned)t->fault.status,
-                                          t->fault.code, NULL,
-                                          t->fault.msg));
+    return frame_json(c, c->api->failed != NULL
+                             ? c->api->failed(c, &t->fault)
+                             : reply_error_json((unsigned)t->fault.status,
+                                                t->fault.code, NULL,
+                                                t->fault.msg));
   if (c->api->last != NULL && frame_json(c, c->api->last(c)) != 0)
     return -1;
   return c->api->done != NULL ? frame(c, c->api->done) : 0;

@@ -23,6 +23,10 @@
 
 #define WHO "evictd-llama serve"
 
+/* The stored responses kept (GET /v1/responses/{id}, previous_response_id):
+ * the newest of them. */
+#define RESPONSES_MAX 4096
+
 static const char synopsis[] =
     "usage: evictd-llama serve -m MODEL.gguf [options]\n"
     "\n"
@@ -191,13 +195,15 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
   site_t site = {.o = o, .lm = &lm, .q = &q,
                  .model = o->alias ? o->alias : base ? base + 1 : o->lm.model,
                  .created = (long long)time(NULL),
-                 .tmpl = chat_template(&lm, &fallback)};
+                 .tmpl = chat_template(&lm, &fallback),
+                 .responses = responses_store_new(RESPONSES_MAX)};
   if (fallback)
     fprintf(stderr, "evictd-llama serve: the model has no chat template "
             "llama.cpp knows: /v1/chat/completions uses ChatML, as "
             "llama-server does\n");
-  struct MHD_Daemon *d = http_start(&site, fd);
+  struct MHD_Daemon *d = site.responses ? http_start(&site, fd) : NULL;
   if (d == NULL) {
+    responses_store_free(site.responses);
     engine_stop(e);
     close(fd);
     lm_close(&lm);
@@ -231,6 +237,7 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
   if (ls != MHD_INVALID_SOCKET)
     close(ls);
   evd_listen_cleanup(o->listen);
+  responses_store_free(site.responses);
   tq_destroy(&q);
   lm_close(&lm);
   return 0;

@@ -185,6 +185,13 @@ static void emit(tq_t *q, task_t *t, event_t ev, const char *s) {
   pthread_mutex_unlock(&q->mu);
 }
 
+void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n) {
+  pthread_mutex_lock(&q->mu);
+  snprintf(t->conv, sizeof(t->conv), "%s", session);
+  t->conv_n = n;
+  pthread_mutex_unlock(&q->mu);
+}
+
 void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n) {
   if (n > 0)
     emit(q, t, (event_t){.kind = EV_TEXT, .choice = i, .len = n}, s);

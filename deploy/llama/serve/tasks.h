@@ -64,8 +64,18 @@ typedef enum { TASK_QUEUED, TASK_RUNNING, TASK_DONE } task_state_t;
 typedef struct task_s {
   struct task_s *next;    /* the queue */
   want_t want;
-  llama_token *prompt;    /* the task owns it */
-  uint32_t n_prompt;
+  llama_token *prompt;    /* the task owns it: the tokens of positions
+                             base..n_prompt-1 */
+  uint32_t n_prompt;      /* positions of the prompt, the BOS included */
+  uint32_t base;          /* 0, or for a continuation by id (cont), the
+                             positions the conversation computed already */
+  char cont[136];         /* the session of the conversation this task
+                             continues by id (the Responses API's
+                             previous_response_id), or "" */
+  /* What the engine tells of the task's first choice when it ends (under
+   * the queue's lock): the conversation it leaves parked, if any. */
+  char conv[136];         /* its session ("" when none is kept) */
+  uint32_t conv_n;        /* the positions it computed */
   char id[64];            /* PREFIX-K; its sessions: ID, or ID~I for
                              choice I (a continued conversation keeps its
                              own) */
@@ -169,6 +179,10 @@ task_t *tq_admit(tq_t *q, uint32_t room, bool idle, bool *stop);
 
 /* Whether t's client went away. */
 bool tq_cancelled(tq_t *q, const task_t *t);
+
+/* t's first choice left its conversation parked in session, n positions
+ * computed (for previous_response_id). */
+void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n);
 
 /* Events of choice i of t. */
 void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n);
