@@ -35,9 +35,10 @@ HEADERS    := $(wildcard include/evictd/*.h server/*.h)
 # The daemon's modules that evictd-eval and evictd-llama build in too (one
 # archive, linked by each): the buffer with its JSON string writer and
 # UTF-8 check, the histograms and the Prometheus text, the SVG charts, the
-# listening socket (--listen's rules: a Unix socket in use is refused).
+# listening socket (--listen's rules: a Unix socket in use is refused),
+# SipHash (serve's digests of the conversations' older tokens).
 COMMON_SRC := server/buf.c server/histogram.c server/prom.c server/chart.c \
-              server/listen.c
+              server/listen.c server/siphash.c
 COMMON_OBJ := $(COMMON_SRC:server/%.c=$(B)/obj/%.o)
 COMMON_HDR := $(COMMON_SRC:.c=.h) server/error.h
 

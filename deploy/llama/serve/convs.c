@@ -22,6 +22,7 @@
  * is still held; else the prompt is decoded afresh. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,9 @@ typedef struct saved_s {
   char session[SEQ_ID_MAX + 1];
   evd_session_cfg_t cfg;
   uint32_t held, newest, committed;
-  uint32_t n;               /* positions computed: hist[0..n) */
+  uint32_t n;               /* positions computed */
+  uint32_t hbase;           /* hist holds the tokens of hbase..n-1 */
+  uint64_t hdig;            /* the digest of those below (hist_fold) */
   llama_token *hist;
   uint32_t *map;            /* the positions the cells hold, ascending */
   uint32_t n_map;
@@ -63,6 +66,33 @@ typedef struct convs_s {
 
 /* ---- matching ---------------------------------------------------------- */
 
+/* A prompt's digests: dig[k] of its first k blocks (hist_fold's chain),
+ * made on first need for the blocks a conversation folded. */
+typedef struct digests_s {
+  uint64_t *dig;
+  uint32_t n;               /* blocks done: dig[0..n] */
+} digests_t;
+
+/* The digest of t's first k blocks (0 when the prompt is shorter, or out
+ * of memory: then no conversation folded that far matches). */
+static uint64_t prompt_digest(const engine_t *e, const task_t *t,
+                              digests_t *d, uint32_t k, bool *ok) {
+  *ok = false;
+  if ((uint64_t)k * HIST_BLOCK > t->n_prompt || t->base != 0)
+    return 0;
+  if (d->dig == NULL) {
+    d->dig = malloc((t->n_prompt / HIST_BLOCK + 1) * sizeof(*d->dig));
+    if (d->dig == NULL)
+      return 0;
+    d->dig[0] = 0;
+  }
+  for (; d->n < k; d->n++)
+    d->dig[d->n + 1] = hist_fold(e->key, d->dig[d->n],
+                                 t->prompt + (size_t)d->n * HIST_BLOCK);
+  *ok = true;
+  return d->dig[k];
+}
+
 /* The number of held[0..n) (ascending) below m. */
 static uint32_t below(const uint32_t *held, uint32_t n, uint32_t m) {
   uint32_t lo = 0, hi = n;
@@ -76,9 +106,10 @@ static uint32_t below(const uint32_t *held, uint32_t n, uint32_t m) {
   return lo;
 }
 
-/* How many of task t's first prompt tokens a conversation that computed
- * hist[0..n), its cells holding positions held[0..n_held), can keep (0:
- * it cannot be continued, or would keep too little to be worth it). It
+/* How many of task t's first prompt tokens a conversation that computed n
+ * positions (the tokens from hbase on in hist, those below digested in
+ * hdig), its cells holding positions held[0..n_held), can keep (0: it
+ * cannot be continued, or would keep too little to be worth it). It
  * keeps the tokens both have, short of the prompt's last (decoded again
  * for its logits), and goes back to there:
  *  - exactly, when the window then holds what it held once position m - 1
@@ -92,20 +123,26 @@ static uint32_t below(const uint32_t *held, uint32_t n, uint32_t m) {
  *    positions: it is decoded afresh, so the same request gets the same
  *    answer.
  * Either way position m - 1 must be held (llama.cpp continues a sequence
- * from its newest position only), and it keeps at least half of what the
- * conversation computed. */
+ * from its newest position only), it keeps at least half of what the
+ * conversation computed, and the tokens folded into the digest must be
+ * the prompt's very first ones. */
 static uint32_t usable(const engine_t *e, const llama_token *hist,
-                       uint32_t n, const uint32_t *held, uint32_t n_held,
-                       const task_t *t) {
-  uint32_t lim = n < t->n_prompt ? n : t->n_prompt, m = 0;
-  while (m < lim && hist[m] == t->prompt[m])
+                       uint32_t hbase, uint64_t hdig, uint32_t n,
+                       const uint32_t *held, uint32_t n_held,
+                       const task_t *t, digests_t *d) {
+  bool ok;
+  if (hbase > 0 && (prompt_digest(e, t, d, hbase / HIST_BLOCK, &ok) != hdig ||
+                    !ok))
+    return 0;
+  uint32_t lim = n < t->n_prompt ? n : t->n_prompt, m = hbase;
+  while (m < lim && hist[m - hbase] == t->prompt[m])
     m++;
   if (m >= t->n_prompt)
     m = t->n_prompt - 1;
   /* Going back keeps at least half of it: a prompt that shares a few
    * first tokens with a long conversation would cut it down for a small
    * gain, and its own client could not continue it any more. */
-  if (m < 2 || (m < n && (uint64_t)m * 2 < n))
+  if (m < 2 || m < hbase || (m < n && (uint64_t)m * 2 < n))
     return 0;
   uint32_t k = below(held, n_held, m);
   if (k == 0 || held[k - 1] != m - 1)
@@ -183,14 +220,18 @@ static bool room_for(engine_t *e, size_t need) {
 
 /* ---- files (--cache-dir) ------------------------------------------------- */
 
-#define MAGIC "evictd-llama conversation 1\n"
+#define MAGIC "evictd-llama conversation 2\n"
 
+/* A file: this head, then the tokens of positions hbase..n-1, the cells'
+ * positions, llama.cpp's state of the sequence. Host byte order: a cache
+ * folder is the machine's own. */
 typedef struct file_head_s {
   char magic[32];
   char model[160];
   char session[SEQ_ID_MAX + 1];
   int64_t cfg[4];
-  uint32_t held, newest, committed, n, n_map;
+  uint32_t held, newest, committed, n, n_map, hbase;
+  uint64_t hdig;
   uint64_t n_state;
 } file_head_t;
 
@@ -216,10 +257,13 @@ static int write_saved(convs_t *cv, saved_t *s) {
   h.committed = s->committed;
   h.n = s->n;
   h.n_map = s->n_map;
+  h.hbase = s->hbase;
+  h.hdig = s->hdig;
   h.n_state = s->n_state;
   FILE *f = fopen(tmp, "wb");
   bool ok = f != NULL && fwrite(&h, sizeof(h), 1, f) == 1 &&
-            fwrite(s->hist, sizeof(*s->hist), s->n, f) == s->n &&
+            fwrite(s->hist, sizeof(*s->hist), s->n - s->hbase, f) ==
+                s->n - s->hbase &&
             fwrite(s->map, sizeof(*s->map), s->n_map, f) == s->n_map &&
             fwrite(s->state, 1, s->n_state, f) == s->n_state;
   if (f != NULL && fclose(f) != 0)
@@ -244,13 +288,15 @@ static saved_t *read_saved(convs_t *cv, const char *name) {
   bool ok = f != NULL && s != NULL && fread(&h, sizeof(h), 1, f) == 1 &&
             memcmp(h.magic, MAGIC, sizeof(MAGIC) - 1) == 0 &&
             strncmp(h.model, cv->model, sizeof(h.model)) == 0 &&
-            h.n_map <= h.n && h.n_state < ((uint64_t)1 << 40);
+            h.n_map <= h.n && h.hbase <= h.n &&
+            h.hbase % HIST_BLOCK == 0 && h.n_state < ((uint64_t)1 << 40);
   if (ok) {
-    s->hist = malloc((h.n + 1) * sizeof(*s->hist));
+    s->hist = malloc((h.n - h.hbase + 1) * sizeof(*s->hist));
     s->map = malloc((h.n_map + 1) * sizeof(*s->map));
     s->state = malloc(h.n_state + 1);
     ok = s->hist && s->map && s->state &&
-         fread(s->hist, sizeof(*s->hist), h.n, f) == h.n &&
+         fread(s->hist, sizeof(*s->hist), h.n - h.hbase, f) ==
+             h.n - h.hbase &&
          fread(s->map, sizeof(*s->map), h.n_map, f) == h.n_map &&
          fread(s->state, 1, h.n_state, f) == h.n_state;
   }
@@ -272,8 +318,10 @@ static saved_t *read_saved(convs_t *cv, const char *name) {
   s->committed = h.committed;
   s->n = h.n;
   s->n_map = h.n_map;
+  s->hbase = h.hbase;
+  s->hdig = h.hdig;
   s->n_state = h.n_state;
-  s->bytes = sizeof(*s) + h.n * sizeof(*s->hist) +
+  s->bytes = sizeof(*s) + (h.n - h.hbase) * sizeof(*s->hist) +
              h.n_map * sizeof(*s->map) + h.n_state;
   snprintf(s->file, sizeof(s->file), "%s", name);
   struct stat st;
@@ -340,14 +388,14 @@ static bool save(engine_t *e, choice_t *c) {
   if (cv == NULL || cv->limit == 0)
     return false;
   size_t n_state = llama_state_seq_get_size(e->lm->ctx, c->s.id);
-  size_t bytes = sizeof(saved_t) + c->n * sizeof(llama_token) +
+  size_t bytes = sizeof(saved_t) + (c->n - c->hbase) * sizeof(llama_token) +
                  c->s.map.n * sizeof(uint32_t) + n_state;
   if (n_state == 0 || !room_for(e, bytes))
     return false;
   saved_t *s = calloc(1, sizeof(*s));
   if (s == NULL)
     return false;
-  s->hist = malloc((c->n + 1) * sizeof(*s->hist));
+  s->hist = malloc((c->n - c->hbase + 1) * sizeof(*s->hist));
   s->map = malloc((c->s.map.n + 1) * sizeof(*s->map));
   s->state = malloc(n_state);
   if (s->hist == NULL || s->map == NULL || s->state == NULL ||
@@ -356,7 +404,9 @@ static bool save(engine_t *e, choice_t *c) {
     free_saved(s);
     return false;
   }
-  memcpy(s->hist, c->hist, c->n * sizeof(*s->hist));
+  memcpy(s->hist, c->hist, (c->n - c->hbase) * sizeof(*s->hist));
+  s->hbase = c->hbase;
+  s->hdig = c->hdig;
   memcpy(s->map, c->s.map.held, c->s.map.n * sizeof(*s->map));
   snprintf(s->session, sizeof(s->session), "%s", c->s.session);
   s->cfg = c->s.cfg;
@@ -383,7 +433,7 @@ static int restore(engine_t *e, choice_t *c, saved_t *s) {
   unlink_saved(cv, s);
   if (seq_init(&c->s, (int32_t)(c - e->slot), s->session,
                POS_ORIGINAL) != 0 ||
-      grow(&c->hist, &c->cap, s->n + 2, sizeof(*c->hist)) != 0)
+      grow(&c->hist, &c->cap, s->n - s->hbase + 2, sizeof(*c->hist)) != 0)
     goto fail;
   llama_memory_seq_rm(e->lm->mem, c->s.id, -1, -1);
   if (llama_state_seq_set_data(e->lm->ctx, s->state, s->n_state,
@@ -395,8 +445,10 @@ static int restore(engine_t *e, choice_t *c, saved_t *s) {
   for (uint32_t i = 0; i < s->n_map; i++)
     if (posmap_add(&c->s.map, s->map[i]) < 0)
       goto fail;
-  memcpy(c->hist, s->hist, s->n * sizeof(*c->hist));
+  memcpy(c->hist, s->hist, (s->n - s->hbase) * sizeof(*c->hist));
   c->n = s->n;
+  c->hbase = s->hbase;
+  c->hdig = s->hdig;
   c->s.cfg = s->cfg;
   c->s.held = s->held;
   c->s.newest = s->newest;
@@ -470,11 +522,13 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
   choice_t *best = NULL;
   saved_t *from = NULL;
   uint32_t bm = 0;
+  digests_t dg = {NULL, 0};
   for (uint32_t i = 0; may && i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
     if (!c->parked)
       continue;
-    uint32_t k = usable(e, c->hist, c->n, c->s.map.held, c->s.map.n, t);
+    uint32_t k = usable(e, c->hist, c->hbase, c->hdig, c->n, c->s.map.held,
+                        c->s.map.n, t, &dg);
     if (k > bm || (k == bm && k > 0 && c->used_at > best->used_at)) {
       best = c;
       bm = k;
@@ -482,13 +536,15 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
   }
   for (saved_t *s = e->store ? e->store->head : NULL; may && s != NULL;
        s = s->next) {
-    uint32_t k = usable(e, s->hist, s->n, s->map, s->n_map, t);
+    uint32_t k = usable(e, s->hist, s->hbase, s->hdig, s->n, s->map,
+                        s->n_map, t, &dg);
     if (k > bm) {
       from = s;
       bm = k;
       best = NULL;
     }
   }
+  free(dg.dig);
   if (may)
     bm > 0 ? e->cc.hits++ : e->cc.misses++;
   if (best != NULL) {
@@ -552,6 +608,35 @@ choice_t *conv_find(engine_t *e, task_t *t, fault_t *f) {
   return NULL;
 }
 
+/* The digests' key of the folder (its file "key"), so that the
+ * conversations kept there match their prompts after a restart: read, or
+ * made (the engine's random one) and written. 0, or -1 with err set. */
+static int folder_key(engine_t *e, char *err, size_t errlen) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/key", e->store->dir);
+  FILE *f = fopen(path, "rb");
+  if (f != NULL) {
+    uint64_t k[2];
+    bool ok = fread(k, sizeof(k), 1, f) == 1;
+    fclose(f);
+    if (ok) {
+      memcpy(e->key, k, sizeof(k));
+      return 0;
+    }
+  }
+  char tmp[4200];
+  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  bool ok = fd >= 0 && write(fd, e->key, sizeof(e->key)) ==
+                           (ssize_t)sizeof(e->key);
+  if (fd >= 0 && close(fd) != 0)
+    ok = false;
+  if (!ok || rename(tmp, path) != 0)
+    return snprintf(err, errlen, "cannot write %s: %s", path,
+                    strerror(errno)), -1;
+  return 0;
+}
+
 int conv_store_open(engine_t *e, char *err, size_t errlen) {
   const serve_opts_t *o = e->o;
   convs_t *cv = calloc(1, sizeof(*cv));
@@ -573,6 +658,8 @@ int conv_store_open(engine_t *e, char *err, size_t errlen) {
     if (access(cv->dir, W_OK | X_OK) != 0)
       return snprintf(err, errlen, "cannot write in --cache-dir %s: %s",
                       cv->dir, strerror(errno)), -1;
+    if (folder_key(e, err, errlen) != 0)
+      return -1;
     load_dir(e);
   }
   return 0;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -24,6 +25,7 @@
 #include "common/sampler.h"
 #include "common/seq.h"
 #include "serve/engine_int.h"
+#include "siphash.h"
 #include "serve/text.h"
 
 #define say(...) fprintf(stderr, "evictd-llama serve: " __VA_ARGS__)
@@ -34,8 +36,38 @@
  * millisecond), far below what a stream's client notices. */
 #define GRACE_S 0.05
 
-static int reserve(choice_t *c, uint32_t need) {
-  return grow(&c->hist, &c->cap, need, sizeof(*c->hist));
+static void publish_lanes(engine_t *e, double now, bool force);
+
+/* A task is done: what its end changed (its conversation parked) shown in
+ * /metrics before its client has its answer, then finished. */
+static void finish(engine_t *e, task_t *t, const fault_t *f) {
+  publish_lanes(e, clock_now(), true);
+  tq_finish(e->q, t, f);
+}
+
+/* Room in c's tokens up to position `upto` (exclusive). */
+static int reserve(choice_t *c, uint32_t upto) {
+  return grow(&c->hist, &c->cap, upto - c->hbase, sizeof(*c->hist));
+}
+
+uint64_t hist_fold(const uint64_t key[2], uint64_t d, const llama_token *b) {
+  uint8_t buf[8 + HIST_BLOCK * sizeof(llama_token)];
+  memcpy(buf, &d, 8);
+  memcpy(buf + 8, b, HIST_BLOCK * sizeof(llama_token));
+  return evd__siphash13(key, buf, sizeof(buf));
+}
+
+void hist_compact(engine_t *e, choice_t *c) {
+  uint32_t k = 0;
+  while (c->n - (c->hbase + k * HIST_BLOCK) > e->keep + HIST_BLOCK) {
+    c->hdig = hist_fold(e->key, c->hdig, c->hist + k * HIST_BLOCK);
+    k++;
+  }
+  if (k == 0)
+    return;
+  uint32_t gone = k * HIST_BLOCK, left = c->n + 1 - c->hbase - gone;
+  memmove(c->hist, c->hist + gone, left * sizeof(*c->hist));
+  c->hbase += gone;
 }
 
 void engine_give_back(engine_t *e, choice_t *c) {
@@ -100,7 +132,7 @@ static void end_task(engine_t *e, task_t *t, const fault_t *f) {
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task == t)
       leave(e, &e->slot[i], keep);
-  tq_finish(e->q, t, f);
+  finish(e, t, f);
 }
 
 /* The base of a task's session ids: its id, or in a pool, when the
@@ -124,6 +156,7 @@ static void session_base(engine_t *e, const task_t *t, char *base,
  * memory). */
 static int fresh(engine_t *e, choice_t *c, const char *id, uint32_t need) {
   int32_t slot = (int32_t)(c - e->slot);
+  c->hbase = 0;
   if (seq_init(&c->s, slot, id, POS_ORIGINAL) != 0 ||
       reserve(c, need) != 0) {
     seq_free(&c->s);
@@ -133,6 +166,8 @@ static int fresh(engine_t *e, choice_t *c, const char *id, uint32_t need) {
    * position 0), the others' by the fork. */
   seq_start(&c->s, &e->cfg);
   c->n = 0;
+  c->hbase = 0;
+  c->hdig = 0;
   dump_open_seq(e->dump, slot);
   return 0;
 }
@@ -145,7 +180,7 @@ static int fresh(engine_t *e, choice_t *c, const char *id, uint32_t need) {
 static int resume(engine_t *e, choice_t *c, task_t *t, uint32_t m) {
   if (reserve(c, t->n_prompt + 2) != 0)
     return -1;
-  memcpy(c->hist + m, t->prompt + (m - t->base),
+  memcpy(hist_at(c, m), t->prompt + (m - t->base),
          (t->n_prompt - m) * sizeof(*c->hist));
   c->n = m;
   e->cc.reused += m;
@@ -243,12 +278,15 @@ static int fork_choices(engine_t *e, choice_t *first, fault_t *f) {
     choice_t *c = &e->slot[i];
     if (c->task != t || c == first)
       continue;
+    c->hbase = first->hbase;
+    c->hdig = first->hdig;
     if (reserve(c, t->n_prompt + 2) != 0)
       return fault_set(f, 500, "out_of_memory", "out of memory");
     if (seq_fork(l, &first->s, &c->s, e->lm, t->n_prompt - 1, f))
       return -1;
     dump_fork(e->dump, first->s.id, c->s.id);
-    memcpy(c->hist, first->hist, t->n_prompt * sizeof(*c->hist));
+    memcpy(c->hist, first->hist,
+           (t->n_prompt - first->hbase) * sizeof(*c->hist));
     c->n = t->n_prompt;
     c->forked = true;
   }
@@ -272,7 +310,7 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task == t)
       return;
-  tq_finish(e->q, t, NULL);
+  finish(e, t, NULL);
 }
 
 /* The token drawn for c at position c->n: its bytes shown as far as they
@@ -281,7 +319,8 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
 static void emit(engine_t *e, choice_t *c, const float *logits) {
   task_t *t = c->task;
   llama_token tok = sampler_draw(&c->smp, logits, e->lm->n_vocab, NULL);
-  c->hist[c->n] = tok;
+  *hist_at(c, c->n) = tok;
+  hist_compact(e, c);
   c->tokens++;
   e->tokens++;
   if (lm_is_end(e->lm, tok) && !t->want.ignore_eos) {
@@ -335,7 +374,7 @@ static int pass(engine_t *e, fault_t *f) {
     for (uint32_t q = from; q < to; q++) {
       bool last = q + 1 == to && to >= n_prompt;
       /* The record wants every token's logits. */
-      if (seq_put(&c->s, e->lm, c->hist[q], q, last || e->dump != NULL,
+      if (seq_put(&c->s, e->lm, *hist_at(c, q), q, last || e->dump != NULL,
                   f) != 0)
         return -1;
       if (last)
@@ -655,8 +694,14 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
                   .n_seq = o->parallel};
   if (lm_context(lm, &lo, &o->lm, err, errlen) != 0)
     goto fail;
-  /* A conversation goes back at most half its window's unpinned part. */
+  /* A conversation goes back at most half its window's unpinned part;
+   * it keeps the tokens of its window and as many again unfolded. */
   e->max_back = e->budget > e->sinks ? (e->budget - e->sinks) / 2 : 0;
+  e->keep = (e->budget + e->lookahead + 4096) / HIST_BLOCK * HIST_BLOCK;
+  if (getrandom(e->key, sizeof(e->key), 0) != sizeof(e->key)) {
+    snprintf(err, errlen, "no random key for the conversations' digests");
+    goto fail;
+  }
   e->slot = calloc(e->n_slot, sizeof(*e->slot));
   e->sub = calloc(2 * (size_t)e->n_slot, sizeof(*e->sub));
   e->got = calloc(2 * (size_t)e->n_slot, sizeof(*e->got));

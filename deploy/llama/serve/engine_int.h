@@ -25,8 +25,11 @@ typedef struct choice_s {
   seq_t s;                /* id: the slot's index */
   task_t *task;           /* NULL: the slot is free (or an orphan's) */
   uint32_t index;         /* the choice's number in its task */
-  llama_token *hist;      /* the token at each position; hist[n] pending */
+  llama_token *hist;      /* the token at each position from hbase on
+                             (hist_at); position n's is the one pending */
   size_t cap;
+  uint32_t hbase;         /* the positions below are folded into hdig */
+  uint64_t hdig;          /* the digest of their tokens (hist_fold) */
   uint32_t n;             /* positions below n are computed */
   uint32_t chunk;         /* positions this iteration's step adds */
   int32_t out;            /* its row of logits in the pass, or -1 */
@@ -71,12 +74,38 @@ struct engine_s {
   uint32_t max_back;      /* the most positions a continued conversation
                              goes back */
   conv_counts_t cc;
+  uint64_t key[2];        /* the digests' SipHash key (kept in --cache-dir) */
+  uint32_t keep;          /* tokens a conversation keeps unfolded behind
+                             its newest: room to go back and to match */
   dump_t dumpf;
   dump_t *dump;           /* --dump's record, or NULL */
   seq_trace_t trace;      /* its removals (NULL ud without --dump) */
   const seq_trace_t *tr;  /* &trace with --dump, else NULL */
   pthread_t thread;
 };
+
+/* ---- a conversation's tokens ------------------------------------------ */
+
+/* A conversation keeps the tokens of its last positions (at least
+ * e->keep of them: where a continuation may go back to, and compare a
+ * prompt token by token); the older ones are folded, a block of HIST_BLOCK
+ * at a time, into a digest chained from 0: SipHash-1-3 under e->key of
+ * the digest so far and the block. A prompt's digest over the same blocks
+ * says whether it holds the very tokens folded (a random key: no prompt
+ * can be made to collide with another client's conversation), so a
+ * conversation of any length costs a bounded number of tokens. */
+#define HIST_BLOCK 256
+
+static inline llama_token *hist_at(choice_t *c, uint32_t q) {
+  return &c->hist[q - c->hbase];
+}
+
+/* The chain's next digest: d, then the block of HIST_BLOCK tokens. */
+uint64_t hist_fold(const uint64_t key[2], uint64_t d, const llama_token *b);
+
+/* Folds choice c's oldest blocks while it keeps more than e->keep tokens
+ * behind position c->n. */
+void hist_compact(engine_t *e, choice_t *c);
 
 /* ---- convs.c: conversations, parked, saved, continued ---------------- */
 
