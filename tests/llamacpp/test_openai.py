@@ -32,11 +32,11 @@ NODE_DIR = os.path.join(HERE, "openai")
 # (tests/contract's node_modules, npm ci by make e2e-llamacpp).
 DOC = os.path.join(REPO, "deploy", "llama", "openapi.yaml")
 CONTRACT_DIR = os.path.join(REPO, "tests", "contract")
-# --no-cache-prompt: each request its own session, deleted as it ends
-# (the counts below); conversations kept between requests are
-# test_convs.py's.
-WINDOW = ["--budget", "64", "--sinks", "4", "--lookahead", "16",
-          "--no-cache-prompt"]
+WINDOW = ["--budget", "64", "--sinks", "4", "--lookahead", "16"]
+# Each request its own session, deleted as it ends (the counts the tests
+# check), but on CONV, which keeps conversations between requests (the
+# default): the Responses API's previous_response_id.
+ONCE = ["--no-cache-prompt"]
 
 
 class OpenAIClient(unittest.TestCase):
@@ -67,10 +67,12 @@ class OpenAIClient(unittest.TestCase):
 
         try:
             cls.env = dict(os.environ,
-                           SERVE=serve("--exact", "-np", "4"),
-                           FAST=serve(),
-                           BUSY=serve("--parallel", "1", "--queue", "1"),
-                           KEYED=serve("--api-key-file", key),
+                           SERVE=serve("--exact", "-np", "4", *ONCE),
+                           FAST=serve(*ONCE),
+                           BUSY=serve("--parallel", "1", "--queue", "1",
+                                      *ONCE),
+                           KEYED=serve("--api-key-file", key, *ONCE),
+                           CONV=serve("--exact", "-np", "2"),
                            KEY="sk-evictd-test-key", EVICTD=cls.d.url)
         except BaseException:
             cls.tearDownClass()
