@@ -25,7 +25,7 @@
 
 /* The stored responses kept (GET /v1/responses/{id}, previous_response_id):
  * the newest of them. */
-#define RESPONSES_MAX 4096
+#define RESPONSES_MAX 1024
 
 static const char synopsis[] =
     "usage: evictd-llama serve -m MODEL.gguf [options]\n"
