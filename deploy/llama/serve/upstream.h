@@ -11,7 +11,14 @@
  * that the HTTP side (jansson) hands bodies through and the library's
  * options follow llama.cpp's without a C struct to keep in step. Every
  * char ** out parameter is malloc'd on success (the caller frees it) and
- * left NULL on failure; err may be NULL when errlen is 0. */
+ * left NULL on failure; err may be NULL when errlen is 0.
+ *
+ * Threads: up_init and up_chat_new at start-up; up_chat_info,
+ * up_chat_apply, up_json_schema_grammar, up_sampler_new and
+ * up_sampler_settings from any thread, several at once (they read the
+ * model and the templates only); a parser or a sampler is one thread's at
+ * a time, and a sampler's up_sampler_sample and up_sampler_probs read the
+ * context's logits, so they belong to the thread that decodes. */
 #ifndef EVICTD_LLAMA_UPSTREAM_H
 #define EVICTD_LLAMA_UPSTREAM_H
 
