@@ -11,10 +11,14 @@
 
 LLAMA_OUT := $(B)/llama
 LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c)
+# The one C++ file, serve/upstream.cpp: llama.cpp's common library behind
+# a C interface (upstream.h); all else is C11.
+LLAMA_CXX_SRC := $(wildcard deploy/llama/*/*.cpp)
 LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
              include/evictd/client.h $(COMMON_HDR)
 
-.PHONY: evictd-llama gguf e2e-llamacpp asan-llamacpp bench-llama bench-serve perplexity
+.PHONY: evictd-llama gguf upstream-check e2e-llamacpp asan-llamacpp \
+        bench-llama bench-serve perplexity
 
 evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
@@ -26,7 +30,8 @@ evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 ifneq ($(LLAMA_CONFIG),)
 include $(LLAMA_CONFIG)
 
-LLAMA_OBJ := $(LLAMA_SRC:deploy/llama/%.c=$(LLAMA_OUT)/obj/%.o)
+LLAMA_OBJ := $(LLAMA_SRC:deploy/llama/%.c=$(LLAMA_OUT)/obj/%.o) \
+             $(LLAMA_CXX_SRC:deploy/llama/%.cpp=$(LLAMA_OUT)/obj/%.o)
 
 # Includes name their folder ("common/seq.h"); the daemon's shared pieces
 # (chart.h, prom.h, buf.h) come through the top Makefile's -iquote server.
@@ -35,9 +40,31 @@ $(LLAMA_OUT)/obj/%.o: deploy/llama/%.c $(LLAMA_HDR) $(LLAMA_CONFIG)
 	$(CC) $(CFLAGS) -iquote deploy/llama $(LLAMA_CFLAGS) \
 	  -DEVD_LLAMA_CPP_VERSION='"$(LLAMA_CPP_VERSION)"' -c -o $@ $<
 
+# C++17 as llama.cpp's common is, our warnings errors as in C; common's
+# own headers come in as system ones (config.mk), so that theirs are not.
+LLAMA_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -g $(OPT) $(SAN) \
+  -iquote deploy/llama $(LLAMA_CFLAGS) $(LLAMA_COMMON_CXXFLAGS)
+
+$(LLAMA_OUT)/obj/%.o: deploy/llama/%.cpp $(LLAMA_HDR) $(LLAMA_CONFIG)
+	@mkdir -p $(@D)
+	$(CXX) $(LLAMA_CXXFLAGS) -c -o $@ $<
+
+# Linked by the C++ driver, for libstdc++ (common's static archives come
+# before libllama, which they call).
+LLAMA_LINK = $(LDFLAGS) $(LLAMA_COMMON_LIBS) $(LLAMA_LIBS)
+
 $(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a $(B)/evictd-common.a
-	$(CC) -o $@ $^ $(LDFLAGS) $(LLAMA_LIBS) \
+	$(CXX) -o $@ $^ $(LLAMA_LINK) \
 	  $(CLIENT_LIBS) $(shell pkg-config --libs libmicrohttpd jansson) -lm
+
+# The shim's own test driver (tests/llamacpp/test_upstream.py runs it).
+$(LLAMA_OUT)/upstream_check: tests/llamacpp/upstream_check.c \
+    $(LLAMA_OUT)/obj/serve/upstream.o $(LLAMA_OUT)/obj/common/lm.o \
+    $(LLAMA_OUT)/obj/common/sampler.o $(LLAMA_HDR) $(LLAMA_CONFIG)
+	$(CC) $(CFLAGS) -iquote deploy/llama $(LLAMA_CFLAGS) \
+	  -c -o $(LLAMA_OUT)/obj/upstream_check.o $<
+	$(CXX) -o $@ $(LLAMA_OUT)/obj/upstream_check.o $(filter %.o,$^) \
+	  $(LLAMA_LINK) $(shell pkg-config --libs jansson) -pthread -lm
 
 # deploy/model's weights (one set for make e2e, deploy/trace and here),
 # written by the tree's own gguf-py.
@@ -69,6 +96,10 @@ gguf: evictd-llama
 	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  llama-models
 
+upstream-check: evictd-llama
+	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
+	  $(LLAMA_OUT)/upstream_check
+
 # stories260K, a real trained model (../shared/models, README beside it),
 # for the OpenAI client's tests; and the client itself, npm's `openai` at
 # the exact version tests/llamacpp/openai/package-lock.json pins, installed
@@ -89,10 +120,13 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 # binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
-                test_serve test_hostile test_openai test_pool test_faults
+                test_serve test_hostile test_openai test_pool test_faults \
+                test_upstream
 LLAMA_UNDER_TEST = $(B)/evictd-llama
+UPSTREAM_UNDER_TEST = $(LLAMA_OUT)/upstream_check
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
   EVICTD_LLAMA=$(abspath $(LLAMA_UNDER_TEST)) \
+  UPSTREAM_CHECK=$(abspath $(UPSTREAM_UNDER_TEST)) \
   LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
   GGUF_PY=$(GGUF_PY) STORIES_GGUF=$(abspath $(STORIES260K))
 
@@ -100,8 +134,8 @@ LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
 	@deploy/deps.sh build e2e llama tls metrics proxy && \
-	$(MAKE) --no-print-directory $(B)/evictd gguf $(OPENAI_STAMP) \
-	  $(CONTRACT_STAMP) && \
+	$(MAKE) --no-print-directory $(B)/evictd gguf upstream-check \
+	  $(OPENAI_STAMP) $(CONTRACT_STAMP) && \
 	for t in $(LLAMA_SUITES); do \
 	  $(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done
@@ -111,9 +145,11 @@ e2e-llamacpp:
 # any report fails the process, and so the test): serve's threads, the
 # steps sent ahead, re-homing, shutdown. generate is under valgrind in
 # test_llamacpp's and test_positions' memcheck cases, which an ASan build
-# cannot run.
+# cannot run. test_upstream runs the common library's C interface (our
+# C++ side sanitized, common's own code not) the same way.
 ASAN_LLAMA := $(B)/asan-llama
 asan-llamacpp: LLAMA_UNDER_TEST = $(ASAN_LLAMA)/evictd-llama
+asan-llamacpp: UPSTREAM_UNDER_TEST = $(ASAN_LLAMA)/llama/upstream_check
 asan-llamacpp:
 	@deploy/deps.sh build e2e llama tls metrics proxy && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf $(OPENAI_STAMP) \
@@ -121,9 +157,9 @@ asan-llamacpp:
 	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  $(ASAN_LLAMA)/evictd-llama && \
+	  $(ASAN_LLAMA)/evictd-llama $(ASAN_LLAMA)/llama/upstream_check && \
 	for t in test_serve test_hostile test_openai test_perplexity test_stories \
-	         test_pool test_faults; do \
+	         test_pool test_faults test_upstream; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done

@@ -826,11 +826,18 @@ class Installed(unittest.TestCase):
         env = {k: v for k, v in os.environ.items()
                if k not in ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES",
                             "MAKELEVEL")}
-        env.update(LLAMA_CPP_SRC="pkg-config",
+        # llama.cpp installs no headers of its common library: configure
+        # builds it from a source of the installed version, here the tree
+        # at hand (a few minutes on 2 cores).
+        with open(os.path.join(MODELS, "config.mk")) as f:
+            flags = [line for line in f
+                     if line.startswith("LLAMA_COMMON_CXXFLAGS")]
+        tree = os.path.dirname(flags[0].split("-isystem", 1)[1].strip())
+        env.update(LLAMA_CPP_SRC="pkg-config", LLAMA_COMMON_SRC=tree,
                    PKG_CONFIG_PATH=os.path.dirname(pc))
         p = subprocess.run(["make", "--no-print-directory", "B=" + out,
                             "evictd-llama"], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=1500)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         run_env = dict(os.environ)  # libllama is found by its rpath
         run_env.pop("LD_LIBRARY_PATH", None)
