@@ -17,7 +17,8 @@ BENCH_CONCURRENCY (default "1,8,32"), BENCH_KV (f16), BENCH_FA (off),
 BENCH_RUNS (runs per configuration, the median reported; default 1),
 BENCH_PARTS ("table,pool,breakdown": the side-by-side table, serve
 against one evictd and a pool of three, where an iteration goes),
-BENCH_QUIET, BENCH_RETRIES and BENCH_QUIET_WAIT (the pool part: below).
+BENCH_QUIET, BENCH_RETRIES, BENCH_QUIET_WAIT, BENCH_POOL_PIN and
+BENCH_POOL_PIPELINE (the pool part: below and pool()).
 Both servers run with as many slots / sequences as clients, so every
 client decodes from its first iteration on. evictd-llama runs twice: as
 it is (each iteration's steps sent to evictd before the pass that
@@ -610,16 +611,37 @@ def pool(evictd: str, engine: str, models: List[str], tmp: str) -> None:
     """serve against one evictd and against a pool of three (issue 32:
     the pool costs at most 5 % against one instance): both up at once,
     idle but for the one measured, run after run, the order
-    alternating; the texts of each pair of runs must agree."""
+    alternating; the texts of each pair of runs must agree. To look
+    into what the pool costs: BENCH_POOL_PIN=1 pins both serves to CPU 0
+    with one llama.cpp thread and every evictd (and the clients) to CPU
+    1, as the breakdown does; BENCH_POOL_PIPELINE=off runs both with
+    EVICTD_LLAMA_PIPELINE=off (the lanes then run between passes)."""
+    mask = os.sched_getaffinity(0)
+    try:
+        pool_cells(evictd, engine, models, tmp)
+    finally:
+        os.sched_setaffinity(0, mask)
+
+
+def pool_cells(evictd: str, engine: str, models: List[str],
+               tmp: str) -> None:
+    pipeline = os.environ.get("BENCH_POOL_PIPELINE", "on") != "off"
+    srv_pin, evd_pin, how = [], [], "not pinned"
+    if os.environ.get("BENCH_POOL_PIN", "0") == "1":
+        srv_pin, evd_pin, how = pinning()
+    threads = 1 if srv_pin else THREADS
     print("\n== evictd-llama serve against ONE evictd and a POOL of three "
           "(--evictd unix:A,unix:B,unix:C), each evictd on a Unix socket")
     print("   %d threads, K/V %s, flash attention %s, context %d per "
           "sequence, %d tokens per completion, streaming /v1/completions, "
-          "not pinned; %d run(s) of each, both servers up, the runs back to "
-          "back, the order one/pool alternating, a pair run again (%d times "
-          "at most) while other jobs take more than %.2f cores; median "
-          "(min-max); pool/one: the median of the runs' ratios (min-max)" %
-          (THREADS, KV, FA, CTX, TOKENS, RUNS, RETRIES, QUIET))
+          "%s, steps %s; %d run(s) of each, both servers up, the runs back "
+          "to back, the order one/pool alternating, a pair run again (%d "
+          "times at most) while other jobs take more than %.2f cores; "
+          "median (min-max); pool/one: the median of the runs' ratios "
+          "(min-max)" %
+          (threads, KV, FA, CTX, TOKENS, how,
+           "sent ahead" if pipeline else "waited for", RUNS, RETRIES,
+           QUIET))
     rows = []
     for model in models:
         name = os.path.basename(model)
@@ -630,7 +652,8 @@ def pool(evictd: str, engine: str, models: List[str], tmp: str) -> None:
             try:
                 for label, n in (("one", 1), ("pool", 3)):
                     srv[label] = Pair(evictd, engine, model, k, tmp,
-                                      instances=n)
+                                      pipeline, (srv_pin, evd_pin),
+                                      threads, instances=n)
                     load(srv[label].port, min(k, 2), 8)  # warm-up
                 for j in range(RUNS):
                     one, pl, attempts = pool_pair(srv, name, k, j)
