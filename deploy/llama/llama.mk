@@ -185,13 +185,17 @@ perplexity:
 # tree (tests/bench/llama-server.sh, cached in build/llama/server), on
 # stories260K and a 100M random model whose tokens are all valid UTF-8:
 # 1, 8 and 32 streaming clients of /v1/completions, then one generation of
-# 4x the context (tests/bench/bench_serve.py; BENCH_* there). Not part of
-# CI: tens of minutes, the first llama-server build included.
+# 4x the context; serve against one evictd and a pool of three; where an
+# iteration goes (tests/bench/bench_serve.py; BENCH_* there). llama-server
+# is built only when BENCH_PARTS (default: all) asks for the table. Not
+# part of CI: tens of minutes, the first llama-server build included.
 bench-serve:
 	@deploy/deps.sh build bench llama && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  $(LLAMA_OUT)/random-100M-ascii.gguf && \
-	server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server) && \
+	server=-; case ",$${BENCH_PARTS-table}," in *,table,*) \
+	  server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server);; \
+	esac && \
 	tests/bench/bench_serve.py $(B)/evictd $(B)/evictd-llama "$$server" \
 	  $(abspath $(STORIES260K)) $(LLAMA_OUT)/random-100M-ascii.gguf

@@ -8,12 +8,17 @@ to first token and inter-token latency (p50, p99), then one generation of
 
   tests/bench/bench_serve.py EVICTD EVICTD_LLAMA LLAMA_SERVER MODEL.gguf...
 
+(LLAMA_SERVER only for the table; make bench-serve gives "-" when
+BENCH_PARTS does not ask for it.)
+
 Environment: BENCH_TOKENS (tokens per completion, default 128),
 BENCH_CTX (per-sequence context, default 256), BENCH_THREADS (default 2),
 BENCH_CONCURRENCY (default "1,8,32"), BENCH_KV (f16), BENCH_FA (off),
 BENCH_RUNS (runs per configuration, the median reported; default 1),
-BENCH_PARTS ("table,breakdown": the side-by-side table, where an
-iteration goes).
+BENCH_PARTS ("table,pool,breakdown": the side-by-side table, serve
+against one evictd and a pool of three, where an iteration goes),
+BENCH_QUIET, BENCH_RETRIES, BENCH_QUIET_WAIT, BENCH_POOL_PIN and
+BENCH_POOL_PIPELINE (the pool part: below and pool()).
 Both servers run with as many slots / sequences as clients, so every
 client decodes from its first iteration on. evictd-llama runs twice: as
 it is (each iteration's steps sent to evictd before the pass that
@@ -22,7 +27,23 @@ precedes them, answered while it runs) and with EVICTD_LLAMA_PIPELINE=off
 pipelining). Last, where an iteration's time goes (serve's /metrics),
 with and without the pipelining, serve pinned to CPU 0 and evictd (with
 the clients) to CPU 1 when taskset may: the sidecar with a core of its
-own."""
+own.
+
+The pool part (issue 32) runs serve against ONE evictd and against a
+POOL of three (`--evictd unix:A,unix:B,unix:C`, each instance on a Unix
+socket of its own; every other flag the same), the same clients, prompts
+and lengths (the texts must agree), both up at once and idle but for the
+one measured, each run of one beside a run of the pool, back to back,
+their order alternating so that the machine's drift falls on both. It
+reports each side's median and spread (min-max over the runs), the
+median of the runs' ratios pool/one (each run's pool beside the one run
+next to it) and their spread, where the iterations went (serve's
+/metrics), how the sessions fell on the instances (each evictd's
+/metrics), the CPU time serve and evictd took per token, and the CPU
+other jobs took meanwhile. Each pair of runs waits (BENCH_QUIET_WAIT
+seconds at most, 60) for a second in which other jobs take at most
+BENCH_QUIET cores (0.25), and a pair during which they took more is run
+again, BENCH_RETRIES times at most (2), the least disturbed kept."""
 
 import http.client
 import json
@@ -44,7 +65,13 @@ CONC = [int(x) for x in os.environ.get("BENCH_CONCURRENCY",
 KV = os.environ.get("BENCH_KV", "f16")
 FA = os.environ.get("BENCH_FA", "off")
 RUNS = int(os.environ.get("BENCH_RUNS", "1"))
-PARTS = os.environ.get("BENCH_PARTS", "table,breakdown").split(",")
+PARTS = os.environ.get("BENCH_PARTS", "table,pool,breakdown").split(",")
+# The pool part: a pair of runs (one instance, the pool) during which
+# other jobs took more than QUIET cores is run again, RETRIES times at
+# most.
+QUIET = float(os.environ.get("BENCH_QUIET", "0.25"))
+RETRIES = int(os.environ.get("BENCH_RETRIES", "2"))
+QUIET_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "60"))
 # serve decodes a prompt in chunks of the session's lookahead, one pass
 # each; llama-server in one pass. The prompts here are all shorter than 32
 # tokens, so both take one.
@@ -159,34 +186,44 @@ def load(port: int, k: int, n: int) -> dict:
     itl = [b - a for r in res if r for a, b in zip(r[0], r[0][1:])]
     tokens = sum(r[1] for r in res if r)
     q = statistics.quantiles
+    # "_texts" (each client's text, in client order) is for comparing two
+    # servers' answers; median_of leaves the keys that begin with _ out.
     return {"tok_s": tokens / wall, "tokens": tokens,
             "ttft50": statistics.median(ttft) * 1e3,
             "ttft99": (q(ttft, n=100)[98] if len(ttft) > 1 else ttft[0]) * 1e3,
             "itl50": statistics.median(itl) * 1e3,
-            "itl99": q(itl, n=100)[98] * 1e3}
+            "itl99": q(itl, n=100)[98] * 1e3,
+            "_texts": [r[2] for r in res if r]}
 
 
 class Pair:
-    """evictd on a Unix socket and evictd-llama serve beside it."""
+    """evictd on a Unix socket and evictd-llama serve beside it; with
+    instances > 1, that many evictd processes, each on a socket of its
+    own, given to serve as a pool (--evictd unix:A,unix:B,...)."""
 
     def __init__(self, evictd: str, engine: str, model: str, k: int,
                  tmp: str, pipeline: bool = True,
                  pin: Tuple[List[str], List[str]] = ([], []),
-                 threads: int = THREADS) -> None:
-        self.sock = os.path.join(tmp, "evictd-%d.sock" % k)
-        self.evictd = subprocess.Popen(
-            pin[1] + [evictd, "--listen", "unix:" + self.sock,
+                 threads: int = THREADS, instances: int = 1) -> None:
+        self.socks = [os.path.join(tmp, "evictd-%d.sock" % k)] \
+            if instances == 1 else \
+            [os.path.join(tmp, "evictd-%d-%d.sock" % (k, i))
+             for i in range(instances)]
+        self.evictd = [subprocess.Popen(
+            pin[1] + [evictd, "--listen", "unix:" + sock,
                       "--max-sessions", "100000"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(tmp, "evictd.log"), "ab"))
-        for _ in range(200):
-            if os.path.exists(self.sock):
-                break
-            time.sleep(0.05)
+            for sock in self.socks]
+        for sock in self.socks:
+            for _ in range(200):
+                if os.path.exists(sock):
+                    break
+                time.sleep(0.05)
         self.port = free_port()
         self.proc = subprocess.Popen(
             pin[0] + [engine, "serve", "-m", model, "--evictd",
-                      "unix:" + self.sock,
+                      ",".join("unix:" + sock for sock in self.socks),
              "--host", "127.0.0.1", "--port", str(self.port),
              "--parallel", str(k), "--threads", str(threads),
              "--budget", str(CTX - LOOKAHEAD), "--sinks", "4",
@@ -198,10 +235,23 @@ class Pair:
             env=dict(os.environ, EVICTD_LLAMA_PIPELINE="on" if pipeline
                      else "off"))
         wait_ready(self.port, self.proc, "evictd-llama serve")
+        # /health is 200 "degraded" while some instance of a pool does not
+        # answer yet: a pool is measured whole.
+        deadline = time.monotonic() + 30
+        while health(self.port) != "ok":
+            if time.monotonic() > deadline:
+                raise SystemExit("evictd-llama serve: /health says %s" %
+                                 health(self.port))
+            time.sleep(0.2)
+
+    def evictd_metrics(self) -> List[dict]:
+        """Each instance's /metrics, in --evictd's order."""
+        return [unix_metrics(sock) for sock in self.socks]
 
     def close(self) -> None:
         stop(self.proc)
-        stop(self.evictd)
+        for proc in self.evictd:
+            stop(proc)
 
 
 class LlamaServer:
@@ -225,11 +275,47 @@ class LlamaServer:
 def metrics(port: int) -> dict:
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/metrics")
+    return prom(c)
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a Unix socket (evictd's --listen unix:PATH)."""
+
+    def __init__(self, path: str, timeout: float = 10) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def unix_metrics(path: str) -> dict:
+    c = UnixHTTPConnection(path)
+    c.request("GET", "/metrics")
+    return prom(c)
+
+
+def prom(c: http.client.HTTPConnection) -> dict:
+    """The samples of the Prometheus text a request made on c answers
+    (labels part of the name)."""
     text = c.getresponse().read().decode()
     c.close()
     return {f[0]: float(f[1]) for f in (line.split() for line in
                                         text.splitlines())
             if len(f) == 2 and not f[0].startswith("#")}
+
+
+def health(port: int) -> str:
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/health")
+        status = json.loads(c.getresponse().read()).get("status", "?")
+        c.close()
+        return status
+    except (OSError, ValueError) as e:
+        return repr(e)
 
 
 def pinning() -> Tuple[List[str], List[str], str]:
@@ -255,6 +341,16 @@ def breakdown(evictd: str, engine: str, models: List[str],
     """Where serve's iterations go, with and without the steps sent
     ahead of the pass, from its /metrics over N completions of 400
     tokens."""
+    mask = os.sched_getaffinity(0)
+    try:
+        breakdown_pinned(evictd, engine, models, tmp)
+    finally:
+        # The parts after this one run on every CPU again.
+        os.sched_setaffinity(0, mask)
+
+
+def breakdown_pinned(evictd: str, engine: str, models: List[str],
+                     tmp: str) -> None:
     srv_pin, evd_pin, how = pinning()
     # Pinned, serve has one CPU: one llama.cpp thread.
     threads = 1 if srv_pin else THREADS
@@ -296,7 +392,8 @@ def breakdown(evictd: str, engine: str, models: List[str],
 
 
 def median_of(runs: List[dict]) -> dict:
-    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]
+            if not key.startswith("_")}
 
 
 def main() -> None:
@@ -307,6 +404,8 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="bench-serve-")
     if "table" in PARTS:
         table(evictd, engine, lserver, models, tmp)
+    if "pool" in PARTS:
+        pool(evictd, engine, models, tmp)
     if "breakdown" in PARTS:
         breakdown(evictd, engine, models, tmp)
 
@@ -364,6 +463,249 @@ def table(evictd: str, engine: str, lserver: str, models: List[str],
                   "%d, finish_reason %s" % (name, 1, label, n, CTX,
                                             got, finish or "-"))
 
+
+def cpu_busy() -> Tuple[float, float]:
+    """The machine's busy CPU seconds (every CPU: user, nice, system,
+    irq, softirq; in clock ticks) and the monotonic time they were read
+    at."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK"), \
+        time.monotonic()
+
+
+def cpu_of(pid: int) -> float:
+    """A process's CPU seconds, every thread's, those that ended too (its
+    CPU clock, CPUCLOCK_SCHED: nanoseconds, not clock ticks)."""
+    return time.clock_gettime_ns(((~pid) << 3) | 2) / 1e9
+
+
+def switches_of(pid: int) -> dict:
+    """Each thread's context switches (voluntary and not), by thread id."""
+    out = {}
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, t)) as f:
+                out[t] = sum(int(line.split()[1]) for line in f
+                             if "ctxt_switches:" in line)
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return out
+
+
+def switched(a: dict, b: dict) -> int:
+    """The context switches between two switches_of of one process, of
+    the threads that lived through both (serve's lanes and engine; not
+    libmicrohttpd's thread per connection)."""
+    return sum(b[t] - a[t] for t in a if t in b)
+
+
+def measure(srv: Pair, k: int) -> dict:
+    """One run of the pool part on srv: k clients of TOKENS tokens; what
+    load() measures; where the iterations went (serve's /metrics over
+    the load: per iteration, its time, the wait for evictd, llama_decode,
+    the tokens drawn); how many sessions each instance got; the CPU time
+    serve and the evictd processes took per token, and their threads'
+    context switches per iteration."""
+    mine = [srv.proc.pid] + [p.pid for p in srv.evictd]
+    e0, m0 = srv.evictd_metrics(), metrics(srv.port)
+    c0, s0 = [cpu_of(pid) for pid in mine], [switches_of(pid) for pid in mine]
+    r = load(srv.port, k, TOKENS)
+    c1, s1 = [cpu_of(pid) for pid in mine], [switches_of(pid) for pid in mine]
+    m1, e1 = metrics(srv.port), srv.evictd_metrics()
+    d = {x: m1[x] - m0.get(x, 0) for x in m1}
+    it = d["evictd_llama_iterations_total"]
+    tok = d["evictd_llama_tokens_predicted_total"]
+    sw = [switched(a, b) for a, b in zip(s0, s1)]
+    r.update({"it": d["evictd_llama_iteration_seconds_total"] / it * 1e6,
+              "evd": d["evictd_llama_evictd_seconds_total"] / it * 1e6,
+              "dec": d["evictd_llama_decode_seconds_total"] / it * 1e6,
+              "tok_it": tok / it,
+              "srv_cpu": (c1[0] - c0[0]) / tok * 1e6,
+              "evd_cpu": sum(b - a for a, b in zip(c0[1:], c1[1:])) / tok
+              * 1e6,
+              "srv_sw": sw[0] / it,
+              "evd_sw": sum(sw[1:]) / it,
+              # Anything but a clean run: resends, re-homes.
+              "_trouble": d["evictd_llama_evictd_resends_total"] +
+              sum(v for x, v in d.items()
+                  if x.startswith("evictd_llama_rehomes_total")),
+              "_sessions": sorted((b["evictd_sessions_created_total"] -
+                                   a["evictd_sessions_created_total"]
+                                   for a, b in zip(e0, e1)), reverse=True)})
+    r["share"] = r["_sessions"][0] / sum(r["_sessions"])
+    return r
+
+
+def spread(xs: List[float], fmt: str) -> str:
+    """The median of xs and its range, "M (LO-HI)"."""
+    return ("%s (%s-%s)" % (fmt, fmt, fmt)) % (statistics.median(xs),
+                                               min(xs), max(xs))
+
+
+def quiet() -> None:
+    """Waits, BENCH_QUIET_WAIT seconds at most (default 60), for a second
+    in which other jobs take at most QUIET cores (nothing of ours runs
+    meanwhile, so the machine's busy time is theirs)."""
+    t0, busy = time.monotonic(), cpu_busy()
+    while True:
+        time.sleep(1)
+        now = cpu_busy()
+        others = (now[0] - busy[0]) / (now[1] - busy[1])
+        if others <= QUIET or now[1] - t0 >= QUIET_WAIT:
+            break
+        busy = now
+    if now[1] - t0 > 1.5:
+        print("   waited %.0f s for the machine (other jobs: %.2f cores)" %
+              (now[1] - t0, others), file=sys.stderr, flush=True)
+
+
+def pool_pair(srv: dict, name: str, k: int,
+              j: int) -> Tuple[dict, dict, int]:
+    """Run j of one instance and of the pool (srv["one"], srv["pool"]),
+    back to back in the order j gives (one first in even runs), the texts
+    compared, and the cores other jobs took meanwhile (the machine's
+    busy time less every CPU second of both servers and of this process,
+    over the wall time) in both as "others". Each attempt waits for a
+    quiet machine first (quiet()); a pair during which other jobs took
+    more than BENCH_QUIET cores (default 0.25) is run again,
+    BENCH_RETRIES times at most (default 2); the least disturbed attempt
+    is kept. Returns one's run, the pool's, and the attempts made."""
+    ours = [p.pid for x in srv.values() for p in [x.proc] + x.evictd]
+    best, attempts = None, 0
+    while attempts <= RETRIES:
+        attempts += 1
+        quiet()
+        b0, self0 = cpu_busy(), time.process_time()
+        c0 = sum(cpu_of(pid) for pid in ours)
+        got = {}
+        for label in ("one", "pool") if j % 2 == 0 else ("pool", "one"):
+            got[label] = measure(srv[label], k)
+        b1, self1 = cpu_busy(), time.process_time()
+        c1 = sum(cpu_of(pid) for pid in ours)
+        others = max(0.0, b1[0] - b0[0] - (c1 - c0) - (self1 - self0)) / \
+            (b1[1] - b0[1])
+        for label, r in got.items():
+            r["others"] = others
+            print("   %s %d clients run %d/%d%s %-4s: %6.0f tokens/s, ITL "
+                  "p99 %7.2fms, iteration %6.0fus (evictd wait %4.0fus), "
+                  "%4.1f tokens/it, sessions %s, cpu/token serve %4.0fus "
+                  "evictd %3.0fus; others %.2f cores%s" %
+                  (name, k, j + 1, RUNS, " (again)" if attempts > 1 else "",
+                   label, r["tok_s"], r["itl99"], r["it"], r["evd"],
+                   r["tok_it"], "/".join("%d" % x for x in r["_sessions"]),
+                   r["srv_cpu"], r["evd_cpu"], others,
+                   ", %d resends/re-homes" % r["_trouble"]
+                   if r["_trouble"] else ""), file=sys.stderr, flush=True)
+        if got["one"]["_texts"] != got["pool"]["_texts"]:
+            raise SystemExit("%s, %d clients: the pool's texts are not one "
+                             "instance's" % (name, k))
+        if best is None or others < best[0]:
+            best = (others, got["one"], got["pool"])
+        if others <= QUIET:
+            break
+    return best[1], best[2], attempts
+
+
+def pool(evictd: str, engine: str, models: List[str], tmp: str) -> None:
+    """serve against one evictd and against a pool of three (issue 32:
+    the pool costs at most 5 % against one instance): both up at once,
+    idle but for the one measured, run after run, the order
+    alternating; the texts of each pair of runs must agree. To look
+    into what the pool costs: BENCH_POOL_PIN=1 pins both serves to CPU 0
+    with one llama.cpp thread and every evictd (and the clients) to CPU
+    1, as the breakdown does; BENCH_POOL_PIPELINE=off runs both with
+    EVICTD_LLAMA_PIPELINE=off (the lanes then run between passes)."""
+    mask = os.sched_getaffinity(0)
+    try:
+        pool_cells(evictd, engine, models, tmp)
+    finally:
+        os.sched_setaffinity(0, mask)
+
+
+def pool_cells(evictd: str, engine: str, models: List[str],
+               tmp: str) -> None:
+    pipeline = os.environ.get("BENCH_POOL_PIPELINE", "on") != "off"
+    srv_pin, evd_pin, how = [], [], "not pinned"
+    if os.environ.get("BENCH_POOL_PIN", "0") == "1":
+        srv_pin, evd_pin, how = pinning()
+    threads = 1 if srv_pin else THREADS
+    print("\n== evictd-llama serve against ONE evictd and a POOL of three "
+          "(--evictd unix:A,unix:B,unix:C), each evictd on a Unix socket")
+    print("   %d threads, K/V %s, flash attention %s, context %d per "
+          "sequence, %d tokens per completion, streaming /v1/completions, "
+          "%s, steps %s; %d run(s) of each, both servers up, the runs back "
+          "to back, the order one/pool alternating, a pair run again (%d "
+          "times at most) while other jobs take more than %.2f cores; "
+          "median (min-max); pool/one: the median of the runs' ratios "
+          "(min-max)" %
+          (threads, KV, FA, CTX, TOKENS, how,
+           "sent ahead" if pipeline else "waited for", RUNS, RETRIES,
+           QUIET))
+    rows = []
+    for model in models:
+        name = os.path.basename(model)
+        for k in CONC:
+            runs: dict = {"one": [], "pool": []}
+            again = 0
+            srv = {}
+            try:
+                for label, n in (("one", 1), ("pool", 3)):
+                    srv[label] = Pair(evictd, engine, model, k, tmp,
+                                      pipeline, (srv_pin, evd_pin),
+                                      threads, instances=n)
+                    load(srv[label].port, min(k, 2), 8)  # warm-up
+                for j in range(RUNS):
+                    one, pl, attempts = pool_pair(srv, name, k, j)
+                    runs["one"].append(one)
+                    runs["pool"].append(pl)
+                    again += attempts - 1
+            finally:
+                for x in srv.values():
+                    x.close()
+            rows.append((name, k, runs, again))
+    print("%-22s %4s %-8s %22s %18s %24s %18s" %
+          ("model", "conc", "evictd", "tokens/s", "TTFT p50", "ITL p99",
+           "ITL p50"))
+    for name, k, runs, _ in rows:
+        for label in ("one", "pool"):
+            rs = runs[label]
+            print("%-22s %4d %-8s %22s %16.1fms %24s %16.2fms" %
+                  (name, k, label, spread([r["tok_s"] for r in rs], "%.0f"),
+                   statistics.median(r["ttft50"] for r in rs),
+                   spread([r["itl99"] for r in rs], "%.2f") + " ms",
+                   statistics.median(r["itl50"] for r in rs)))
+        ratio = {x: [p[x] / o[x] for o, p in zip(runs["one"], runs["pool"])]
+                 for x in ("tok_s", "ttft50", "itl99", "itl50")}
+        print("%-22s %4d %-8s %22s %17.2fx %24s %17.2fx" %
+              (name, k, "pool/one", spread(ratio["tok_s"], "%.3f"),
+               statistics.median(ratio["ttft50"]),
+               spread(ratio["itl99"], "%.3f"),
+               statistics.median(ratio["itl50"])))
+    print("\nwhere the iterations went (serve's /metrics over the measured "
+          "load; per iteration, medians of the runs), the busiest instance's "
+          "sessions, CPU per token and context switches per iteration of "
+          "serve and of the evictd processes, and the cores other jobs took "
+          "(median, max)")
+    print("%-22s %4s %-8s %10s %10s %10s %6s %5s %11s %11s %11s" %
+          ("model", "conc", "evictd", "iteration", "evd wait", "decode",
+           "tok/it", "busy", "cpu/tok", "switch/it", "others"))
+    for name, k, runs, again in rows:
+        for label in ("one", "pool"):
+            r = median_of(runs[label])
+            print("%-22s %4d %-8s %8.0fus %8.0fus %8.0fus %6.2f %4.0f%% "
+                  "%4.0f+%3.0fus %5.1f+%4.1f %5.2f %5.2f" %
+                  (name, k, label, r["it"], r["evd"], r["dec"], r["tok_it"],
+                   100 * r["share"], r["srv_cpu"], r["evd_cpu"], r["srv_sw"],
+                   r["evd_sw"], r["others"],
+                   max(x["others"] for x in runs[label])))
+        trouble = sum(r["_trouble"] for label in runs for r in runs[label])
+        if trouble or again:
+            print("%-22s %4d %s" % (name, k, ", ".join(
+                x for x in ("%d resends or re-homes in all (a clean run has "
+                            "none)" % trouble if trouble else "",
+                            "%d pair(s) run again, disturbed" % again
+                            if again else "") if x)))
 
 if __name__ == "__main__":
     main()
