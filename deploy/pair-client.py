@@ -3,10 +3,12 @@
 (`evictd-llama serve`) and evictd's /metrics over its Unix socket.
 
     pair-client.py complete http://HOST:PORT PROMPT N
-        POST /completion, not streamed; prints the answer's JSON.
+        POST /completion, not streamed, "cache_prompt": false (nothing
+        kept: its session is deleted at its end); prints the answer's JSON.
     pair-client.py stream http://HOST:PORT PROMPT N --kill-after K
                    --stop CMD --kill CMD
-        POST /completion with "stream": true; after K pieces runs the stop
+        POST /completion with "stream": true, "cache_prompt": false;
+        after K pieces runs the stop
         CMD (a shell command: SIGSTOP of evictd, which freezes the engine
         at its next step), asks the engine's /metrics whether the request
         is still decoding (evictd_llama_requests_active), then runs the
@@ -16,7 +18,8 @@
         "landed": whether the kill came while the request was decoding}.
     pair-client.py chat http://HOST:PORT PROMPT N
         POST /v1/chat/completions (OpenAI's API) with PROMPT as the user's
-        message, N tokens at most, greedy; prints the answer's JSON.
+        message, N tokens at most, greedy, the conversation kept (serve's
+        default); prints the answer's JSON.
     pair-client.py metrics unix:/PATH
         GET /metrics from evictd over its socket; prints the text.
     pair-client.py get http://HOST:PORT/PATH
@@ -69,7 +72,8 @@ def post(base, body, timeout, path="/completion"):
 
 
 def complete(base, prompt, n):
-    r = post(base, {"prompt": prompt, "n_predict": n, "temperature": 0}, 600)
+    r = post(base, {"prompt": prompt, "n_predict": n, "temperature": 0,
+                    "cache_prompt": False}, 600)
     print(json.dumps(json.loads(r.read())))
 
 
@@ -98,7 +102,7 @@ def stream(base, prompt, n, kill_after, stop_cmd, kill_cmd):
     # The read timeout covers evictd's restart: the engine keeps the
     # request waiting meanwhile (--reconnect-ms, 30 s by default).
     r = post(base, {"prompt": prompt, "n_predict": n, "temperature": 0,
-                    "stream": True}, 60)
+                    "cache_prompt": False, "stream": True}, 60)
     ctype = r.getheader("Content-Type", "")
     if not ctype.startswith("text/event-stream"):
         die(f"streamed answer has Content-Type {ctype!r}")

@@ -102,11 +102,20 @@ mount_of() { # CONTAINER DIR: the host side of its mount on DIR
   podman inspect --format "{{range .Mounts}}{{if eq .Destination \"$2\"}}{{.Source}}{{end}}{{end}}" "$1"
 }
 
+# The conversations the engine at $1 keeps (parked in a slot or saved in
+# --cache-ram), each holding its evictd session, from its /metrics.
+kept() {
+  client get "$1/metrics" >"$tmp/ek" || fail "engine /metrics at $1"
+  echo $(( $(metric evictd_llama_conversations_parked "$tmp/ek") +
+           $(metric evictd_llama_conversations_saved "$tmp/ek") ))
+}
+
 # An uninterrupted completion of $4 tokens (the reference, in
-# $tmp/ref.json), and what evictd counted meanwhile. $1 label, $2 engine
-# URL, $3 evictd's socket.
+# $tmp/ref.json; "cache_prompt": false, so nothing of it is kept), and
+# what evictd counted meanwhile. $1 label, $2 engine URL, $3 evictd's
+# socket.
 reference() {
-  local label=$1 url=$2 sock=$3 n=$4 steps victims ref_n ref_stop
+  local label=$1 url=$2 sock=$3 n=$4 steps victims ref_n ref_stop k
   client metrics "unix:$sock" >"$tmp/m0" || fail "$label: evictd /metrics over $sock"
   client complete "$url" "$prompt" "$n" >"$tmp/ref.json" || fail "$label: completion"
   client metrics "unix:$sock" >"$tmp/m1"
@@ -118,7 +127,9 @@ print(a["tokens_predicted"], a["stop_type"])' "$tmp/ref.json")
   [ "$ref_n" -gt 512 ] || fail "$label: only $ref_n tokens ($ref_stop): too few to evict at budget 512"
   [ "$steps" -ge "$ref_n" ] || fail "$label: evictd counted $steps steps for $ref_n tokens"
   [ "$victims" -gt 0 ] || fail "$label: evictd evicted nothing in $ref_n tokens"
-  [ "$(metric evictd_sessions "$tmp/m1")" = 0 ] || fail "$label: the request's session was not deleted"
+  k=$(kept "$url")
+  [ "$(metric evictd_sessions "$tmp/m1")" = "$k" ] ||
+    fail "$label: evictd holds $(metric evictd_sessions "$tmp/m1") sessions, the engine keeps $k conversations: the request's session was not deleted"
   say "$label: $ref_n tokens ($ref_stop); evictd: $steps steps, $victims victims, session deleted"
 }
 
@@ -183,7 +194,7 @@ PY
 # container, $4 engine URL as the client sees it; client() runs
 # deploy/pair-client.py where that URL is reachable.
 exercise() {
-  local label=$1 engine=$2 evictd=$3 url=$4
+  local label=$1 engine=$2 evictd=$3 url=$4 k
   local sock pid t0
 
   # The shared socket volume, reached from the host.
@@ -218,8 +229,9 @@ exercise() {
       fail "$label: $c keeps capabilities: $(podman exec "$c" grep CapBnd /proc/1/status)"
   done
 
-  # A chat through OpenAI's API: the chat template's prompt, decoded and
-  # its session deleted like any other.
+  # A chat through OpenAI's API: the chat template's prompt, decoded; the
+  # conversation is kept for its next turn (serve's default), its evictd
+  # session with it, and nothing else is left.
   client chat "$url" "$prompt" 300 >"$tmp/chat.json" || fail "$label: POST /v1/chat/completions"
   /usr/bin/python3 - "$tmp/chat.json" "$label" <<'PY' || fail "$label: the chat's answer"
 import json, sys
@@ -232,7 +244,11 @@ print(f"pair-test: {label}: /v1/chat/completions: {a['usage']['completion_tokens
       f"tokens ({c['finish_reason']}) after a {a['usage']['prompt_tokens']}-token prompt")
 PY
   client metrics "unix:$sock" >"$tmp/mc" || fail "$label: evictd /metrics over $sock"
-  [ "$(metric evictd_sessions "$tmp/mc")" = 0 ] || fail "$label: the chat's session was not deleted"
+  k=$(kept "$url")
+  [ "$k" -ge 1 ] || fail "$label: the engine kept no conversation after the chat"
+  [ "$(metric evictd_sessions "$tmp/mc")" = "$k" ] ||
+    fail "$label: evictd holds $(metric evictd_sessions "$tmp/mc") sessions, the engine keeps $k conversations"
+  say "$label: the chat's conversation kept, its evictd session with it"
 
   # An uninterrupted completion, then the same streamed with evictd killed
   # midway; a kill that came after the engine had finished (a loaded
