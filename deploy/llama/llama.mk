@@ -18,7 +18,7 @@ LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
              include/evictd/client.h $(COMMON_HDR)
 
 .PHONY: evictd-llama gguf upstream-check e2e-llamacpp asan-llamacpp \
-        bench-llama bench-serve perplexity
+        bench-llama bench-serve bench-convs perplexity
 
 evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
@@ -199,3 +199,16 @@ bench-serve:
 	esac && \
 	tests/bench/bench_serve.py $(B)/evictd $(B)/evictd-llama "$$server" \
 	  $(abspath $(STORIES260K)) $(LLAMA_OUT)/random-100M-ascii.gguf
+
+# What a chat turn costs as a conversation grows (issue 30's table): one
+# conversation of 119 turns through /v1/completions on stories260K,
+# llama-server (prompt cache on) beside serve (conversations kept) and
+# serve --no-cache-prompt, the texts compared where greedy decoding must
+# agree (tests/bench/bench_convs.py; BENCH_* there). Not part of CI: about
+# five minutes on 2 cores once llama-server is built (as bench-serve).
+bench-convs:
+	@deploy/deps.sh build bench llama && \
+	$(MAKE) --no-print-directory $(B)/evictd evictd-llama && \
+	server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server) && \
+	tests/bench/bench_convs.py $(B)/evictd $(B)/evictd-llama "$$server" \
+	  $(abspath $(STORIES260K))

@@ -1,0 +1,491 @@
+#!/usr/bin/python3
+"""`make bench-convs`: what a chat turn costs as a conversation grows (issue
+30's table). One conversation through /v1/completions on stories260K, one
+slot, one llama.cpp thread, f16 K/V, flash attention off, on three
+servers side by side:
+
+  llama-server   built from the same llama.cpp tree, -c 2048 -np 1 (a slot
+                 of the model's training context), its prompt cache on (its
+                 default);
+  serve          evictd-llama serve + evictd on a Unix socket, its defaults
+                 (conversations kept, the daemon's budget and sinks, chunks
+                 of 512);
+  serve, no cache  the same with --no-cache-prompt: every turn decoded
+                 afresh, as serve did before issue 30.
+
+  tests/bench/bench_convs.py EVICTD EVICTD_LLAMA LLAMA_SERVER MODEL.gguf
+
+Each turn's prompt is the previous turn's prompt, its answer (32 tokens,
+greedy, ignore_eos) and the next of 5 user lines of 10 or 11 tokens; each
+server carries its own conversation (a client sends back the answer it
+got). Per turn: prompt tokens, prompt tokens evaluated (llama-server:
+timings.prompt_n; serve: its /metrics' evictd_llama_prompt_tokens_decoded
+_total), the request's wall time. Time is the median of BENCH_RUNS
+(default 3) repetitions: for llama-server and serve, whole conversations
+on freshly started servers (a continued turn cannot be sent twice: the
+second would find the first's answer parked), in an order that rotates
+between runs; for serve without a cache, one conversation whose reported
+turns are each sent BENCH_RUNS times (a stateless request costs the same
+every time). The texts are compared where greedy decoding must give the
+same answer, and where they may differ the first such turn is shown with
+the reason.
+
+BENCH_CONV_TURNS (default 119), BENCH_CONV_REPORT (the turns shown,
+default 10,40,49,119), BENCH_CONV_SERVE (extra serve flags, e.g.
+"--budget 256 --sinks 4"), BENCH_THREADS (default 1). A benchmark: it
+prints figures and asserts nothing.
+"""
+
+import http.client
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Tuple
+
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+TURNS = int(os.environ.get("BENCH_CONV_TURNS", "119"))
+REPORT = [int(t) for t in
+          os.environ.get("BENCH_CONV_REPORT", "10,40,49,119").split(",")]
+SERVE_EXTRA = os.environ.get("BENCH_CONV_SERVE", "").split()
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
+ANSWER = 32          # tokens answered per turn
+CTX = 2048           # stories260K's training context: llama-server's slot
+COMMON = ["-ctk", "f16", "-ctv", "f16", "-fa", "off"]
+# The user lines, 10 or 11 tokens each in stories260K's vocabulary.
+LINES = ["\nTom ran to mom.\n", "\nThe cat was sad.\n",
+         "\nThey played ball.\n", "\nThe sun was hot.\n",
+         "\nTom had a toy.\n"]
+OPENING = "Once upon a time, there was a little girl named Lily."
+NAMES = ("llama-server", "serve", "serve, no cache")
+
+
+# ---- processes ----------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port: int, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("%s exited (%d) before it was ready" %
+                             (what, proc.returncode))
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("%s not ready after 120 s" % what)
+
+
+def stop(proc: Optional[subprocess.Popen]) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+class Serve:
+    """evictd on a Unix socket and evictd-llama serve beside it."""
+
+    def __init__(self, evictd: str, engine: str, model: str, tmp: str,
+                 extra: List[str]) -> None:
+        self.sock = os.path.join(tmp, "evictd.sock")
+        self.evictd = subprocess.Popen(
+            [evictd, "--listen", "unix:" + self.sock],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(tmp, "evictd.log"), "ab"))
+        for _ in range(200):
+            if os.path.exists(self.sock):
+                break
+            time.sleep(0.05)
+        self.port = free_port()
+        self.log = os.path.join(tmp, "serve.log")
+        with open(self.log, "ab") as f:
+            self.at = f.tell()
+        self.proc = subprocess.Popen(
+            [engine, "serve", "-m", model, "--evictd", "unix:" + self.sock,
+             "--host", "127.0.0.1", "--port", str(self.port), "-np", "1",
+             "-t", str(THREADS)] +
+            ([] if "--exact" in extra else COMMON) + SERVE_EXTRA + extra,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "ab"))
+        try:
+            wait_ready(self.port, self.proc, "evictd-llama serve")
+        except SystemExit:
+            stop(self.evictd)
+            raise
+
+    def settings(self) -> Tuple[int, int, int]:
+        """The budget, sinks and lookahead serve said it runs with."""
+        with open(self.log, "rb") as f:
+            f.seek(self.at)
+            m = re.search(rb"budget (\d+), sinks (\d+), lookahead (\d+)",
+                          f.read())
+        return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+
+    def decoded(self) -> float:
+        """Prompt tokens serve decoded so far (its /metrics)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+        c.close()
+        for line in text.splitlines():
+            f = line.split()
+            if len(f) == 2 and f[0] == \
+                    "evictd_llama_prompt_tokens_decoded_total":
+                return float(f[1])
+        raise SystemExit("serve's /metrics has no prompt_tokens_decoded")
+
+    def close(self) -> None:
+        stop(self.proc)
+        stop(self.evictd)
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
+
+
+class LlamaServer:
+    """llama-server, one slot of CTX cells, its prompt cache on."""
+
+    def __init__(self, binary: str, model: str, tmp: str) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [binary, "-m", model, "--host", "127.0.0.1", "--port",
+             str(self.port), "-np", "1", "-c", str(CTX), "-t", str(THREADS),
+             "--no-webui"] + COMMON,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(tmp, "llama-server.log"), "ab"))
+        wait_ready(self.port, self.proc, "llama-server")
+
+    def close(self) -> None:
+        stop(self.proc)
+
+
+def post(port: int, body: dict) -> Tuple[int, dict, float]:
+    """One /v1/completions request: status, answer (an error's too), wall
+    seconds."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    t0 = time.monotonic()
+    c.request("POST", "/v1/completions", json.dumps(body),
+              {"Content-Type": "application/json"})
+    r = c.getresponse()
+    raw = r.read()
+    dt = time.monotonic() - t0
+    c.close()
+    try:
+        ans = json.loads(raw)
+    except ValueError:
+        ans = {"error": {"message": raw[:200].decode(errors="replace")}}
+    return r.status, ans, dt
+
+
+def error_text(ans: dict) -> str:
+    e = ans.get("error")
+    return (e.get("message", "") if isinstance(e, dict) else str(e))[:160]
+
+
+# ---- one conversation ---------------------------------------------------
+
+def conversation(srv, repeat: Tuple[int, ...] = (),
+                 turns: int = TURNS) -> List[dict]:
+    """turns turns of a growing prompt on srv; a record per turn answered,
+    then one for the turn refused (its "error"), if any. The turns in
+    repeat are sent RUNS times (srv must keep nothing between requests)."""
+    recs: List[dict] = []
+    prompt = OPENING + LINES[0]
+    for turn in range(1, turns + 1):
+        times, texts = [], []
+        for _ in range(RUNS if turn in repeat else 1):
+            d0 = srv.decoded() if isinstance(srv, Serve) else 0.0
+            status, ans, dt = post(srv.port, {
+                "prompt": prompt, "max_tokens": ANSWER, "temperature": 0,
+                "ignore_eos": True})
+            if status != 200:
+                recs.append({"turn": turn, "error": "HTTP %d %s" % (
+                    status, error_text(ans)), "chars": len(prompt)})
+                return recs
+            if isinstance(srv, Serve):
+                evaluated = srv.decoded() - d0
+            else:
+                evaluated = ans.get("timings", {}).get("prompt_n")
+            times.append(dt)
+            texts.append(ans["choices"][0]["text"])
+        recs.append({"turn": turn, "s": times, "texts": texts,
+                     "body": prompt,
+                     "prompt": ans["usage"]["prompt_tokens"],
+                     "answered": ans["usage"]["completion_tokens"],
+                     "evaluated": evaluated})
+        prompt += texts[0] + LINES[turn % len(LINES)]
+    return recs
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def fmt(v, spec: str, unit: str = "") -> str:
+    return "-" if v is None else format(v, spec) + unit
+
+
+def first_diff(a: List[dict], b: List[dict]) -> Optional[int]:
+    """The first turn both answered whose texts differ (each run's first
+    text), or None."""
+    for x, y in zip(a, b):
+        if "error" in x or "error" in y:
+            return None
+        if x["texts"][0] != y["texts"][0]:
+            return x["turn"]
+    return None
+
+
+def main() -> None:
+    if len(sys.argv) != 5:
+        raise SystemExit(__doc__)
+    evictd, engine, lserver, model = sys.argv[1:5]
+    tmp = tempfile.mkdtemp(prefix="bench-convs-")
+    sys.stdout.reconfigure(line_buffering=True)  # beside stderr's progress
+    load0, t_start = loadavg(), time.monotonic()
+    print("== conversations (issue 30): one conversation of %d turns "
+          "through /v1/completions, %s, one slot, %d thread, f16 K/V, "
+          "flash attention off, %d tokens answered per turn; time: median "
+          "of %d" % (TURNS, os.path.basename(model), THREADS, ANSWER, RUNS))
+
+    # runs[name]: one list of turn records per repetition.
+    runs: Dict[str, List[List[dict]]] = {n: [] for n in NAMES}
+    settings = (0, 0, 0)
+    for run in range(RUNS):
+        order = list(NAMES)
+        order = order[run % 3:] + order[:run % 3]
+        for name in order:
+            if name == "serve, no cache" and run > 0:
+                continue  # stateless: its repetitions are within one run
+            t0 = time.monotonic()
+            if name == "llama-server":
+                srv = LlamaServer(lserver, model, tmp)
+            else:
+                srv = Serve(evictd, engine, model, tmp,
+                            ["--no-cache-prompt"] if "no cache" in name
+                            else [])
+                settings = srv.settings()
+            try:
+                recs = conversation(srv, tuple(REPORT) if "no cache" in name
+                                    else ())
+            finally:
+                srv.close()
+            runs[name].append(recs)
+            print("  run %d %-16s %3d turns, %.0f s%s" % (
+                run + 1, name, sum("error" not in r for r in recs),
+                time.monotonic() - t0, "; " + recs[-1]["error"]
+                if "error" in recs[-1] else ""), file=sys.stderr)
+    load1 = loadavg()
+    budget, sinks, lookahead = settings
+
+    def at(name: str, turn: int) -> Optional[dict]:
+        """turn's figures over name's repetitions: the median time, prompt
+        and evaluated tokens (the first run's), or the refusal."""
+        rs = [r for recs in runs[name] for r in recs if r["turn"] == turn]
+        if not rs:
+            return None
+        if "error" in rs[0]:
+            return {"error": rs[0]["error"]}
+        return {"s": statistics.median(s for r in rs for s in r["s"]),
+                "n": sum(len(r["s"]) for r in rs),
+                "prompt": rs[0]["prompt"], "evaluated": rs[0]["evaluated"]}
+
+    lmax = max((r["turn"] for r in runs["llama-server"][0]
+                if "error" not in r), default=0)
+    shown = sorted(set(t for t in REPORT if t <= TURNS) | {lmax} - {0})
+    print("serve: budget %d, sinks %d, lookahead %d%s; llama-server: -c %d "
+          "-np 1; load average %s at the start, %s at the end, %.0f s" % (
+              budget, sinks, lookahead,
+              " (" + " ".join(SERVE_EXTRA) + ")" if SERVE_EXTRA else "",
+              CTX, load0, load1, time.monotonic() - t_start))
+    print("%5s %7s | %-21s | %-21s | %-21s | %8s %8s %8s" % (
+        "turn", "prompt", "llama-server", "serve", "serve, no cache",
+        "s/llama", "s/nocache", "s/s@10"))
+    print("%5s %7s | %9s %11s | %9s %11s | %9s %11s |" % (
+        "", "tokens", "time", "evaluated", "time", "evaluated", "time",
+        "evaluated"))
+    s10 = at("serve", 10)
+    for t in shown:
+        cells, figs = [], {}
+        for name in NAMES:
+            f = at(name, t)
+            figs[name] = f
+            if f is None:
+                cells.append("%-21s" % "-")
+            elif "error" in f:
+                cells.append("%-21s" % "refused")
+            else:
+                cells.append("%7.1fms %11s" % (f["s"] * 1e3,
+                                               fmt(f["evaluated"], ".0f")))
+        s, ll, nc = figs["serve"], figs["llama-server"], \
+            figs["serve, no cache"]
+
+        def ratio(a, b):
+            return (fmt(a["s"] / b["s"], ".2f", "x") if a and b and
+                    "s" in a and "s" in b else "-")
+        print("%5d %7s | %s | %s | %s | %8s %8s %8s" % (
+            t, fmt(s and s.get("prompt"), ".0f"), cells[0], cells[1],
+            cells[2], ratio(s, ll), ratio(s, nc), ratio(s, s10)))
+    print("(prompt tokens: serve's conversation; the others' differ by a "
+          "few where their texts differ. evaluated: prompt tokens decoded "
+          "by the turn; the %d answered are decoded besides. time: median "
+          "of %s)" % (ANSWER, ", ".join(
+              "%s %d" % (n, (at(n, shown[0]) or {}).get("n", 0))
+              for n in NAMES)))
+    for st in (r for recs in runs["llama-server"][:1] for r in recs
+               if "error" in r):
+        print("llama-server refused turn %d (a prompt of %d characters): "
+              "%s" % (st["turn"], st["chars"], st["error"]))
+
+    # Sums over the turns every server answered, and serve's evaluated
+    # tokens per turn over the whole conversation.
+    def total(name: str, last: int) -> float:
+        return sum(at(name, t)["s"] for t in range(1, last + 1))
+    if lmax:
+        print("turns 1..%d (llama-server's): sum of median times "
+              "llama-server %.2f s, serve %.2f s (%.2fx), serve without a "
+              "cache %.2f s" % (lmax, total("llama-server", lmax),
+                                total("serve", lmax),
+                                total("serve", lmax) /
+                                total("llama-server", lmax),
+                                total("serve, no cache", lmax)))
+    last = min(TURNS, max(r["turn"] for r in runs["serve"][0]
+                          if "error" not in r))
+    ev = [r["evaluated"] for r in runs["serve"][0][1:last]]
+    if ev:
+        print("serve, turns 2..%d: prompt tokens evaluated per turn median "
+              "%.0f (min %.0f, max %.0f); turns 1..%d take %.2f s against "
+              "%.2f s without a cache (%.2fx)" % (
+                  last, statistics.median(ev), min(ev), max(ev), last,
+                  total("serve", last), total("serve, no cache", last),
+                  total("serve", last) / total("serve, no cache", last)))
+
+    # One turn's median of 3 is at the mercy of a busy machine: the
+    # medians over five turns at each end say the same less noisily.
+    def span(name: str, a: int, b: int) -> Optional[float]:
+        v = [x for recs in runs[name] for r in recs
+             if a <= r["turn"] <= b and "error" not in r for x in r["s"]]
+        return statistics.median(v) if v else None
+    lo = min(REPORT)
+    spans = [("serve", last), ("llama-server", lmax)]
+    print("median time per turn, turns %d..%d against the last five: %s" % (
+        lo - 4, lo, "; ".join(
+            "%s %s against %s (turns %d..%d, %s)" % (
+                name, fmt(span(name, lo - 4, lo) and
+                          span(name, lo - 4, lo) * 1e3, ".1f", " ms"),
+                fmt(span(name, hi - 4, hi) and span(name, hi - 4, hi) * 1e3,
+                    ".1f", " ms"), hi - 4, hi,
+                fmt(span(name, hi - 4, hi) / span(name, lo - 4, lo)
+                    if span(name, hi - 4, hi) and span(name, lo - 4, lo)
+                    else None, ".2f", "x"))
+            for name, hi in spans if hi > lo)))
+
+    # Where the texts must agree: every repetition of one server (greedy,
+    # same inputs); serve with and without its cache while the window has
+    # never evicted (the cells are then the same: full attention over the
+    # whole history).
+    print("texts:")
+    for name in NAMES:
+        bad = []
+        for recs in runs[name]:
+            for r, r0 in zip(recs, runs[name][0]):
+                if "error" not in r and (len(set(r["texts"])) > 1 or
+                                         r["texts"][0] != r0["texts"][0]):
+                    bad.append(r["turn"])
+        print("  %s, its %s: %s" % (
+            name, "repetitions of a turn" if "no cache" in name else
+            "%d runs" % len(runs[name]),
+            "the same at every turn" if not bad else
+            "DIFFER at turns %s" % sorted(set(bad))))
+    s0, n0, l0 = runs["serve"][0], runs["serve, no cache"][0], \
+        runs["llama-server"][0]
+    # The window first evicts at the turn whose prompt and answer pass the
+    # budget.
+    evicts = next((r["turn"] for r in s0 if "error" not in r and
+                   r["prompt"] + ANSWER > budget), None)
+    d = first_diff(s0, n0)
+    print("  serve with and without its cache: %s; the window first "
+          "evicts in turn %s (prompt + answer past budget %d)" % (
+              "the same at every turn" if d is None else
+              "first differ at turn %d" % d, fmt(evicts, "d"), budget))
+    if d is not None and evicts is not None and d > evicts:
+        print("    past an eviction they may: a continued conversation's "
+              "cache holds each answer token as it was decoded, one at a "
+              "time; a fresh decode steps the same tokens as prompt chunks "
+              "of %d, whose later tokens see up to %d more of the oldest "
+              "positions (deploy/llama/README.md, Conversations)" % (
+                  lookahead, lookahead - 1))
+    elif d is not None:
+        # Before any eviction both hold the same cells; what differs is
+        # how llama.cpp's fast kernels (f16 K/V) round a prompt decoded in
+        # one batch against the same tokens decoded a turn at a time. Ask
+        # llama-server to decode that turn's prompt afresh, and serve
+        # --exact (F32, one thread) to play both ways.
+        body = s0[d - 1]["body"]
+        same = n0[d - 1]["body"] == body
+        ls = LlamaServer(lserver, model, tmp)
+        try:
+            status, ans, _ = post(ls.port, {
+                "prompt": body, "max_tokens": ANSWER, "temperature": 0,
+                "ignore_eos": True, "cache_prompt": False})
+        finally:
+            ls.close()
+        fresh = ans["choices"][0]["text"] if status == 200 else None
+        print("    before any eviction (the prompts %s up to it): "
+              "llama-server given turn %d's prompt with cache_prompt false "
+              "answers %s" % (
+                  "the same" if same else "NOT the same", d,
+                  "as serve without a cache does" if fresh ==
+                  n0[d - 1]["texts"][0] else "as serve with its cache does"
+                  if fresh == s0[d - 1]["texts"][0] else
+                  "neither" if status == 200 else
+                  "HTTP %d %s" % (status, error_text(ans))))
+        upto = min(TURNS, (evicts or TURNS) + 2)
+        ex = []
+        for extra in (["--exact"], ["--exact", "--no-cache-prompt"]):
+            srv = Serve(evictd, engine, model, tmp, extra)
+            try:
+                ex.append(conversation(srv, turns=upto))
+            finally:
+                srv.close()
+        de = first_diff(ex[0], ex[1])
+        ev_ex = next((r["turn"] for r in ex[0] if "error" not in r and
+                      r["prompt"] + ANSWER > budget), None)
+        print("    serve --exact (F32 K/V, flash attention off) with and "
+              "without its cache, turns 1..%d (its window first evicts in "
+              "turn %s): %s" % (
+                  upto, fmt(ev_ex, "d"),
+                  "the same at every turn" if de is None else
+                  "first differ at turn %d%s" % (
+                      de, "" if ev_ex is not None and de > ev_ex else
+                      " -- BEFORE any eviction, where they must agree")))
+    d = first_diff(s0, l0)
+    print("  serve and llama-server: %s%s" % (
+        "the same at every turn both answered" if d is None else
+        "first differ at turn %d" % d,
+        "" if d is None else
+        " (%s the window first evicts)" % (
+            "after" if evicts is not None and d > evicts else "before")))
+
+
+if __name__ == "__main__":
+    main()
