@@ -30,10 +30,17 @@ every time). The texts are compared where greedy decoding must give the
 same answer, and where they may differ the first such turn is shown with
 the reason.
 
-BENCH_CONV_TURNS (default 119), BENCH_CONV_REPORT (the turns shown,
-default 10,40,49,119), BENCH_CONV_SERVE (extra serve flags, e.g.
-"--budget 256 --sinks 4"), BENCH_THREADS (default 1). A benchmark: it
-prints figures and asserts nothing.
+BENCH_CONV_TURNS (default 300), BENCH_CONV_REPORT (the turns shown,
+default 10,40,100,300), BENCH_CONV_NOCACHE_TURNS (default 119: serve
+without a cache carries its own conversation this far, and past it is
+sent serve's prompt of each reported turn), BENCH_CONV_SERVE (extra serve
+flags, e.g. "--budget 256 --sinks 4"), BENCH_THREADS (default 1).
+
+This is part "turns"; BENCH_PARTS (default turns,slots,long,prefill)
+chooses the parts and their order, the others in bench_convs_parts.py
+(16 conversations over 8 slots, one conversation to a million tokens,
+prefill), each with its own table and issue 30's targets as MET / NOT
+MET. A benchmark: it prints figures and asserts nothing.
 """
 
 import http.client
