@@ -200,12 +200,16 @@ bench-serve:
 	tests/bench/bench_serve.py $(B)/evictd $(B)/evictd-llama "$$server" \
 	  $(abspath $(STORIES260K)) $(LLAMA_OUT)/random-100M-ascii.gguf
 
-# What a chat turn costs as a conversation grows (issue 30's table): one
-# conversation of 119 turns through /v1/completions on stories260K,
-# llama-server (prompt cache on) beside serve (conversations kept) and
-# serve --no-cache-prompt, the texts compared where greedy decoding must
-# agree (tests/bench/bench_convs.py; BENCH_* there). Not part of CI: about
-# five minutes on 2 cores once llama-server is built (as bench-serve).
+# What a conversation costs (issue 30's benchmark), in parts BENCH_PARTS
+# chooses (default all): "turns", one conversation of 300 turns through
+# /v1/completions on stories260K, llama-server (prompt cache on) beside
+# serve (conversations kept) and serve --no-cache-prompt, the texts
+# compared where greedy decoding must agree; "slots", 16 conversations
+# over 8 slots; "long", one conversation to BENCH_CONV_TOKENS (default a
+# million) through /v1/responses, RSS sampled; "prefill", a fresh prompt
+# against llama-server's (tests/bench/bench_convs.py and
+# bench_convs_parts.py; BENCH_* there). Not part of CI: about half an hour
+# on 2 cores once llama-server is built, most of it the million tokens.
 bench-convs:
 	@deploy/deps.sh build bench llama && \
 	$(MAKE) --no-print-directory $(B)/evictd evictd-llama && \

@@ -30,10 +30,17 @@ every time). The texts are compared where greedy decoding must give the
 same answer, and where they may differ the first such turn is shown with
 the reason.
 
-BENCH_CONV_TURNS (default 119), BENCH_CONV_REPORT (the turns shown,
-default 10,40,49,119), BENCH_CONV_SERVE (extra serve flags, e.g.
-"--budget 256 --sinks 4"), BENCH_THREADS (default 1). A benchmark: it
-prints figures and asserts nothing.
+BENCH_CONV_TURNS (default 300), BENCH_CONV_REPORT (the turns shown,
+default 10,40,100,300), BENCH_CONV_NOCACHE_TURNS (default 119: serve
+without a cache carries its own conversation this far, and past it is
+sent serve's prompt of each reported turn), BENCH_CONV_SERVE (extra serve
+flags, e.g. "--budget 256 --sinks 4"), BENCH_THREADS (default 1).
+
+This is part "turns"; BENCH_PARTS (default turns,slots,long,prefill)
+chooses the parts and their order, the others in bench_convs_parts.py
+(16 conversations over 8 slots, one conversation to a million tokens,
+prefill), each with its own table and issue 30's targets as MET / NOT
+MET. A benchmark: it prints figures and asserts nothing.
 """
 
 import http.client
@@ -49,9 +56,14 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
-TURNS = int(os.environ.get("BENCH_CONV_TURNS", "119"))
+TURNS = int(os.environ.get("BENCH_CONV_TURNS", "300"))
 REPORT = [int(t) for t in
-          os.environ.get("BENCH_CONV_REPORT", "10,40,49,119").split(",")]
+          os.environ.get("BENCH_CONV_REPORT", "10,40,100,300").split(",")]
+# Serve without a cache carries its own conversation this far; a reported
+# turn past it is serve's prompt of that turn, sent afresh (a whole
+# conversation of 300 fresh decodes would take a quarter of an hour).
+NOCACHE_TURNS = int(os.environ.get("BENCH_CONV_NOCACHE_TURNS", "119"))
+PARTS = os.environ.get("BENCH_PARTS", "turns,slots,long,prefill").split(",")
 SERVE_EXTRA = os.environ.get("BENCH_CONV_SERVE", "").split()
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 ANSWER = 32          # tokens answered per turn
@@ -105,7 +117,7 @@ class Serve:
     """evictd on a Unix socket and evictd-llama serve beside it."""
 
     def __init__(self, evictd: str, engine: str, model: str, tmp: str,
-                 extra: List[str]) -> None:
+                 extra: List[str], np: int = 1) -> None:
         self.sock = os.path.join(tmp, "evictd.sock")
         self.evictd = subprocess.Popen(
             [evictd, "--listen", "unix:" + self.sock],
@@ -121,7 +133,7 @@ class Serve:
             self.at = f.tell()
         self.proc = subprocess.Popen(
             [engine, "serve", "-m", model, "--evictd", "unix:" + self.sock,
-             "--host", "127.0.0.1", "--port", str(self.port), "-np", "1",
+             "--host", "127.0.0.1", "--port", str(self.port), "-np", str(np),
              "-t", str(THREADS)] +
             ([] if "--exact" in extra else COMMON) + SERVE_EXTRA + extra,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -140,18 +152,21 @@ class Serve:
                           f.read())
         return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
 
-    def decoded(self) -> float:
-        """Prompt tokens serve decoded so far (its /metrics)."""
+    def metrics(self) -> Dict[str, float]:
+        """serve's /metrics: each unlabelled series and its value."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         c.request("GET", "/metrics")
         text = c.getresponse().read().decode()
         c.close()
-        for line in text.splitlines():
-            f = line.split()
-            if len(f) == 2 and f[0] == \
-                    "evictd_llama_prompt_tokens_decoded_total":
-                return float(f[1])
-        raise SystemExit("serve's /metrics has no prompt_tokens_decoded")
+        return {f[0]: float(f[1]) for f in map(str.split, text.splitlines())
+                if len(f) == 2 and not f[0].startswith("#")}
+
+    def decoded(self) -> float:
+        """Prompt tokens serve decoded so far (its /metrics)."""
+        m = self.metrics().get("evictd_llama_prompt_tokens_decoded_total")
+        if m is None:
+            raise SystemExit("serve's /metrics has no prompt_tokens_decoded")
+        return m
 
     def close(self) -> None:
         stop(self.proc)
@@ -161,13 +176,15 @@ class Serve:
 
 
 class LlamaServer:
-    """llama-server, one slot of CTX cells, its prompt cache on."""
+    """llama-server, np slots of CTX cells each, its prompt cache on."""
 
-    def __init__(self, binary: str, model: str, tmp: str) -> None:
+    def __init__(self, binary: str, model: str, tmp: str,
+                 np: int = 1) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [binary, "-m", model, "--host", "127.0.0.1", "--port",
-             str(self.port), "-np", "1", "-c", str(CTX), "-t", str(THREADS),
+             str(self.port), "-np", str(np), "-c", str(CTX * np),
+             "-t", str(THREADS),
              "--no-webui"] + COMMON,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(tmp, "llama-server.log"), "ab"))
@@ -177,12 +194,13 @@ class LlamaServer:
         stop(self.proc)
 
 
-def post(port: int, body: dict) -> Tuple[int, dict, float]:
-    """One /v1/completions request: status, answer (an error's too), wall
-    seconds."""
+def post(port: int, body: dict, path: str = "/v1/completions"
+         ) -> Tuple[int, dict, float]:
+    """One request (by default /v1/completions): status, answer (an
+    error's too), wall seconds."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.monotonic()
-    c.request("POST", "/v1/completions", json.dumps(body),
+    c.request("POST", path, json.dumps(body),
               {"Content-Type": "application/json"})
     r = c.getresponse()
     raw = r.read()
@@ -255,12 +273,10 @@ def first_diff(a: List[dict], b: List[dict]) -> Optional[int]:
     return None
 
 
-def main() -> None:
-    if len(sys.argv) != 5:
-        raise SystemExit(__doc__)
-    evictd, engine, lserver, model = sys.argv[1:5]
-    tmp = tempfile.mkdtemp(prefix="bench-convs-")
-    sys.stdout.reconfigure(line_buffering=True)  # beside stderr's progress
+def part_turns(evictd: str, engine: str, lserver: str, model: str,
+               tmp: str) -> None:
+    """Part "turns": one conversation of TURNS turns on the three servers,
+    and issue 30's first and third targets."""
     load0, t_start = loadavg(), time.monotonic()
     print("== conversations (issue 30): one conversation of %d turns "
           "through /v1/completions, %s, one slot, %d thread, f16 K/V, "
@@ -285,8 +301,12 @@ def main() -> None:
                             else [])
                 settings = srv.settings()
             try:
-                recs = conversation(srv, tuple(REPORT) if "no cache" in name
-                                    else ())
+                if "no cache" in name:
+                    recs = conversation(srv, tuple(REPORT),
+                                        min(TURNS, NOCACHE_TURNS))
+                    recs += replay(srv, runs["serve"][0], recs)
+                else:
+                    recs = conversation(srv)
             finally:
                 srv.close()
             runs[name].append(recs)
@@ -359,7 +379,10 @@ def main() -> None:
     # Sums over the turns every server answered, and serve's evaluated
     # tokens per turn over the whole conversation.
     def total(name: str, last: int) -> float:
-        return sum(at(name, t)["s"] for t in range(1, last + 1))
+        """The sum of name's median times over turns 1..last (nan when
+        name did not carry the conversation that far)."""
+        f = [at(name, t) for t in range(1, last + 1)]
+        return sum(x["s"] if x and "s" in x else float("nan") for x in f)
     if lmax:
         print("turns 1..%d (llama-server's): sum of median times "
               "llama-server %.2f s, serve %.2f s (%.2fx), serve without a "
@@ -371,13 +394,15 @@ def main() -> None:
     last = min(TURNS, max(r["turn"] for r in runs["serve"][0]
                           if "error" not in r))
     ev = [r["evaluated"] for r in runs["serve"][0][1:last]]
+    nc = min(last, NOCACHE_TURNS)
     if ev:
         print("serve, turns 2..%d: prompt tokens evaluated per turn median "
               "%.0f (min %.0f, max %.0f); turns 1..%d take %.2f s against "
-              "%.2f s without a cache (%.2fx)" % (
-                  last, statistics.median(ev), min(ev), max(ev), last,
-                  total("serve", last), total("serve, no cache", last),
-                  total("serve", last) / total("serve, no cache", last)))
+              "%.2f s without a cache (%.2fx); turns 1..%d take %.2f s" % (
+                  last, statistics.median(ev), min(ev), max(ev), nc,
+                  total("serve", nc), total("serve, no cache", nc),
+                  total("serve", nc) / total("serve, no cache", nc), last,
+                  total("serve", last)))
 
     # One turn's median of 3 is at the mercy of a busy machine: the
     # medians over five turns at each end say the same less noisily.
@@ -398,6 +423,26 @@ def main() -> None:
                     if span(name, hi - 4, hi) and span(name, lo - 4, lo)
                     else None, ".2f", "x"))
             for name, hi in spans if hi > lo)))
+
+    # Issue 30's targets: turn 300 (the last) within 1.3x of turn 10, and
+    # serve at most llama-server at every turn llama-server answers.
+    s_last = at("serve", last)
+    if s10 and s_last and "s" in s10 and "s" in s_last:
+        r = s_last["s"] / s10["s"]
+        print("TARGET serve's turn %d within 1.3x of its turn 10: %.2fx "
+              "(%.1f against %.1f ms): %s" % (
+                  last, r, s_last["s"] * 1e3, s10["s"] * 1e3,
+                  "MET" if r <= 1.3 else "NOT MET"))
+    worse = [(t, at("serve", t)["s"] / at("llama-server", t)["s"])
+             for t in range(1, lmax + 1)
+             if at("serve", t)["s"] > at("llama-server", t)["s"]]
+    if lmax:
+        print("TARGET serve's time at most llama-server's at each of turns "
+              "1..%d: %s" % (lmax, "MET" if not worse else
+                             "NOT MET at %d of %d turns (%s)" % (
+                                 len(worse), lmax, ", ".join(
+                                     "%d: %.2fx" % w for w in worse[:12]) +
+                                 (", ..." if len(worse) > 12 else ""))))
 
     # Where the texts must agree: every repetition of one server (greedy,
     # same inputs); serve with and without its cache while the window has
@@ -485,6 +530,56 @@ def main() -> None:
         "" if d is None else
         " (%s the window first evicts)" % (
             "after" if evicts is not None and d > evicts else "before")))
+
+
+def replay(srv: "Serve", model_recs: List[dict],
+           have: List[dict]) -> List[dict]:
+    """The reported turns past those in have, each model_recs' prompt of
+    that turn sent RUNS times to srv (which keeps nothing)."""
+    recs = []
+    done = {r["turn"] for r in have}
+    for m in model_recs:
+        if m["turn"] not in REPORT or m["turn"] in done or "error" in m:
+            continue
+        times, texts = [], []
+        for _ in range(RUNS):
+            d0 = srv.decoded()
+            status, ans, dt = post(srv.port, {
+                "prompt": m["body"], "max_tokens": ANSWER, "temperature": 0,
+                "ignore_eos": True})
+            if status != 200:
+                return recs + [{"turn": m["turn"], "chars": len(m["body"]),
+                                "error": "HTTP %d %s" % (
+                                    status, error_text(ans))}]
+            times.append(dt)
+            texts.append(ans["choices"][0]["text"])
+        recs.append({"turn": m["turn"], "s": times, "texts": texts,
+                     "body": m["body"],
+                     "prompt": ans["usage"]["prompt_tokens"],
+                     "answered": ans["usage"]["completion_tokens"],
+                     "evaluated": srv.decoded() - d0, "replayed": True})
+    return recs
+
+
+def main() -> None:
+    if len(sys.argv) != 5:
+        raise SystemExit(__doc__)
+    evictd, engine, lserver, model = sys.argv[1:5]
+    tmp = tempfile.mkdtemp(prefix="bench-convs-")
+    sys.stdout.reconfigure(line_buffering=True)  # beside stderr's progress
+    import bench_convs_parts as more  # the other parts, beside this file
+    parts = {"turns": part_turns, "slots": more.part_slots,
+             "long": more.part_long, "prefill": more.part_prefill}
+    for p in PARTS:
+        if p not in parts:
+            raise SystemExit("BENCH_PARTS: no part %r (the parts: %s)" % (
+                p, ",".join(parts)))
+    for p in PARTS:
+        with more.LoadSampler() as load:
+            parts[p](evictd, engine, lserver, model, tmp)
+        print("(part %s: load average over 1 minute %s, sampled every 15 s)"
+              % (p, load.summary()))
+        print()
 
 
 if __name__ == "__main__":
