@@ -25,6 +25,7 @@
 #include "common/sampler.h"
 #include "common/seq.h"
 #include "serve/engine_int.h"
+#include "serve/upstream.h"
 #include "siphash.h"
 #include "serve/text.h"
 
@@ -316,9 +317,60 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
 /* The token drawn for c at position c->n: its bytes shown as far as they
  * may be, then the end checked (an end token, a stop string, the length
  * asked for). */
-static void emit(engine_t *e, choice_t *c, const float *logits) {
+/* The next token of c from output row idx of the pass: the task's
+ * sampler chain (llama-server's: the prompt fed to it first, as
+ * llama-server does, then each token drawn; its candidates reported when
+ * asked), or the built-in draw. 0, or -1 with f set (a grammar that no
+ * token can go on). */
+static int draw(engine_t *e, choice_t *c, int32_t idx, llama_token *tok,
+                fault_t *f) {
   task_t *t = c->task;
-  llama_token tok = sampler_draw(&c->smp, logits, e->lm->n_vocab, NULL);
+  if (t->want.samplers == NULL) {
+    *tok = sampler_draw(&c->smp, lm_logits(e->lm, idx), e->lm->n_vocab,
+                        NULL);
+    return 0;
+  }
+  up_sampler_t *sp = t->want.samplers[c->index];
+  char err[400];
+  if (c->tokens == 0)
+    for (uint32_t q = c->hbase; q < c->n; q++)
+      up_sampler_accept(sp, *hist_at(c, q), false, NULL, 0);
+  if (up_sampler_sample(sp, e->lm->ctx, idx, tok, err, sizeof(err)) != 0)
+    return fault_set(f, 500, "sampling_failed", "%s", err);
+  if (t->want.n_probs > 0 || t->want.tokens) {
+    uint32_t n = t->want.n_probs;
+    token_ev_t *ev = e->probs;
+    int k = n > 0 ? up_sampler_probs(sp, e->lm->ctx, idx, *tok,
+                                     (up_prob_t *)ev->top, (int)n, &ev->p,
+                                     err, sizeof(err))
+                  : 0;
+    ev->id = *tok;
+    ev->n = k > 0 ? (uint32_t)k : 0;
+    if (n == 0)
+      ev->p = 0;
+    tq_token(e->q, t, c->index, ev);
+  }
+  if (up_sampler_accept(sp, *tok, true, err, sizeof(err)) != 0)
+    return fault_set(f, 500, "sampling_failed", "%s", err);
+  return 0;
+}
+
+/* Whether tok is one the chat format needs to see as its text. */
+static bool preserved(const task_t *t, llama_token tok) {
+  for (uint32_t i = 0; i < t->want.n_preserved; i++)
+    if (t->want.preserved[i] == tok)
+      return true;
+  return false;
+}
+
+static void emit(engine_t *e, choice_t *c, int32_t idx) {
+  task_t *t = c->task;
+  llama_token tok;
+  fault_t f;
+  if (draw(e, c, idx, &tok, &f) != 0) {
+    end_task(e, t, &f);
+    return;
+  }
   *hist_at(c, c->n) = tok;
   hist_compact(e, c);
   c->tokens++;
@@ -330,7 +382,9 @@ static void emit(engine_t *e, choice_t *c, const float *logits) {
   char piece[256];
   const char *show;
   size_t len;
-  int n = lm_piece(e->lm, tok, piece, sizeof(piece));
+  int n = preserved(t, tok) ? lm_piece_special(e->lm, tok, piece,
+                                               sizeof(piece))
+                            : lm_piece(e->lm, tok, piece, sizeof(piece));
   /* A piece over 256 bytes: none in any vocabulary served so far. */
   int stop = text_push(&c->text, piece, n > 0 ? (size_t)n : 0,
                        t->want.stop, t->want.n_stop, &show, &len);
@@ -396,7 +450,6 @@ static void draw_all(engine_t *e) {
     choice_t *c = &e->slot[i];
     if (c->task == NULL || c->out < 0)
       continue;
-    const float *l = lm_logits(e->lm, c->out);
     task_t *t = c->task;
     bool prompt_done = c->index == 0 && c->n == t->n_prompt && c->tokens == 0;
     if (prompt_done && t->want.n > 1) {
@@ -408,7 +461,7 @@ static void draw_all(engine_t *e) {
       for (uint32_t j = 0; j < e->n_slot; j++)
         if (e->slot[j].task == t && &e->slot[j] != c &&
             reserve(&e->slot[j], e->slot[j].n + 2) == 0)
-          emit(e, &e->slot[j], l);
+          emit(e, &e->slot[j], c->out);
       if (c->task != t) /* the others ended the task already */
         continue;
     }
@@ -417,7 +470,7 @@ static void draw_all(engine_t *e) {
       end_task(e, t, &f);
       continue;
     }
-    emit(e, c, l);
+    emit(e, c, c->out);
   }
 }
 
@@ -657,6 +710,7 @@ static void engine_free(engine_t *e) {
   free(e->slot);
   free(e->sub);
   free(e->got);
+  free(e->probs);
   free(e);
 }
 
@@ -705,7 +759,10 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   e->slot = calloc(e->n_slot, sizeof(*e->slot));
   e->sub = calloc(2 * (size_t)e->n_slot, sizeof(*e->sub));
   e->got = calloc(2 * (size_t)e->n_slot, sizeof(*e->got));
-  if (e->slot == NULL || e->sub == NULL || e->got == NULL) {
+  e->probs = calloc(1, sizeof(token_ev_t) +
+                           SERVE_PROBS_MAX * sizeof(e->probs->top[0]));
+  if (e->slot == NULL || e->sub == NULL || e->got == NULL ||
+      e->probs == NULL) {
     snprintf(err, errlen, "out of memory");
     goto fail;
   }

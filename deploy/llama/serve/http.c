@@ -147,6 +147,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **ctx,
     tq_release(site->q, c->task);
   }
   responses_call_free(c);
+  openai_call_free(c);
   news_free(&c->news);
   evd_buf_free(&c->out);
   evd_buf_free(&c->body);

@@ -123,6 +123,15 @@ static int frame_json(call_t *c, json_t *j) {
         rc = -1;
       free(s);
     }
+  } else if (c->api->multi && json_is_array(j)) {
+    size_t i;
+    json_t *one;
+    json_array_foreach(j, i, one) {
+      char *s = json_dumps(one, JSON_COMPACT);
+      if (s == NULL || frame(c, s) != 0)
+        rc = -1;
+      free(s);
+    }
   } else {
     char *s = json_dumps(j, JSON_COMPACT);
     rc = s != NULL ? frame(c, s) : -1;
@@ -192,10 +201,13 @@ static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
     if (e->kind == EV_END) {
       o->finish = e->finish;
       o->tokens = e->tokens;
+    } else if (e->kind == EV_TOKEN) {
+      evd_buf_add(&o->drawn, (const char *)&e->len, sizeof(e->len));
+      evd_buf_add(&o->drawn, nw->text.data + e->off, e->len);
     } else {
       evd_buf_add(&o->text, nw->text.data + e->off, e->len);
     }
-    if (o->text.oom)
+    if (o->text.oom || o->drawn.oom)
       return -1;
   }
   return 0;
@@ -230,8 +242,10 @@ static enum MHD_Result whole(call_t *c) {
   else
     rc = reply_json(c, 200, c->api->whole(c, out, n));
 done:
-  for (uint32_t i = 0; out != NULL && i < n; i++)
+  for (uint32_t i = 0; out != NULL && i < n; i++) {
     evd_buf_free(&out[i].text);
+    evd_buf_free(&out[i].drawn);
+  }
   free(out);
   return rc;
 }

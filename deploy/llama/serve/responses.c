@@ -236,6 +236,8 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     r->finish = e->finish;
     return out;
   }
+  if (e->kind == EV_TOKEN)
+    return out;
   begin(c, r, out);
   evd_buf_add(&r->text, text, e->len);
   json_array_append_new(out, event(r, "response.output_text.delta",

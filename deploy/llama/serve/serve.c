@@ -20,6 +20,7 @@
 #include "listen.h"
 #include "serve/engine.h"
 #include "serve/http.h"
+#include "serve/upstream.h"
 
 #define WHO "evictd-llama serve"
 
@@ -165,6 +166,7 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
   tq_t q;
   engine_t *e;
   lm_init(o->lm.debug);
+  up_init(o->lm.debug);
   if (lm_load(&lm, "target", o->lm.model, err, sizeof(err)) != 0)
     return fail("%s", err);
   int fd, rc = evd_listen_open(o->listen, &fd, bound, sizeof(bound));
@@ -190,20 +192,33 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
     tq_destroy(&q);
     return fail("%s", err);
   }
-  bool fallback;
   const char *base = strrchr(o->lm.model, '/');
   site_t site = {.o = o, .lm = &lm, .q = &q,
                  .model = o->alias ? o->alias : base ? base + 1 : o->lm.model,
                  .created = (long long)time(NULL),
-                 .tmpl = chat_template(&lm, &fallback),
+                 .defaults = json_object(),
                  .responses = responses_store_new(RESPONSES_MAX)};
-  if (fallback)
-    fprintf(stderr, "evictd-llama serve: the model has no chat template "
-            "llama.cpp knows: /v1/chat/completions uses ChatML, as "
-            "llama-server does\n");
-  struct MHD_Daemon *d = site.responses ? http_start(&site, fd) : NULL;
+  if (up_chat_new(&site.chat, lm.model, NULL, true, err, sizeof(err)) != 0) {
+    engine_stop(e);
+    close(fd);
+    lm_close(&lm);
+    tq_destroy(&q);
+    responses_store_free(site.responses);
+    json_decref(site.defaults);
+    return fail("the chat template: %s", err);
+  }
+  char *info = NULL;
+  if (up_chat_info(site.chat, &info, NULL, 0) == 0 && info != NULL &&
+      strstr(info, "\"explicit\":false") != NULL)
+    fprintf(stderr, "evictd-llama serve: the model has no chat template: "
+            "/v1/chat/completions uses ChatML, as llama-server does\n");
+  free(info);
+  struct MHD_Daemon *d = site.responses && site.defaults
+                             ? http_start(&site, fd) : NULL;
   if (d == NULL) {
     responses_store_free(site.responses);
+    json_decref(site.defaults);
+    up_chat_free(site.chat);
     engine_stop(e);
     close(fd);
     lm_close(&lm);
@@ -238,6 +253,8 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
     close(ls);
   evd_listen_cleanup(o->listen);
   responses_store_free(site.responses);
+  json_decref(site.defaults);
+  up_chat_free(site.chat);
   tq_destroy(&q);
   lm_close(&lm);
   return 0;

@@ -1,6 +1,8 @@
 /* evictd-llama serve's queue of tasks and their news (tasks.h). */
 #include "serve/tasks.h"
 
+#include "serve/upstream.h"
+
 #include "common/grow.h"
 #include <errno.h>
 #include <stdio.h>
@@ -58,6 +60,10 @@ task_t *task_new(void) {
 static void unref(task_t *t) {
   if (--t->refs > 0)
     return;
+  for (uint32_t i = 0; t->want.samplers != NULL && i < t->want.n; i++)
+    up_sampler_free(t->want.samplers[i]);
+  free(t->want.samplers);
+  free(t->want.preserved);
   for (uint32_t i = 0; i < t->want.n_stop; i++)
     free(t->want.stop[i]);
   free(t->want.stop);
@@ -183,6 +189,18 @@ static void emit(tq_t *q, task_t *t, event_t ev, const char *s) {
   if (news_add(&t->news, ev, s) == 0)
     pthread_cond_broadcast(&t->cv);
   pthread_mutex_unlock(&q->mu);
+}
+
+void tq_cached(tq_t *q, task_t *t, uint32_t n) {
+  pthread_mutex_lock(&q->mu);
+  t->cached = n;
+  pthread_mutex_unlock(&q->mu);
+}
+
+void tq_token(tq_t *q, task_t *t, uint32_t i, const token_ev_t *tok) {
+  emit(q, t, (event_t){.kind = EV_TOKEN, .choice = i,
+                       .len = sizeof(*tok) + tok->n * sizeof(tok->top[0])},
+       (const char *)tok);
 }
 
 void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n) {

@@ -25,7 +25,29 @@ typedef enum {
   FIN_STOP     /* one of the stop strings (not part of the text) */
 } finish_t;
 
-typedef enum { EV_TEXT, EV_END } ev_kind_t;
+typedef enum {
+  EV_TEXT,
+  EV_END,
+  EV_TOKEN   /* a token drawn (want.tokens or n_probs): its bytes are a
+                token_ev_t with its candidates */
+} ev_kind_t;
+
+/* The most candidates a request may ask for per token (n_probs,
+ * top_logprobs). */
+#define SERVE_PROBS_MAX 100
+
+/* A drawn token as an EV_TOKEN event's bytes: its id, its probability,
+ * and the n most likely candidates (llama-server's n_probs), most likely
+ * first. */
+typedef struct token_ev_s {
+  int32_t id;
+  float p;
+  uint32_t n;
+  struct {
+    int32_t id;
+    float p;
+  } top[];
+} token_ev_t;
 
 typedef struct event_s {
   ev_kind_t kind;
@@ -55,6 +77,14 @@ typedef struct want_s {
   char **stop;            /* stop strings (the task owns them) */
   uint32_t n_stop;
   bool ignore_eos;        /* llama-server's: end tokens are never drawn */
+  /* llama-server's sampler chain (common's, serve/upstream.h), one per
+   * choice (seed + i), made and checked on the HTTP side; NULL: greedy or
+   * the plain temperature draw of common/sampler.c. The task owns them. */
+  struct up_sampler_s **samplers;
+  llama_token *preserved; /* tokens shown as their text (tool-call markers) */
+  uint32_t n_preserved;
+  uint32_t n_probs;       /* candidates reported per token (0: none) */
+  bool tokens;            /* each drawn token reported (EV_TOKEN) */
   bool cache_prompt;      /* llama-server's: continue a parked sequence
                              that the prompt extends (true by default) */
 } want_t;
@@ -76,6 +106,9 @@ typedef struct task_s {
    * the queue's lock): the conversation it leaves parked, if any. */
   char conv[136];         /* its session ("" when none is kept) */
   uint32_t conv_n;        /* the positions it computed */
+  uint32_t cached;        /* prompt positions a conversation already held */
+  double t_start, t_prompt; /* when its first pass ran, when its prompt
+                               was done (clock_now), for timings */
   char id[64];            /* PREFIX-K; its sessions: ID, or ID~I for
                              choice I (a continued conversation keeps its
                              own) */
@@ -183,6 +216,13 @@ bool tq_cancelled(tq_t *q, const task_t *t);
 /* t's first choice left its conversation parked in session, n positions
  * computed (for previous_response_id). */
 void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n);
+
+/* The prompt positions a continued conversation held for t (usage's
+ * cached_tokens). */
+void tq_cached(tq_t *q, task_t *t, uint32_t n);
+
+/* A drawn token of choice i of t (EV_TOKEN). */
+void tq_token(tq_t *q, task_t *t, uint32_t i, const token_ev_t *tok);
 
 /* Events of choice i of t. */
 void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n);
