@@ -242,6 +242,9 @@ static void admit(engine_t *e, task_t *t) {
     c->task = t;
     c->index = k;
     c->tokens = 0;
+    c->gen = ++e->gens; /* what it held before is no longer */
+    if (k == 0)
+      tq_cached(e->q, t, m);
     c->lane = lanes_route(e->lanes, c->s.session, (uint32_t)c->s.id);
     if (m == 0)
       c->sent = c->ready = NULL;
@@ -306,7 +309,8 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
               !tq_cancelled(e->q, t);
   /* What a later request continues by id (the Responses API). */
   if (keep && c->index == 0 && c->s.newest > 0)
-    tq_conv(e->q, t, c->s.session, c->n);
+    tq_conv(e->q, t, c->s.session, c->n, c->gen,
+            why == FIN_EOS ? -1 : *hist_at(c, c->n));
   leave(e, c, keep);
   for (uint32_t i = 0; i < e->n_slot; i++)
     if (e->slot[i].task == t)
@@ -628,6 +632,8 @@ static void trace_remove(void *ud, const lm_t *lm, const seq_t *s,
 static void *engine_main(void *arg) {
   engine_t *e = arg;
   bool stop = false;
+  /* What the start found (conversations in --cache-dir) shown at once. */
+  publish_lanes(e, clock_now(), true);
   for (;;) {
     task_t *t;
     while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, &stop)))

@@ -191,22 +191,25 @@ static void emit(tq_t *q, task_t *t, event_t ev, const char *s) {
   pthread_mutex_unlock(&q->mu);
 }
 
-void tq_cached(tq_t *q, task_t *t, uint32_t n) {
-  pthread_mutex_lock(&q->mu);
-  t->cached = n;
-  pthread_mutex_unlock(&q->mu);
-}
-
 void tq_token(tq_t *q, task_t *t, uint32_t i, const token_ev_t *tok) {
   emit(q, t, (event_t){.kind = EV_TOKEN, .choice = i,
                        .len = sizeof(*tok) + tok->n * sizeof(tok->top[0])},
        (const char *)tok);
 }
 
-void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n) {
+void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n,
+             uint64_t gen, int32_t next) {
   pthread_mutex_lock(&q->mu);
   snprintf(t->conv, sizeof(t->conv), "%s", session);
   t->conv_n = n;
+  t->conv_gen = gen;
+  t->conv_next = next;
+  pthread_mutex_unlock(&q->mu);
+}
+
+void tq_cached(tq_t *q, task_t *t, uint32_t n) {
+  pthread_mutex_lock(&q->mu);
+  t->cached = n;
   pthread_mutex_unlock(&q->mu);
 }
 

@@ -106,6 +106,13 @@ typedef struct task_s {
    * the queue's lock): the conversation it leaves parked, if any. */
   char conv[136];         /* its session ("" when none is kept) */
   uint32_t conv_n;        /* the positions it computed */
+  uint64_t conv_gen;      /* its generation: the conversation as this
+                             task left it (another request that continues
+                             it makes a new one) */
+  int32_t conv_next;      /* the token drawn last and never decoded, that
+                             the answer shows (-1: none, or an end token):
+                             a continuation by id decodes it first */
+  uint64_t cont_gen;      /* with cont: the generation it continues */
   uint32_t cached;        /* prompt positions a conversation already held */
   double t_start, t_prompt; /* when its first pass ran, when its prompt
                                was done (clock_now), for timings */
@@ -215,7 +222,8 @@ bool tq_cancelled(tq_t *q, const task_t *t);
 
 /* t's first choice left its conversation parked in session, n positions
  * computed (for previous_response_id). */
-void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n);
+void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n,
+             uint64_t gen, int32_t next);
 
 /* The prompt positions a continued conversation held for t (usage's
  * cached_tokens). */
