@@ -86,23 +86,33 @@ static enum MHD_Result route(call_t *c, const char *url, const char *method) {
                      "/metrics)", url);
 }
 
-/* Whether a request may pass: no --api-key, or its bearer token is the
- * key (compared in time independent of where they differ), or the route
- * is /health, which probes reach without a key. */
+/* Whether a key given is one of the server's (--api-key's, and
+ * --api-key-file's), each compared in time independent of where they
+ * differ. */
+static bool key_is(char *const *keys, const char *given) {
+  bool ok = false;
+  for (size_t k = 0; keys[k] != NULL; k++) {
+    const char *key = keys[k];
+    size_t n = strlen(key), m = strlen(given);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++)
+      diff |= (unsigned char)(key[i] ^ (i < m ? given[i] : 0));
+    ok |= diff == 0;
+  }
+  return ok;
+}
+
+/* Whether a request may pass: no --api-key, or its bearer token is one of
+ * the keys, or the route is /health, which probes reach without a key. */
 static bool allowed(call_t *c, const char *url) {
-  const char *key = c->site->o->api_key;
-  if (key == NULL || strcmp(url, "/health") == 0)
+  char *const *keys = c->site->o->api_keys;
+  if (keys == NULL || strcmp(url, "/health") == 0)
     return true;
   const char *auth = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_AUTHORIZATION);
   if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
     return false;
-  auth += 7;
-  size_t n = strlen(key), m = strlen(auth);
-  unsigned char diff = n != m;
-  for (size_t i = 0; i < n; i++)
-    diff |= (unsigned char)(key[i] ^ (i < m ? auth[i] : 0));
-  return diff == 0;
+  return key_is(keys, auth + 7);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,

@@ -27,8 +27,10 @@ typedef struct site_s {
   const char *model;      /* the model's name in answers (--alias) */
   long long created;      /* when serve started (GET /v1/models) */
   struct up_chat_s *chat; /* the chat templates (llama.cpp's common) */
-  json_t *defaults;       /* the sampler's defaults the command line set,
-                             under llama-server's names (--temp, ...) */
+  json_t *defaults;       /* the request defaults the command line set,
+                             under llama-server's names: the sampler's
+                             (--temp, ...) and a chat's (chat.c:
+                             --reasoning-format, --chat-template-kwargs) */
   struct rstore_s *responses; /* stored responses (responses.c) */
 } site_t;
 

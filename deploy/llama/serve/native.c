@@ -68,7 +68,8 @@ enum MHD_Result native_completion(call_t *c) {
     bad = 1;
   } else {
     bad = field_int(&f, "n_predict", 1, o->n_predict_max,
-                    o->n_predict_max < 128 ? o->n_predict_max : 128,
+                    o->n_predict ? o->n_predict
+                    : o->n_predict_max < 128 ? o->n_predict_max : 128,
                     &n_predict) ||
           field_int(&f, "seed", 0, INT64_MAX, 0, &seed) ||
           field_num(&f, "temperature", 0, 100, 0, &t->want.temp) ||
