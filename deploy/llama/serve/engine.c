@@ -42,7 +42,8 @@ static void publish_lanes(engine_t *e, double now, bool force);
 /* A task is done: what its end changed (its conversation parked) shown in
  * /metrics before its client has its answer, then finished. */
 static void finish(engine_t *e, task_t *t, const fault_t *f) {
-  publish_lanes(e, clock_now(), true);
+  t->t_end = clock_now();
+  publish_lanes(e, t->t_end, true);
   tq_finish(e->q, t, f);
 }
 
@@ -243,8 +244,10 @@ static void admit(engine_t *e, task_t *t) {
     c->index = k;
     c->tokens = 0;
     c->gen = ++e->gens; /* what it held before is no longer */
-    if (k == 0)
+    if (k == 0) {
       tq_cached(e->q, t, m);
+      t->t_start = clock_now();
+    }
     c->lane = lanes_route(e->lanes, c->s.session, (uint32_t)c->s.id);
     if (m == 0)
       c->sent = c->ready = NULL;
@@ -377,6 +380,8 @@ static void emit(engine_t *e, choice_t *c, int32_t idx) {
   }
   *hist_at(c, c->n) = tok;
   hist_compact(e, c);
+  if (t->t_prompt == 0)
+    t->t_prompt = clock_now();
   c->tokens++;
   e->tokens++;
   if (lm_is_end(e->lm, tok) && !t->want.ignore_eos) {

@@ -148,6 +148,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **ctx,
   }
   responses_call_free(c);
   openai_call_free(c);
+  native_call_free(c);
   news_free(&c->news);
   evd_buf_free(&c->out);
   evd_buf_free(&c->body);

@@ -87,6 +87,7 @@ struct call_s {
   uint64_t tokens;        /* the choices' tokens, for usage */
   struct resp_s *resp;    /* the Responses API's (responses.c) */
   struct oa_s *oa;        /* OpenAI's completions' (openai.c) */
+  struct nat_s *nat;      /* llama.cpp's /completion's (native.c) */
 };
 
 /* What every OpenAI answer says it was made by (system_fingerprint). */
@@ -235,6 +236,13 @@ void responses_store_free(struct rstore_s *r);
 /* Frees what responses.c and openai.c keep for a call. */
 void responses_call_free(call_t *c);
 void openai_call_free(call_t *c);
+void native_call_free(call_t *c);
+
+/* llama-server's "timings" of a finished task that predicted tokens:
+ * cache_n, prompt_n, prompt_ms, prompt_per_token_ms, prompt_per_second,
+ * predicted_n, predicted_ms, predicted_per_token_ms, predicted_per_second
+ * (native.c). */
+json_t *native_timings(const task_t *t, uint32_t predicted);
 
 /* The body as a JSON object into *out, or an answer already sent (400 or
  * 413) and -1. */

@@ -114,8 +114,10 @@ typedef struct task_s {
                              a continuation by id decodes it first */
   uint64_t cont_gen;      /* with cont: the generation it continues */
   uint32_t cached;        /* prompt positions a conversation already held */
-  double t_start, t_prompt; /* when its first pass ran, when its prompt
-                               was done (clock_now), for timings */
+  double t_start, t_prompt, t_end; /* when it was taken in, its prompt
+                                      done, it ended (clock_now; the
+                                      engine's, read once it is done):
+                                      timings */
   char id[64];            /* PREFIX-K; its sessions: ID, or ID~I for
                              choice I (a continued conversation keeps its
                              own) */
