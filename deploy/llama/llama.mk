@@ -181,6 +181,18 @@ perplexity:
 	deploy/llama/perplexity.sh $(B)/evictd $(B)/evictd-llama \
 	  $(LLAMA_OUT)/evictd-lm.gguf deploy/llama
 
+# Greedy answers of serve and llama-server (the same tree's), the same
+# model and settings, 50 prompts inside the window: equal, or why not
+# (tests/bench/greedy_llama_server.py). Not part of CI: it builds
+# llama-server (about 15 minutes once).
+.PHONY: compare-llama-server
+compare-llama-server:
+	@deploy/deps.sh build bench llama && \
+	$(MAKE) --no-print-directory $(B)/evictd evictd-llama && \
+	server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server) && \
+	/usr/bin/python3 tests/bench/greedy_llama_server.py $(B)/evictd \
+	  $(B)/evictd-llama "$$server" $(abspath $(STORIES260K))
+
 # evictd-llama serve beside llama-server built from the same llama.cpp
 # tree (tests/bench/llama-server.sh, cached in build/llama/server), on
 # stories260K and a 100M random model whose tokens are all valid UTF-8:
