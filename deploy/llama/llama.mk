@@ -120,8 +120,8 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 # binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
-                test_serve test_hostile test_convs test_openai test_pool \
-                test_faults test_upstream
+                test_serve test_hostile test_convs test_openai test_routes \
+                test_pool test_faults test_upstream
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 UPSTREAM_UNDER_TEST = $(LLAMA_OUT)/upstream_check
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
@@ -158,8 +158,9 @@ asan-llamacpp:
 	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  $(ASAN_LLAMA)/evictd-llama $(ASAN_LLAMA)/llama/upstream_check && \
-	for t in test_serve test_hostile test_convs test_openai test_perplexity \
-	         test_stories test_pool test_faults test_upstream; do \
+	for t in test_serve test_hostile test_convs test_openai test_routes \
+	         test_perplexity test_stories test_pool test_faults \
+	         test_upstream; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done

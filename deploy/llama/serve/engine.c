@@ -38,6 +38,7 @@
 #define GRACE_S 0.05
 
 static void publish_lanes(engine_t *e, double now, bool force);
+static void publish_slots(engine_t *e);
 
 /* A task is done: what its end changed (its conversation parked) shown in
  * /metrics before its client has its answer, then finished. */
@@ -518,6 +519,46 @@ static void overdue(engine_t *e, double now) {
 }
 
 
+/* Publishes what each slot holds, for GET /slots (read-only: a copy
+ * under the queue's lock, as the lanes' states are). */
+static void publish_slots(engine_t *e) {
+  slot_state_t st[SERVE_SLOTS_MAX];
+  uint32_t n = e->n_slot < SERVE_SLOTS_MAX ? e->n_slot : SERVE_SLOTS_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    const choice_t *c = &e->slot[i];
+    const task_t *t = c->task;
+    slot_state_t *o = &st[i];
+    memset(o, 0, sizeof(*o));
+    o->use = t != NULL ? SLOT_PROCESSING : c->parked ? SLOT_PARKED
+           : c->orphan ? SLOT_LEAVING : SLOT_FREE;
+    o->budget = e->budget;
+    o->sinks = e->sinks;
+    o->lookahead = e->lookahead;
+    if (o->use == SLOT_FREE)
+      continue;
+    snprintf(o->session, sizeof(o->session), "%s", c->s.session);
+    o->n = c->n;
+    o->held = c->s.held;
+    if (c->s.cfg.budget >= 0 && c->s.cfg.sinks >= 0 &&
+        c->s.cfg.lookahead >= 0) {
+      o->budget = (uint32_t)c->s.cfg.budget;
+      o->sinks = (uint32_t)c->s.cfg.sinks;
+      o->lookahead = (uint32_t)c->s.cfg.lookahead;
+    }
+    if (t == NULL)
+      continue;
+    /* The task's fields the engine reads are set before it was queued,
+     * or by the engine itself (cached): no lock needed to read them. */
+    snprintf(o->task, sizeof(o->task), "%s", t->id);
+    o->choice = c->index;
+    o->n_prompt = t->n_prompt;
+    o->cached = c->index == 0 ? t->cached : 0;
+    o->tokens = c->tokens;
+    o->n_predict = t->want.n_predict;
+  }
+  tq_slots(e->q, st, n, e->budget, e->sinks, e->lookahead);
+}
+
 /* Publishes the lanes' states for /metrics and /health, at most ten times
  * a second. */
 static void publish_lanes(engine_t *e, double now, bool force) {
@@ -553,6 +594,7 @@ static void publish_lanes(engine_t *e, double now, bool force) {
   conv_counts_t cc;
   conv_counts(e, &cc);
   tq_lanes(e->q, st, n, &cc);
+  publish_slots(e);
 }
 
 /* One iteration: the answers taken back, the steps of the choices that
@@ -602,18 +644,34 @@ static void iterate(engine_t *e) {
     return;
   }
   end_failed(e);
+  pass_counts_t pc = {0};
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
-    if (c->task != NULL && c->decodes)
-      c->n = c->n < c->task->n_prompt ? (c->n == 0 ? 1 : c->n) + c->chunk
-                                      : c->n + 1;
+    if (c->task == NULL)
+      continue;
+    pc.busy++;
+    if (!c->decodes)
+      continue;
+    uint32_t was = c->n;
+    c->n = c->n < c->task->n_prompt ? (c->n == 0 ? 1 : c->n) + c->chunk
+                                    : c->n + 1;
+    if (was < c->task->n_prompt)
+      pc.prompt_tokens += c->n - was;
+    else
+      pc.gen_steps++;
+    if (c->n > pc.n_max)
+      pc.n_max = c->n;
   }
   draw_all(e);
   evd_client_stats_t cs;
   link_counts_t lc;
   lanes_counts(e->lanes, &lc, &cs);
-  tq_count(e->q, e->tokens, e->steps, e->ahead, t_evd, t2 - t1,
-           clock_now() - t0, &cs, &lc, lanes_per_session(e->lanes));
+  double t_all = clock_now() - t0;
+  tq_count(e->q, e->tokens, e->steps, e->ahead, t_evd, t2 - t1, t_all, &cs,
+           &lc, lanes_per_session(e->lanes));
+  pc.prompt_s = pc.prompt_tokens > 0 ? t_all : 0;
+  pc.gen_s = (double)pc.gen_steps * t_all;
+  tq_pass(e->q, &pc);
 }
 
 /* Ends the tasks whose client went away, before the next pass. */
@@ -641,8 +699,13 @@ static void *engine_main(void *arg) {
   publish_lanes(e, clock_now(), true);
   for (;;) {
     task_t *t;
-    while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, &stop)))
+    bool took = false;
+    while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, &stop))) {
       admit(e, t);
+      took = true;
+    }
+    if (took) /* GET /slots shows a task decoding from its start */
+      publish_lanes(e, clock_now(), true);
     if (stop)
       break;
     cancellations(e);

@@ -1,10 +1,11 @@
 /* evictd-llama serve's HTTP side: libmicrohttpd with a thread per
- * connection (http.c: bodies, the API key, the route table), the answers
- * it sends (reply.c: JSON with jansson, the one error shape, event
+ * connection (http.c: bodies, the API key, CORS, the route table), the
+ * answers it sends (reply.c: JSON with jansson, the one error shape, event
  * streams), and the APIs that turn requests into tasks and a task's
  * events into answers (openai.c with chat.c: OpenAI's /v1; native.c:
- * llama.cpp's /completion; status.c: /health, /metrics). All formatting
- * is here; the engine only emits events. */
+ * llama.cpp's /completion; status.c: /health, /metrics; extra.c:
+ * llama-server's /tokenize, /detokenize, /apply-template, /props,
+ * /slots). All formatting is here; the engine only emits events. */
 #ifndef EVICTD_LLAMA_HTTP_H
 #define EVICTD_LLAMA_HTTP_H
 
@@ -97,6 +98,11 @@ struct call_s {
 
 /* Starts libmicrohttpd on the listening socket fd. NULL on failure. */
 struct MHD_Daemon *http_start(site_t *site, int fd);
+
+/* Adds the CORS headers (--cors-origins, --cors-credentials, as
+ * llama-server sends them) to an answer of c's request: reply.c calls it
+ * on every answer it queues. */
+void http_cors(call_t *c, struct MHD_Response *rs);
 
 /* ---- reply.c ------------------------------------------------------------- */
 
@@ -226,6 +232,11 @@ enum MHD_Result responses_get(call_t *c, const char *id);
 enum MHD_Result responses_delete(call_t *c, const char *id);
 enum MHD_Result status_health(call_t *c);       /* status.c */
 enum MHD_Result status_metrics(call_t *c);
+enum MHD_Result extra_tokenize(call_t *c);      /* extra.c */
+enum MHD_Result extra_detokenize(call_t *c);
+enum MHD_Result extra_apply_template(call_t *c);
+enum MHD_Result extra_props(call_t *c);
+enum MHD_Result extra_slots(call_t *c);
 
 /* The store of responses (store: true) that GET /v1/responses/{id}
  * answers and previous_response_id continues: the newest `max` of them.

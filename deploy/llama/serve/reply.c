@@ -31,6 +31,7 @@ enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
     MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == 405 && c->allow != NULL)
     MHD_add_response_header(rs, MHD_HTTP_HEADER_ALLOW, c->allow);
+  http_cors(c, rs);
   enum MHD_Result ok = MHD_queue_response(c->conn, status, rs);
   MHD_destroy_response(rs);
   return ok;
@@ -277,6 +278,7 @@ enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE,
                           "text/event-stream");
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  http_cors(c, rs);
   enum MHD_Result ok = MHD_queue_response(c->conn, 200, rs);
   MHD_destroy_response(rs);
   return ok;

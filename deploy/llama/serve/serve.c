@@ -85,6 +85,22 @@ static const cli_opt_t options[] = {
      "without)"},
     {"api-key-file", NULL, "FILE", CLI_STR, OPT(api_key_file), 0, 0, {NULL},
      "the same, the key the file's first line"},
+    {"cors-origins", NULL, "ORIGINS", CLI_STR, OPT(cors_origins), 0, 0,
+     {NULL}, "the origins browsers may call from (default *: any; "
+     "'localhost': an Origin whose host is localhost, 127.0.0.1 or ::1, "
+     "any port; or an origin, or a comma-separated list of them): every "
+     "answer says so in Access-Control-Allow-Origin, and a preflight "
+     "(OPTIONS) is answered before the API key is asked for"},
+    {"cors-methods", NULL, "METHODS", CLI_STR, OPT(cors_methods), 0, 0,
+     {NULL}, "a preflight's Access-Control-Allow-Methods (default \"GET, "
+     "POST, DELETE, OPTIONS\")"},
+    {"cors-headers", NULL, "HEADERS", CLI_STR, OPT(cors_headers), 0, 0,
+     {NULL}, "a preflight's Access-Control-Allow-Headers (default *)"},
+    {"cors-credentials", NULL, NULL, CLI_FLAG, OPT(cors_credentials), 0, 0,
+     {NULL}, "allow credentials (the default: with --cors-origins *, the "
+     "request's Origin is sent back instead of *)"},
+    {"no-cors-credentials", NULL, NULL, CLI_FLAG, OPT(no_cors_credentials),
+     0, 0, {NULL}, "do not allow them (--cors-origins * then answers *)"},
     {"cache-prompt", NULL, NULL, CLI_FLAG, OPT(cache_prompt), 0, 0, {NULL},
      "keep each request's sequence parked when it ends (its cells, its "
      "evictd session, its tokens), and continue it for a request whose "

@@ -152,6 +152,46 @@ typedef struct conv_counts_s {
   uint64_t stored_bytes;
 } conv_counts_t;
 
+/* The most slots GET /slots shows (--parallel's upper bound). */
+#define SERVE_SLOTS_MAX 256
+
+/* What a slot is doing. */
+typedef enum {
+  SLOT_FREE,        /* nothing: its cells empty */
+  SLOT_PROCESSING,  /* a task's choice decodes in it */
+  SLOT_PARKED,      /* it holds a conversation no request decodes */
+  SLOT_LEAVING      /* its task ended with a step out: parked or given
+                       back when the step comes back */
+} slot_use_t;
+
+/* A slot as the engine last published it, for GET /slots. */
+typedef struct slot_state_s {
+  slot_use_t use;
+  char session[136];      /* its evictd session ("" when free) */
+  char task[64];          /* the task decoding in it ("" when none) */
+  uint32_t choice;        /* that task's choice */
+  uint32_t n;             /* positions computed */
+  uint32_t held;          /* positions the session's window holds */
+  uint32_t budget, sinks, lookahead; /* the session's window */
+  uint32_t n_prompt;      /* the task's prompt positions */
+  uint32_t cached;        /* of those, what a conversation held already */
+  uint32_t tokens;        /* generated so far */
+  uint32_t n_predict;     /* at most */
+} slot_state_t;
+
+/* llama-server's own figures (its /metrics' llamacpp: families): tokens,
+ * and the time their iterations took, counted per pass. */
+typedef struct pass_counts_s {
+  uint64_t prompt_tokens; /* prompt positions decoded */
+  double prompt_s;        /* the iterations whose pass held some */
+  uint64_t gen_steps;     /* generated tokens decoded (one per choice per
+                             pass: the first is drawn from the prompt's
+                             logits and costs no step of its own) */
+  double gen_s;           /* each such choice's iteration time, summed */
+  uint64_t busy;          /* slots a task held, summed over passes */
+  uint32_t n_max;         /* the most positions a sequence computed */
+} pass_counts_t;
+
 /* The server's counters for GET /metrics, under the queue's lock. */
 typedef struct stats_s {
   uint64_t requests;      /* submitted */
@@ -169,6 +209,12 @@ typedef struct stats_s {
   lane_state_t lanes[SERVE_LANES_MAX]; /* evictd's instances */
   uint32_t n_lanes;
   conv_counts_t convs;
+  pass_counts_t pass;     /* since the start */
+  pass_counts_t bucket;   /* since the last scrape of /metrics (its
+                             rates: llama-server's buckets) */
+  slot_state_t slots[SERVE_SLOTS_MAX]; /* GET /slots */
+  uint32_t n_slots;
+  uint32_t budget, sinks, lookahead; /* the engine's sessions' window */
 } stats_t;
 
 typedef struct tq_s {
@@ -210,6 +256,9 @@ void tq_cancel(tq_t *q, task_t *t);
 
 /* A copy of the counters. */
 void tq_stats(tq_t *q, stats_t *out);
+
+/* The same for a scrape of /metrics: the rates' bucket is emptied. */
+void tq_scrape(tq_t *q, stats_t *out);
 
 /* ---- the engine --------------------------------------------------------- */
 
@@ -254,6 +303,14 @@ void tq_sequences(tq_t *q, uint32_t n);
  * the conversations' counts. */
 void tq_lanes(tq_t *q, const lane_state_t *st, size_t n,
               const conv_counts_t *cc);
+
+/* The slots' states (n of them, at most SERVE_SLOTS_MAX) and the window
+ * of the engine's sessions. */
+void tq_slots(tq_t *q, const slot_state_t *st, uint32_t n, uint32_t budget,
+              uint32_t sinks, uint32_t lookahead);
+
+/* Adds one pass's figures for llama-server's families. */
+void tq_pass(tq_t *q, const pass_counts_t *p);
 
 /* Adds one iteration's figures. */
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
