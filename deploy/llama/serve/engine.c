@@ -226,12 +226,14 @@ static void admit(engine_t *e, task_t *t) {
       c = conv_take(e, t, k, &m);
     }
     char id[SEQ_ID_MAX + 1];
-    if (k > 0 && root[0] != '\0')
-      snprintf(id, sizeof(id), "%s~%s.%u", root, t->id, k);
-    else
-      snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u", base, k);
-    int rc = c == NULL ? -1 : m > 0 ? resume(e, c, t, m)
-                                    : fresh(e, c, id, t->n_prompt + 2);
+    int w = k > 0 && root[0] != '\0'
+              ? snprintf(id, sizeof(id), "%s~%s.%u", root, t->id, k)
+              : snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u",
+                         base, k);
+    /* A cut id could name another's session: none is made. */
+    int rc = c == NULL || w < 0 || (size_t)w >= sizeof(id) ? -1
+             : m > 0 ? resume(e, c, t, m)
+                     : fresh(e, c, id, t->n_prompt + 2);
     if (c != NULL && k == 0 && m > 0)
       snprintf(root, sizeof(root), "%.*s",
                (int)strcspn(c->s.session, "~"), c->s.session);
