@@ -253,6 +253,30 @@ class Serve(unittest.TestCase):
                           last["tokens_evaluated"]),
                          (True, "limit", 60, plain["tokens_evaluated"]))
 
+    def test_stream_counts_and_stop_word(self) -> None:
+        # As llama-server's: each piece says the tokens drawn so far (never
+        # fewer than the last), the end what stopped the text: the stop
+        # string itself (stopping_word), and whether a newline came
+        text, ev = stream(SERVER.addr, PROMPTS[1], 60)
+        counts = [e["tokens_predicted"] for e in ev[:-1]]
+        self.assertEqual(counts, sorted(counts))
+        self.assertTrue(1 <= counts[0] and counts[-1] <= 60, counts)
+        self.assertGreater(counts[-1], counts[0])
+        self.assertEqual((ev[-1]["stopping_word"], ev[-1]["has_new_line"]),
+                         ("", "\n" in text))
+        # The stop: a word of the greedy text, found again after a
+        # piece of it
+        word = text.split()[5]
+        out = complete(SERVER.addr, PROMPTS[1], 60,
+                       stop=["\u00e9t\u00e9", word])
+        self.assertEqual((out["stop_type"], out["stopping_word"]),
+                         ("word", word))
+        self.assertEqual(out["content"], text[:text.index(word)])
+        self.assertEqual(out["has_new_line"], "\n" in out["content"])
+        none = complete(SERVER.addr, PROMPTS[1], 8)
+        self.assertEqual((none["stop_type"], none["stopping_word"]),
+                         ("limit", ""))
+
     def test_concurrent_batched(self) -> None:
         n = 100
         solo = [complete(SERVER.addr, p, n)["content"] for p in PROMPTS]

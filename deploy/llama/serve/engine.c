@@ -309,8 +309,8 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
   size_t len;
   task_t *t = c->task;
   if (why != FIN_STOP && text_flush(&c->text, &show, &len) == 0)
-    tq_text(e->q, t, c->index, show, len);
-  tq_end(e->q, t, c->index, why, c->tokens);
+    tq_text(e->q, t, c->index, show, len, c->tokens);
+  tq_end(e->q, t, c->index, why, c->tokens, c->text.stop);
   bool keep = t->want.cache_prompt && !e->o->no_cache_prompt &&
               !tq_cancelled(e->q, t);
   /* What a later request continues by id (the Responses API). */
@@ -401,7 +401,7 @@ static void emit(engine_t *e, choice_t *c, int32_t idx) {
   int stop = text_push(&c->text, piece, n > 0 ? (size_t)n : 0,
                        t->want.stop, t->want.n_stop, &show, &len);
   if (stop >= 0)
-    tq_text(e->q, t, c->index, show, len);
+    tq_text(e->q, t, c->index, show, len, c->tokens);
   if (stop == 1)
     end_choice(e, c, FIN_STOP);
   else if (c->tokens >= t->want.n_predict)

@@ -38,6 +38,7 @@ typedef struct choice_out_s {
   evd_buf_t text;
   finish_t finish;
   uint32_t tokens;
+  uint32_t stop;          /* FIN_STOP: which of want.stop */
   evd_buf_t drawn;        /* its EV_TOKEN events, each as a size_t length
                              then the token_ev_t's bytes */
 } choice_out_t;

@@ -21,6 +21,11 @@ static const char *stop_type(finish_t f) {
   return f == FIN_EOS ? "eos" : f == FIN_STOP ? "word" : "limit";
 }
 
+/* The stop string that ended the text, or "". */
+static const char *stopping_word(const task_t *t, finish_t f, uint32_t i) {
+  return f == FIN_STOP && i < t->want.n_stop ? t->want.stop[i] : "";
+}
+
 /* What /completion keeps while it answers: the request's prompt (shown
  * back), the tokens drawn and their probabilities, the settings. */
 typedef struct nat_s {
@@ -84,11 +89,12 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     return NULL;
   }
   if (e->kind == EV_TEXT) {
+    n->has_new_line = n->has_new_line || memchr(text, '\n', e->len) != NULL;
     /* The chunk takes the tokens and probabilities since the last one. */
     json_t *j = json_pack("{s:i,s:s%,s:o,s:b,s:i,s:i,s:I}", "index", 0,
                           "content", text, e->len, "tokens", n->tokens,
-                          "stop", 0, "id_slot", -1, "tokens_predicted", 0,
-                          "tokens_evaluated",
+                          "stop", 0, "id_slot", -1, "tokens_predicted",
+                          (int)e->tokens, "tokens_evaluated",
                           (json_int_t)c->task->n_prompt);
     n->tokens = json_array();
     if (j != NULL && json_array_size(n->probs) > 0) {
@@ -99,12 +105,15 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
   }
   task_t *t = c->task;
   return json_pack(
-      "{s:i,s:s,s:[],s:b,s:s,s:i,s:I,s:O,s:O,s:b,s:b,s:s,s:s,s:I,s:o,s:s}",
-      "index", 0, "content", "", "tokens", "stop", 1, "model",
+      "{s:i,s:s,s:[],s:i,s:b,s:s,s:i,s:I,s:O,s:O,s:b,s:b,s:s,s:s,s:I,s:o,"
+      "s:s}", "index", 0, "content", "", "tokens", "id_slot", -1, "stop", 1,
+      "model",
       c->site->model, "tokens_predicted", (int)e->tokens,
       "tokens_evaluated", (json_int_t)t->n_prompt, "generation_settings",
-      n->settings, "prompt", n->prompt, "has_new_line", 0, "truncated", 0,
-      "stop_type", stop_type(e->finish), "stopping_word", "",
+      n->settings, "prompt", n->prompt, "has_new_line", n->has_new_line,
+      "truncated", 0,
+      "stop_type", stop_type(e->finish), "stopping_word",
+      stopping_word(t, e->finish, e->stop),
       "tokens_cached", (json_int_t)t->cached, "timings",
       native_timings(t, e->tokens), "session",
       t->conv[0] ? t->conv : t->id);
@@ -129,7 +138,8 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n_out) {
       (json_int_t)t->n_prompt, "generation_settings", n->settings,
       "prompt", n->prompt, "has_new_line",
       memchr(text, '\n', out[0].text.len) != NULL, "truncated", 0,
-      "stop_type", stop_type(out[0].finish), "stopping_word", "",
+      "stop_type", stop_type(out[0].finish), "stopping_word",
+      stopping_word(t, out[0].finish, out[0].stop),
       "tokens_cached", (json_int_t)t->cached, "timings",
       native_timings(t, out[0].tokens), "session",
       t->conv[0] ? t->conv : t->id);

@@ -202,6 +202,7 @@ static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
     if (e->kind == EV_END) {
       o->finish = e->finish;
       o->tokens = e->tokens;
+      o->stop = e->stop;
     } else if (e->kind == EV_TOKEN) {
       evd_buf_add(&o->drawn, (const char *)&e->len, sizeof(e->len));
       evd_buf_add(&o->drawn, nw->text.data + e->off, e->len);

@@ -220,14 +220,17 @@ void tq_cached(tq_t *q, task_t *t, uint32_t n) {
   pthread_mutex_unlock(&q->mu);
 }
 
-void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n) {
+void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n,
+             uint32_t tokens) {
   if (n > 0)
-    emit(q, t, (event_t){.kind = EV_TEXT, .choice = i, .len = n}, s);
+    emit(q, t, (event_t){.kind = EV_TEXT, .choice = i, .len = n,
+                         .tokens = tokens}, s);
 }
 
-void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens) {
+void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens,
+            uint32_t stop) {
   emit(q, t, (event_t){.kind = EV_END, .choice = i, .finish = why,
-                       .tokens = tokens}, "");
+                       .tokens = tokens, .stop = stop}, "");
 }
 
 void tq_finish(tq_t *q, task_t *t, const fault_t *f) {

@@ -54,7 +54,9 @@ typedef struct event_s {
   uint32_t choice;
   size_t off, len;        /* EV_TEXT: bytes at news.text.data + off (UTF-8) */
   finish_t finish;        /* EV_END */
-  uint32_t tokens;        /* EV_END: the tokens the choice generated */
+  uint32_t tokens;        /* the tokens the choice generated: so far
+                             (EV_TEXT), in all (EV_END) */
+  uint32_t stop;          /* EV_END with FIN_STOP: which of want.stop */
 } event_t;
 
 /* Events and their bytes. The HTTP side takes a task's by swapping its
@@ -284,8 +286,10 @@ void tq_cached(tq_t *q, task_t *t, uint32_t n);
 void tq_token(tq_t *q, task_t *t, uint32_t i, const token_ev_t *tok);
 
 /* Events of choice i of t. */
-void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n);
-void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens);
+void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n,
+             uint32_t tokens);
+void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens,
+            uint32_t stop);
 
 /* t is done (failed when f is not NULL); drops the engine's reference. */
 void tq_finish(tq_t *q, task_t *t, const fault_t *f);
