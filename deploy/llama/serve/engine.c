@@ -38,11 +38,13 @@
 #define GRACE_S 0.05
 
 static void publish_lanes(engine_t *e, double now, bool force);
+static void publish_slots(engine_t *e);
 
 /* A task is done: what its end changed (its conversation parked) shown in
  * /metrics before its client has its answer, then finished. */
 static void finish(engine_t *e, task_t *t, const fault_t *f) {
-  publish_lanes(e, clock_now(), true);
+  t->t_end = clock_now();
+  publish_lanes(e, t->t_end, true);
   tq_finish(e->q, t, f);
 }
 
@@ -224,12 +226,14 @@ static void admit(engine_t *e, task_t *t) {
       c = conv_take(e, t, k, &m);
     }
     char id[SEQ_ID_MAX + 1];
-    if (k > 0 && root[0] != '\0')
-      snprintf(id, sizeof(id), "%s~%s.%u", root, t->id, k);
-    else
-      snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u", base, k);
-    int rc = c == NULL ? -1 : m > 0 ? resume(e, c, t, m)
-                                    : fresh(e, c, id, t->n_prompt + 2);
+    int w = k > 0 && root[0] != '\0'
+              ? snprintf(id, sizeof(id), "%s~%s.%u", root, t->id, k)
+              : snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u",
+                         base, k);
+    /* A cut id could name another's session: none is made. */
+    int rc = c == NULL || w < 0 || (size_t)w >= sizeof(id) ? -1
+             : m > 0 ? resume(e, c, t, m)
+                     : fresh(e, c, id, t->n_prompt + 2);
     if (c != NULL && k == 0 && m > 0)
       snprintf(root, sizeof(root), "%.*s",
                (int)strcspn(c->s.session, "~"), c->s.session);
@@ -243,8 +247,10 @@ static void admit(engine_t *e, task_t *t) {
     c->index = k;
     c->tokens = 0;
     c->gen = ++e->gens; /* what it held before is no longer */
-    if (k == 0)
+    if (k == 0) {
       tq_cached(e->q, t, m);
+      t->t_start = clock_now();
+    }
     c->lane = lanes_route(e->lanes, c->s.session, (uint32_t)c->s.id);
     if (m == 0)
       c->sent = c->ready = NULL;
@@ -303,8 +309,8 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
   size_t len;
   task_t *t = c->task;
   if (why != FIN_STOP && text_flush(&c->text, &show, &len) == 0)
-    tq_text(e->q, t, c->index, show, len);
-  tq_end(e->q, t, c->index, why, c->tokens);
+    tq_text(e->q, t, c->index, show, len, c->tokens);
+  tq_end(e->q, t, c->index, why, c->tokens, c->text.stop);
   bool keep = t->want.cache_prompt && !e->o->no_cache_prompt &&
               !tq_cancelled(e->q, t);
   /* What a later request continues by id (the Responses API). */
@@ -377,6 +383,8 @@ static void emit(engine_t *e, choice_t *c, int32_t idx) {
   }
   *hist_at(c, c->n) = tok;
   hist_compact(e, c);
+  if (t->t_prompt == 0)
+    t->t_prompt = clock_now();
   c->tokens++;
   e->tokens++;
   if (lm_is_end(e->lm, tok) && !t->want.ignore_eos) {
@@ -393,7 +401,7 @@ static void emit(engine_t *e, choice_t *c, int32_t idx) {
   int stop = text_push(&c->text, piece, n > 0 ? (size_t)n : 0,
                        t->want.stop, t->want.n_stop, &show, &len);
   if (stop >= 0)
-    tq_text(e->q, t, c->index, show, len);
+    tq_text(e->q, t, c->index, show, len, c->tokens);
   if (stop == 1)
     end_choice(e, c, FIN_STOP);
   else if (c->tokens >= t->want.n_predict)
@@ -513,6 +521,46 @@ static void overdue(engine_t *e, double now) {
 }
 
 
+/* Publishes what each slot holds, for GET /slots (read-only: a copy
+ * under the queue's lock, as the lanes' states are). */
+static void publish_slots(engine_t *e) {
+  slot_state_t st[SERVE_SLOTS_MAX];
+  uint32_t n = e->n_slot < SERVE_SLOTS_MAX ? e->n_slot : SERVE_SLOTS_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    const choice_t *c = &e->slot[i];
+    const task_t *t = c->task;
+    slot_state_t *o = &st[i];
+    memset(o, 0, sizeof(*o));
+    o->use = t != NULL ? SLOT_PROCESSING : c->parked ? SLOT_PARKED
+           : c->orphan ? SLOT_LEAVING : SLOT_FREE;
+    o->budget = e->budget;
+    o->sinks = e->sinks;
+    o->lookahead = e->lookahead;
+    if (o->use == SLOT_FREE)
+      continue;
+    snprintf(o->session, sizeof(o->session), "%s", c->s.session);
+    o->n = c->n;
+    o->held = c->s.held;
+    if (c->s.cfg.budget >= 0 && c->s.cfg.sinks >= 0 &&
+        c->s.cfg.lookahead >= 0) {
+      o->budget = (uint32_t)c->s.cfg.budget;
+      o->sinks = (uint32_t)c->s.cfg.sinks;
+      o->lookahead = (uint32_t)c->s.cfg.lookahead;
+    }
+    if (t == NULL)
+      continue;
+    /* The task's fields the engine reads are set before it was queued,
+     * or by the engine itself (cached): no lock needed to read them. */
+    snprintf(o->task, sizeof(o->task), "%s", t->id);
+    o->choice = c->index;
+    o->n_prompt = t->n_prompt;
+    o->cached = c->index == 0 ? t->cached : 0;
+    o->tokens = c->tokens;
+    o->n_predict = t->want.n_predict;
+  }
+  tq_slots(e->q, st, n, e->budget, e->sinks, e->lookahead);
+}
+
 /* Publishes the lanes' states for /metrics and /health, at most ten times
  * a second. */
 static void publish_lanes(engine_t *e, double now, bool force) {
@@ -548,6 +596,7 @@ static void publish_lanes(engine_t *e, double now, bool force) {
   conv_counts_t cc;
   conv_counts(e, &cc);
   tq_lanes(e->q, st, n, &cc);
+  publish_slots(e);
 }
 
 /* One iteration: the answers taken back, the steps of the choices that
@@ -597,18 +646,34 @@ static void iterate(engine_t *e) {
     return;
   }
   end_failed(e);
+  pass_counts_t pc = {0};
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
-    if (c->task != NULL && c->decodes)
-      c->n = c->n < c->task->n_prompt ? (c->n == 0 ? 1 : c->n) + c->chunk
-                                      : c->n + 1;
+    if (c->task == NULL)
+      continue;
+    pc.busy++;
+    if (!c->decodes)
+      continue;
+    uint32_t was = c->n;
+    c->n = c->n < c->task->n_prompt ? (c->n == 0 ? 1 : c->n) + c->chunk
+                                    : c->n + 1;
+    if (was < c->task->n_prompt)
+      pc.prompt_tokens += c->n - was;
+    else
+      pc.gen_steps++;
+    if (c->n > pc.n_max)
+      pc.n_max = c->n;
   }
   draw_all(e);
   evd_client_stats_t cs;
   link_counts_t lc;
   lanes_counts(e->lanes, &lc, &cs);
-  tq_count(e->q, e->tokens, e->steps, e->ahead, t_evd, t2 - t1,
-           clock_now() - t0, &cs, &lc, lanes_per_session(e->lanes));
+  double t_all = clock_now() - t0;
+  tq_count(e->q, e->tokens, e->steps, e->ahead, t_evd, t2 - t1, t_all, &cs,
+           &lc, lanes_per_session(e->lanes));
+  pc.prompt_s = pc.prompt_tokens > 0 ? t_all : 0;
+  pc.gen_s = (double)pc.gen_steps * t_all;
+  tq_pass(e->q, &pc);
 }
 
 /* Ends the tasks whose client went away, before the next pass. */
@@ -636,8 +701,13 @@ static void *engine_main(void *arg) {
   publish_lanes(e, clock_now(), true);
   for (;;) {
     task_t *t;
-    while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, &stop)))
+    bool took = false;
+    while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, &stop))) {
       admit(e, t);
+      took = true;
+    }
+    if (took) /* GET /slots shows a task decoding from its start */
+      publish_lanes(e, clock_now(), true);
     if (stop)
       break;
     cancellations(e);

@@ -550,7 +550,11 @@ const cli_opt_t serve_llama_flags[] = {
     {"verbose|log-verbose", "v", NULL, CLI_FLAG, OPT(lm.debug), 0, 0, {NULL},
      "llama.cpp's whole log, as --debug"},
     {"metrics", NULL, NULL, NOOP, "accepted: GET /metrics is always on"},
-    {"slots|no-slots", NULL, NULL, NOOP, "accepted, changes nothing here"},
+    {"slots", NULL, NULL, ROW(slots, set_const, "1"),
+     "GET /slots answers (the default)"},
+    {"no-slots", NULL, NULL, ROW(slots, set_const, "0"),
+     "GET /slots answers 501 not_supported, and GET /props says "
+     "endpoint_slots false, as llama-server's"},
     {"cont-batching", "cb", NULL, NOOP, "accepted: serve always decodes "
      "every running request in one pass"},
     {"no-kv-unified", "no-kvu", NULL, NOOP, "accepted: what serve does (a "

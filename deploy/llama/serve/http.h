@@ -1,10 +1,11 @@
 /* evictd-llama serve's HTTP side: libmicrohttpd with a thread per
- * connection (http.c: bodies, the API key, the route table), the answers
- * it sends (reply.c: JSON with jansson, the one error shape, event
+ * connection (http.c: bodies, the API key, CORS, the route table), the
+ * answers it sends (reply.c: JSON with jansson, the one error shape, event
  * streams), and the APIs that turn requests into tasks and a task's
  * events into answers (openai.c with chat.c: OpenAI's /v1; native.c:
- * llama.cpp's /completion; status.c: /health, /metrics). All formatting
- * is here; the engine only emits events. */
+ * llama.cpp's /completion; status.c: /health, /metrics; extra.c:
+ * llama-server's /tokenize, /detokenize, /apply-template, /props,
+ * /slots). All formatting is here; the engine only emits events. */
 #ifndef EVICTD_LLAMA_HTTP_H
 #define EVICTD_LLAMA_HTTP_H
 
@@ -39,6 +40,7 @@ typedef struct choice_out_s {
   evd_buf_t text;
   finish_t finish;
   uint32_t tokens;
+  uint32_t stop;          /* FIN_STOP: which of want.stop */
   evd_buf_t drawn;        /* its EV_TOKEN events, each as a size_t length
                              then the token_ev_t's bytes */
 } choice_out_t;
@@ -89,6 +91,7 @@ struct call_s {
   uint64_t tokens;        /* the choices' tokens, for usage */
   struct resp_s *resp;    /* the Responses API's (responses.c) */
   struct oa_s *oa;        /* OpenAI's completions' (openai.c) */
+  struct nat_s *nat;      /* llama.cpp's /completion's (native.c) */
 };
 
 /* What every OpenAI answer says it was made by (system_fingerprint). */
@@ -98,6 +101,11 @@ struct call_s {
 
 /* Starts libmicrohttpd on the listening socket fd. NULL on failure. */
 struct MHD_Daemon *http_start(site_t *site, int fd);
+
+/* Adds the CORS headers (--cors-origins, --cors-credentials, as
+ * llama-server sends them) to an answer of c's request: reply.c calls it
+ * on every answer it queues. */
+void http_cors(call_t *c, struct MHD_Response *rs);
 
 /* ---- reply.c ------------------------------------------------------------- */
 
@@ -227,6 +235,11 @@ enum MHD_Result responses_get(call_t *c, const char *id);
 enum MHD_Result responses_delete(call_t *c, const char *id);
 enum MHD_Result status_health(call_t *c);       /* status.c */
 enum MHD_Result status_metrics(call_t *c);
+enum MHD_Result extra_tokenize(call_t *c);      /* extra.c */
+enum MHD_Result extra_detokenize(call_t *c);
+enum MHD_Result extra_apply_template(call_t *c);
+enum MHD_Result extra_props(call_t *c);
+enum MHD_Result extra_slots(call_t *c);
 
 /* The store of responses (store: true) that GET /v1/responses/{id}
  * answers and previous_response_id continues: the newest `max` of them.
@@ -237,6 +250,13 @@ void responses_store_free(struct rstore_s *r);
 /* Frees what responses.c and openai.c keep for a call. */
 void responses_call_free(call_t *c);
 void openai_call_free(call_t *c);
+void native_call_free(call_t *c);
+
+/* llama-server's "timings" of a finished task that predicted tokens:
+ * cache_n, prompt_n, prompt_ms, prompt_per_token_ms, prompt_per_second,
+ * predicted_n, predicted_ms, predicted_per_token_ms, predicted_per_second
+ * (native.c). */
+json_t *native_timings(const task_t *t, uint32_t predicted);
 
 /* The body as a JSON object into *out, or an answer already sent (400 or
  * 413) and -1. */

@@ -182,16 +182,23 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
                            e->kind == EV_TEXT ? text : "", len, "index",
                            (int)e->choice, "logprobs",
                            logprobs_of(c, e->choice), "finish_reason", why);
-    return choice_chunk(c, "text_completion", ch);
+    json_t *j = choice_chunk(c, "text_completion", ch);
+    if (j != NULL && e->kind == EV_END)
+      json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+    return j;
   }
   /* The chat's chunks: the parser's deltas of the text (tool calls
    * streamed as OpenAI's), the last with the finish reason. */
   json_t *out = json_array();
   chat_deltas(c, e->choice, text, len, e->kind != EV_END, out);
-  if (e->kind == EV_END)
-    json_array_append_new(out, delta_chunk(
-        c, e->choice, json_object(),
-        finish_reason(e->finish, c->oa->ch[e->choice].tool_calls)));
+  if (e->kind == EV_END) {
+    json_t *fin = delta_chunk(c, e->choice, json_object(),
+        finish_reason(e->finish, c->oa->ch[e->choice].tool_calls));
+    if (fin != NULL)
+      json_object_set_new(fin, "timings", native_timings(c->task,
+                                                         c->tokens));
+    json_array_append_new(out, fin);
+  }
   if (json_array_size(out) == 1) {
     json_t *one = json_incref(json_array_get(out, 0));
     json_decref(out);
@@ -267,8 +274,10 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
   }
   json_t *j = envelope(c, c->chat ? "chat.completion" : "text_completion",
                        choices);
-  if (j != NULL)
+  if (j != NULL) {
     json_object_set_new(j, "usage", usage(c));
+    json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+  }
   return j;
 }
 

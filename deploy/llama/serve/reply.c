@@ -31,6 +31,7 @@ enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
     MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == 405 && c->allow != NULL)
     MHD_add_response_header(rs, MHD_HTTP_HEADER_ALLOW, c->allow);
+  http_cors(c, rs);
   enum MHD_Result ok = MHD_queue_response(c->conn, status, rs);
   MHD_destroy_response(rs);
   return ok;
@@ -67,6 +68,7 @@ json_t *reply_error_json(unsigned status, const char *code,
   utf8_fix(msg);
   const char *type = status == 401 ? "authentication_error"
                    : status == 404 ? "not_found_error"
+                   : status == 501 ? "not_supported_error"
                    : status < 500 ? "invalid_request_error" : "server_error";
   return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", msg,
                    "type", type, "param", param, "code", code);
@@ -201,6 +203,7 @@ static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
     if (e->kind == EV_END) {
       o->finish = e->finish;
       o->tokens = e->tokens;
+      o->stop = e->stop;
     } else if (e->kind == EV_TOKEN) {
       evd_buf_add(&o->drawn, (const char *)&e->len, sizeof(e->len));
       evd_buf_add(&o->drawn, nw->text.data + e->off, e->len);
@@ -277,6 +280,7 @@ enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE,
                           "text/event-stream");
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  http_cors(c, rs);
   enum MHD_Result ok = MHD_queue_response(c->conn, 200, rs);
   MHD_destroy_response(rs);
   return ok;

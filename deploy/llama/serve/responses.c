@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "serve/http.h"
+#include "serve/upstream.h"
 
 /* ---- the store ----------------------------------------------------------- */
 
@@ -562,7 +563,25 @@ enum MHD_Result responses_create(call_t *c) {
     t->want.n = 1;
     t->want.cache_prompt = true;
     t->want.seed = (uint64_t)time(NULL) ^ (uintptr_t)t;
+    /* llama-server's sampler chain, as chat's: the request's fields
+     * (temperature, top_p, and llama-server's own) over the command
+     * line's defaults; the answer repeats what it drew with. */
+    json_t *params = sampling_params(c->site, NULL, body), *set = NULL;
+    bad = params == NULL || sampling_make(&f, c->site, params, t);
+    json_decref(params);
+    char *st = NULL;
+    if (bad == 0 &&
+        up_sampler_settings(t->want.samplers[0], &st, NULL, 0) == 0)
+      set = json_loads(st, 0, NULL);
+    free(st);
+    if (set != NULL) {
+      t->want.temp = json_number_value(json_object_get(set, "temperature"));
+      t->want.top_p = json_number_value(json_object_get(set, "top_p"));
+    }
+    json_decref(set);
     c->created = (long long)time(NULL);
+  }
+  if (bad == 0) {
     random_id(r->id, sizeof(r->id), "resp_");
     random_id(r->msg_id, sizeof(r->msg_id), "msg_");
     r->echo = json_pack(

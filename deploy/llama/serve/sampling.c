@@ -19,7 +19,8 @@ static const char *const not_sampling[] = {
     "stream_options", "model", "n", "stop", "max_tokens",
     "max_completion_tokens", "max_output_tokens", "n_predict",
     "logprobs", "top_logprobs", "response_format", "cache_prompt",
-    "parallel_tool_calls", "user", "metadata", "store", NULL};
+    "parallel_tool_calls", "user", "metadata", "store", "instructions",
+    "previous_response_id", "text", "truncation", NULL};
 
 json_t *sampling_params(const site_t *site, json_t *format, json_t *body) {
   json_t *p = format != NULL ? json_deep_copy(format) : json_object();

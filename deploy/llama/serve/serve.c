@@ -35,15 +35,22 @@ static const char synopsis[] =
     "An HTTP completion server, each request's KV cache kept by evictd (a\n"
     "session per choice, deleted when it ends or its client goes away; all\n"
     "requests decoding at once are one llama.cpp pass and one evictd batch\n"
-    "per iteration): OpenAI's GET /v1/models, POST /v1/completions and\n"
-    "POST /v1/chat/completions; llama.cpp's POST /completion\n"
-    "{\"prompt\":\"...\",\"n_predict\":N,\"stream\":false,\"temperature\":0,\n"
-    "\"seed\":0,\"stop\":[...]}; GET /health, GET /metrics. Without all of\n"
-    "--budget, --sinks and --lookahead, a probe session reads the daemon's\n"
-    "defaults at start. The defaults are llama.cpp's fast settings; --exact\n"
-    "gives the logits a float64 reference computes. A drop-in for\n"
-    "llama-server: each of its flags means the same here, or changes\n"
-    "nothing (said below), or is refused with its reason.\n";
+    "per iteration). Its routes, llama-server's (deploy/llama/README.md):\n"
+    "  OpenAI's   POST /v1/chat/completions (/chat/completions),\n"
+    "             POST /v1/completions, POST /v1/responses (/responses),\n"
+    "             GET and DELETE /v1/responses/{id}, GET /v1/models\n"
+    "             (/models)\n"
+    "  llama.cpp  POST /completion (/completions): {\"prompt\":\"...\",\n"
+    "             \"n_predict\":N,\"stream\":false,\"temperature\":0,\n"
+    "             \"seed\":0,\"stop\":[...]}; POST /tokenize, POST\n"
+    "             /detokenize, POST /apply-template, GET /props, GET /slots\n"
+    "  probes     GET /health (/v1/health; no API key asked), GET /metrics\n"
+    "  CORS       OPTIONS on any path (a browser's preflight)\n"
+    "Without all of --budget, --sinks and --lookahead, a probe session reads\n"
+    "the daemon's defaults at start. The defaults are llama.cpp's fast\n"
+    "settings; --exact gives the logits a float64 reference computes. A\n"
+    "drop-in for llama-server: each of its flags means the same here, or\n"
+    "changes nothing (said below), or is refused with its reason.\n";
 
 #define OPT(f) offsetof(serve_opts_t, f)
 #define LS(f) offsetof(serve_opts_t, ls.f)
@@ -111,6 +118,22 @@ static const cli_opt_t options[] = {
      "/health (401 without)"},
     {"api-key-file", NULL, "FILE", CLI_STR, OPT(api_key_file), 0, 0, {NULL},
      "more keys: a key a line, lines starting with # left out"},
+    {"cors-origins", NULL, "ORIGINS", CLI_STR, OPT(cors_origins), 0, 0,
+     {NULL}, "the origins browsers may call from (default *: any; "
+     "'localhost': an Origin whose host is localhost, 127.0.0.1 or ::1, "
+     "any port; or an origin, or a comma-separated list of them): every "
+     "answer says so in Access-Control-Allow-Origin, and a preflight "
+     "(OPTIONS) is answered before the API key is asked for"},
+    {"cors-methods", NULL, "METHODS", CLI_STR, OPT(cors_methods), 0, 0,
+     {NULL}, "a preflight's Access-Control-Allow-Methods (default \"GET, "
+     "POST, DELETE, OPTIONS\")"},
+    {"cors-headers", NULL, "HEADERS", CLI_STR, OPT(cors_headers), 0, 0,
+     {NULL}, "a preflight's Access-Control-Allow-Headers (default *)"},
+    {"cors-credentials", NULL, NULL, CLI_FLAG, OPT(cors_credentials), 0, 0,
+     {NULL}, "allow credentials (the default: with --cors-origins *, the "
+     "request's Origin is sent back instead of *)"},
+    {"no-cors-credentials", NULL, NULL, CLI_FLAG, OPT(no_cors_credentials),
+     0, 0, {NULL}, "do not allow them (--cors-origins * then answers *)"},
     {"cache-prompt", NULL, NULL, CLI_FLAG, OPT(cache_prompt), 0, 0, {NULL},
      "keep each request's sequence parked when it ends (its cells, its "
      "evictd session, its tokens), and continue it for a request whose "
@@ -539,7 +562,7 @@ int serve_main(int argc, char **argv) {
       .parallel = 8, .queue = 64, .n_predict_max = 32768,
       .cache_ram = 8192, .port = -1,
       .ls = {.ctx = -1, .ctx_slot = -1, .batch = -1, .ubatch = -1,
-             .keep = -1, .jinja = 1}};
+             .keep = -1, .jinja = 1, .slots = 1}};
   cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);
   c.more = serve_llama_flags;
   c.n_more = serve_llama_flags_n;

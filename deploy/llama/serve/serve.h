@@ -30,6 +30,8 @@ typedef struct serve_llama_s {
                              BOS (-1: not given) */
   int64_t n_predict;      /* -n N (0: not given; -1: until an end token) */
   int jinja;              /* --jinja 1 (the default), --no-jinja 0 */
+  int slots;              /* --slots 1 (the default), --no-slots 0: GET
+                             /slots answers, or 501 (extra.c) */
   const char *chat_template;      /* --chat-template NAME|JINJA, or the
                                      text of --chat-template-file */
   const char *chat_template_file;
@@ -56,6 +58,13 @@ typedef struct serve_opts_s {
                                 lines comments */
   char **api_keys;           /* both's keys, NULL-terminated, or NULL:
                                 none asked (http.c) */
+  /* CORS, as llama-server's flags say it (NULL: its defaults, "*",
+   * "GET, POST, DELETE, OPTIONS", "*"; credentials allowed). */
+  const char *cors_origins;  /* "*", "localhost", an origin or a list */
+  const char *cors_methods;  /* a preflight's Access-Control-Allow-Methods */
+  const char *cors_headers;  /* its Access-Control-Allow-Headers */
+  bool cors_credentials;     /* --cors-credentials: the default, said again */
+  bool no_cors_credentials;  /* --no-cors-credentials */
   evd_session_cfg_t cfg;     /* budget, sinks, lookahead (< 0: the
                                 daemon's defaults) */
   uint32_t parallel;         /* sequences decoding at once */
