@@ -5,15 +5,19 @@ or refused in one line with its reason, never "unknown option", which is
 kept for flags llama-server does not have either; and the flags that mean
 something do it, against the real daemon and the real server on
 stories260K: --temp 0 is greedy, --seed reproducible, -n the default
-length of every route, --top-k 1 greedy, -c the budget the start-up line
-prints, the chat template's defaults."""
+length of every route (and /props says so), --top-k 1 greedy, --top-p,
+--min-p and --repeat-penalty each the answer the request's own field
+gives, -c the budget the start-up line prints, the chat template's
+defaults, several API keys (each taken, any other 401 in JSON), --alias,
+--no-slots (GET /slots 501, /props's endpoint_slots false). Each server
+listens on 127.0.0.1, an ephemeral port (--host 127.0.0.1 --port 0), and
+is asked over real HTTP."""
 
 import glob
 import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +37,8 @@ MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
                                                         "llama")
 STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
     MODELS, "stories260K.gguf")
-LISTENING = re.compile(r"listening on (\S+) \(evictd \S+; budget (\d+), "
+LISTENING = re.compile(r"listening on (127\.0\.0\.1:\d+) \(evictd \S+; "
+                       r"budget (\d+), "
                        r"sinks (\d+), lookahead (\d+), parallel (\d+)")
 PROMPT = "Once upon a time"
 # One sequence, llama.cpp's exact settings, nothing kept between requests:
@@ -97,7 +102,8 @@ def server_flags(path: str) -> List[Tuple[List[str], int]]:
     its examples name LLAMA_EXAMPLE_SERVER or LLAMA_EXAMPLE_COMMON (every
     tool's; the default) and its excludes do not name the server, as
     common_params_parser_init keeps them."""
-    src = open(path, encoding="utf-8").read()
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
     lists = {m.group(1): re.findall(r"LLAMA_EXAMPLE_\w+", m.group(2))
              for m in re.finditer(r"initializer_list<enum llama_example>\s+"
                                   r"(\w+)\s*=\s*\{([^}]*)\}", src)}
@@ -136,37 +142,26 @@ def run_serve(*args: str, timeout: float = 60) -> Tuple[int, str]:
     return p.returncode, p.stderr.decode("utf-8", "replace")
 
 
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float = 60) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path)
-
-
 class Server:
-    """evictd-llama serve on stories260K with these flags, on a Unix socket
-    of the test's folder; the start-up line's settings in .settings."""
+    """evictd-llama serve on stories260K with these flags, on 127.0.0.1 at
+    a port the system picks (llama-server's --host and --port); the
+    start-up line's address in .addr, its settings in .settings."""
 
     def __init__(self, *args: str) -> None:
         fd, self.log_path = tempfile.mkstemp(prefix="serve-", suffix=".log",
                                              dir=TMP.name)
         os.close(fd)
-        sock = self.log_path[:-4] + ".sock"
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [BIN, "serve", "-m", STORIES, "--listen", "unix:" + sock,
-                 "--evictd", EVD.url] + list(args),
+                [BIN, "serve", "-m", STORIES, "--host", "127.0.0.1",
+                 "--port", "0", "--evictd", EVD.url] + list(args),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=log)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             m = LISTENING.search(self.log())
             if m:
-                self.path = m.group(1)[len("unix:"):]
+                self.addr = m.group(1)
                 self.settings = {k: int(m.group(i + 2)) for i, k in
                                  enumerate(("budget", "sinks", "lookahead",
                                             "parallel"))}
@@ -181,14 +176,30 @@ class Server:
         with open(self.log_path, encoding="utf-8", errors="replace") as f:
             return f.read()
 
-    def request(self, path: str, body: dict,
-                headers: Optional[Dict[str, str]] = None) -> Tuple[int, dict]:
-        c = UnixConnection(self.path)
-        c.request("POST", path, body=json.dumps(body).encode(),
-                  headers=headers or {})
+    def request(self, path: str, body: Optional[dict],
+                headers: Optional[Dict[str, str]] = None,
+                method: Optional[str] = None) -> Tuple[int, dict]:
+        """A request (POST with a body, else GET) and its answer, which
+        must be JSON whatever its status."""
+        host, port = self.addr.rsplit(":", 1)
+        c = http.client.HTTPConnection(host, int(port), timeout=60)
+        c.request(method or ("POST" if body is not None else "GET"), path,
+                  body=json.dumps(body).encode() if body is not None
+                  else None, headers=headers or {})
         r = c.getresponse()
-        out = r.status, json.loads(r.read())
+        raw = r.read()
         c.close()
+        self.last_type = r.getheader("Content-Type", "")
+        try:
+            return r.status, json.loads(raw)
+        except ValueError:
+            raise AssertionError("%s %s: %d, not JSON: %r" % (
+                method, path, r.status, raw[:200]))
+
+    def get(self, path: str) -> dict:
+        status, out = self.request(path, None)
+        if status != 200:
+            raise AssertionError("GET %s: %d %s" % (path, status, out))
         return out
 
     def ok(self, path: str, body: dict) -> dict:
@@ -553,8 +564,8 @@ class Meaning(unittest.TestCase):
             self.assertNotEqual(prompt_tokens(s), bare)
         rc, err = run_serve("-m", STORIES, "--evictd", EVD.url,
                             "--chat-template", "llama2", "--budget", "64",
-                            "--sinks", "4", "--lookahead", "16", "--listen",
-                            "unix:" + os.path.join(TMP.name, "no.sock"))
+                            "--sinks", "4", "--lookahead", "16", "--host",
+                            "127.0.0.1", "--port", "0")
         self.assertEqual(rc, 1, err)
         self.assertIn("the chat template", err)
 
@@ -562,14 +573,132 @@ class Meaning(unittest.TestCase):
         keys = os.path.join(TMP.name, "api-keys")
         with open(keys, "w") as f:
             f.write("# the team's\nk3\n\n#k4\n")
+        body = {"prompt": PROMPT, "max_tokens": 1}
         with Server(*QUIET, "--api-key", "k1,k2", "--api-key-file",
                     keys) as s:
-            body = {"prompt": PROMPT, "max_tokens": 1}
-            for key, want in (("k1", 200), ("k2", 200), ("k3", 200),
-                              ("k4", 401), ("#k4", 401), ("", 401)):
-                status, _ = s.request("/v1/completions", body, {
-                    "Authorization": "Bearer " + key})
-                self.assertEqual(status, want, key)
+            # Each key, in each of llama-server's ways of giving it.
+            for header in ("Authorization", "X-Api-Key"):
+                for key in ("k1", "k2", "k3"):
+                    value = ("Bearer " + key if header == "Authorization"
+                             else key)
+                    status, out = s.request("/v1/completions", body,
+                                            {header: value})
+                    self.assertEqual(status, 200, (header, key, out))
+                    self.assertEqual(out["usage"]["completion_tokens"], 1)
+            status, _ = s.request("/v1/completions", body,
+                                  {"Authorization": "k2"})
+            self.assertEqual(status, 200)
+            # Any other key, or none, is a 401 in JSON that changes
+            # nothing; a commented line of the file is no key.
+            for headers in ({"Authorization": "Bearer k4"},
+                            {"Authorization": "Bearer #k4"},
+                            {"Authorization": "Bearer k1,k2"},
+                            {"Authorization": "Bearer k1 "},
+                            {"Authorization": "Bearer "},
+                            {"X-Api-Key": "k12"}, {"X-Api-Key": ""}, {}):
+                for path, req in (("/v1/completions", body),
+                                  ("/props", None), ("/slots", None),
+                                  ("/metrics", None)):
+                    status, out = s.request(path, req, headers)
+                    self.assertEqual(status, 401, (headers, path, out))
+                    self.assertIn("application/json", s.last_type)
+                    self.assertEqual(out["error"]["code"],
+                                     "invalid_api_key", out)
+                    self.assertEqual(out["error"]["type"],
+                                     "authentication_error", out)
+            # Probes need none.
+            status, out = s.request("/health", None)
+            self.assertEqual(status, 200, out)
+            status, out = s.request("/props", None, {"X-Api-Key": "k3"})
+            self.assertEqual(status, 200, out)
+        # Without --api-key, no key is asked for.
+        with Server(*QUIET) as s:
+            status, _ = s.request("/v1/completions", body)
+            self.assertEqual(status, 200)
+        # A key list or file of no key would ask for none: refused.
+        empty = os.path.join(TMP.name, "no-keys")
+        with open(empty, "w") as f:
+            f.write("# nothing\n\n")
+        for args, says in ((("--api-key", ","), "--api-key holds no key"),
+                           (("--api-key-file", empty),
+                            "--api-key-file holds no key"),
+                           (("--api-key", "a b"), "the API key must be "
+                            "printable ASCII without blanks")):
+            rc, err = run_serve("-m", STORIES, *args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertIn(says, err, args)
+
+    def test_sampler_flags_change_the_answer(self) -> None:
+        # Each flag gives, by default, the answer the request's own field
+        # gives on a server without it, which is not the answer without
+        # either: the default was changed, and changed to that value.
+        with Server(*QUIET) as plain:
+            cases = []
+            for flag, value, field, base in (
+                    ("--top-p", "0.3", "top_p",
+                     {"temperature": 1.0, "seed": 42}),
+                    ("--min-p", "0.4", "min_p",
+                     {"temperature": 1.0, "seed": 42}),
+                    ("--top-k", "3", "top_k",
+                     {"temperature": 1.5, "seed": 42}),
+                    ("--repeat-penalty", "1.6", "repeat_penalty",
+                     {"temperature": 0}),
+                    ("--presence-penalty", "1.5", "presence_penalty",
+                     {"temperature": 0})):
+                before = plain.text(**base)
+                want = plain.text(**base, **{field: float(value)})
+                self.assertNotEqual(want, before, (flag, "a value that "
+                                                   "changes nothing"))
+                cases.append((flag, value, base, before, want))
+        for flag, value, base, before, want in cases:
+            with Server(*QUIET, flag, value) as s:
+                got = s.text(**base)
+                self.assertEqual(got, want, flag)
+                self.assertNotEqual(got, before, flag)
+                # /props reports the default under llama-server's name.
+                params = s.get("/props")["default_generation_settings"][
+                    "params"]
+                key = flag[2:].replace("-", "_")
+                self.assertAlmostEqual(params[key], float(value), 6, flag)
+
+    def test_no_slots(self) -> None:
+        # --slots is the default, and llama-server's: /slots answers.
+        with Server(*QUIET) as s:
+            slots = s.get("/slots")
+            self.assertEqual(len(slots), 1)
+            self.assertEqual(slots[0]["id"], 0)
+            self.assertIs(s.get("/props")["endpoint_slots"], True)
+        with Server(*QUIET, "--no-slots") as s:
+            status, out = s.request("/slots", None)
+            self.assertEqual(status, 501, out)
+            self.assertIn("application/json", s.last_type)
+            self.assertEqual(out["error"]["type"], "not_supported_error")
+            self.assertEqual(out["error"]["code"], "not_supported")
+            self.assertIn("--no-slots", out["error"]["message"])
+            self.assertIs(s.get("/props")["endpoint_slots"], False)
+            # Nothing else changes: a completion is answered.
+            self.assertEqual(s.text(temperature=0), self.greedy)
+        # The last of the two counts, as in llama-server.
+        with Server(*QUIET, "--no-slots", "--slots") as s:
+            self.assertEqual(len(s.get("/slots")), 1)
+            self.assertIs(s.get("/props")["endpoint_slots"], True)
+
+    def test_props_reports_the_defaults(self) -> None:
+        with Server(*QUIET, "--n-predict-max", "40") as s:
+            params = s.get("/props")["default_generation_settings"]["params"]
+            self.assertEqual(params["n_predict"], 40)
+            self.assertEqual(params["max_tokens"], 40)
+            self.assertNotEqual(params["temperature"], 0.25)
+        with Server(*QUIET, "--n-predict-max", "40", "-n", "7", "--temp",
+                    "0.25", "--seed", "5", "-a", "tiny") as s:
+            props = s.get("/props")
+            params = props["default_generation_settings"]["params"]
+            self.assertEqual(params["n_predict"], 7)
+            self.assertEqual(params["max_tokens"], 7)
+            self.assertAlmostEqual(params["temperature"], 0.25, 6)
+            self.assertEqual(params["seed"], 5)
+            self.assertEqual(props["model_alias"], "tiny")
+            self.assertEqual(props["total_slots"], 1)
 
     def test_alias(self) -> None:
         with Server(*QUIET, "-a", "zed, alpha ,beta") as s:
