@@ -30,6 +30,7 @@ REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
 from daemon import Daemon  # noqa: E402
+import test_routes as tr  # noqa: E402  (openapi.yaml's checker)
 
 BIN = os.environ.get("EVICTD_LLAMA") or os.path.join(REPO, "build",
                                                      "evictd-llama")
@@ -180,7 +181,8 @@ class Server:
                 headers: Optional[Dict[str, str]] = None,
                 method: Optional[str] = None) -> Tuple[int, dict]:
         """A request (POST with a body, else GET) and its answer, which
-        must be JSON whatever its status."""
+        must be JSON whatever its status, and one deploy/llama/openapi.yaml
+        gives for the request."""
         host, port = self.addr.rsplit(":", 1)
         c = http.client.HTTPConnection(host, int(port), timeout=60)
         c.request(method or ("POST" if body is not None else "GET"), path,
@@ -190,6 +192,9 @@ class Server:
         raw = r.read()
         c.close()
         self.last_type = r.getheader("Content-Type", "")
+        method = method or ("POST" if body is not None else "GET")
+        tr.contract(method, path, body, tr.Answer(r.status,
+                                                  dict(r.getheaders()), raw))
         try:
             return r.status, json.loads(raw)
         except ValueError:
@@ -646,7 +651,7 @@ class Meaning(unittest.TestCase):
                     ("--presence-penalty", "1.5", "presence_penalty",
                      {"temperature": 0})):
                 before = plain.text(**base)
-                want = plain.text(**base, **{field: float(value)})
+                want = plain.text(**base, **{field: json.loads(value)})
                 self.assertNotEqual(want, before, (flag, "a value that "
                                                    "changes nothing"))
                 cases.append((flag, value, base, before, want))
