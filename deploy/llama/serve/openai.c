@@ -316,15 +316,9 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
     snprintf(f->why, sizeof(f->why), "\"model\" must be a string");
     return -1;
   }
-  /* max_completion_tokens is the newer name (chat), max_tokens the older;
-   * -1, as llama-server's n_predict, is until an end token or
-   * --n-predict-max. */
-  const char *mt = json_object_get(f->body, "max_completion_tokens")
-                       ? "max_completion_tokens" : "max_tokens";
-  json_t *mv = json_object_get(f->body, mt);
-  if (json_is_integer(mv) && json_integer_value(mv) == -1)
-    json_object_set_new(f->body, mt, json_integer(o->n_predict_max));
-  if (field_int(f, mt, 1, o->n_predict_max, max_def, &max_tokens) ||
+  /* max_completion_tokens is the newer name (chat), max_tokens the older,
+   * and llama-server's n_predict goes before both, as there. */
+  if (field_n_predict(f, o->n_predict_max, max_def, &max_tokens) ||
       field_num(f, "temperature", 0, 2, 1, &t->want.temp) ||
       field_num(f, "top_p", 0, 1, 1, &t->want.top_p) ||
       field_int(f, "n", 1, o->parallel, 1, &n) ||
