@@ -732,8 +732,12 @@ static void grammar_of(const json &body, const llama_vocab *vocab,
     }
   }
   /* grammar wins over json_schema when both are there: a chat's grammar
-   * (up_chat_apply's) already holds the schema. */
-  if (field(body, "json_schema") && !field(body, "grammar")) {
+   * (up_chat_apply's) already holds the schema. An empty grammar is none
+   * (llama-server would let it hide the schema). */
+  const json *g = field(body, "grammar");
+  bool grammar = g != nullptr &&
+                 !(g->is_string() && g->get<std::string>().empty());
+  if (field(body, "json_schema") && !grammar) {
     try {
       sp.grammar = {COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT,
                     json_schema_to_grammar(body.at("json_schema"))};
