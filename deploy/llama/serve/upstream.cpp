@@ -1007,6 +1007,13 @@ int up_sampler_sample(up_sampler_t *s, struct llama_context *ctx,
       throw std::runtime_error("llama.cpp has no logits at output " +
                                std::to_string(idx));
     *tok = common_sampler_sample(s->smpl, ctx, idx);
+    /* The token drawn is one the chain and the grammar excluded only when
+     * they excluded every one: nothing may follow. */
+    llama_token_data_array *cur = common_sampler_get_candidates(s->smpl,
+                                                                false);
+    if (cur->selected >= 0 && static_cast<size_t>(cur->selected) < cur->size &&
+        cur->data[cur->selected].logit == -INFINITY)
+      return 1;
     return 0;
   });
 }
