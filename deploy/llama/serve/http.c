@@ -21,6 +21,8 @@ static const route_t routes[] = {
     {"/v1/completions", "POST", openai_completions},
     {"/v1/models", "GET", openai_models},
     {"/v1/responses", "POST", responses_create},
+    {"/v1/messages", "POST", anthropic_messages},
+    {"/v1/messages/count_tokens", "POST", anthropic_count_tokens},
     {"/completion", "POST", native_completion},
     {"/health", "GET", status_health},
     {"/metrics", "GET", status_metrics},
@@ -81,28 +83,36 @@ static enum MHD_Result route(call_t *c, const char *url, const char *method) {
   }
   return reply_error(c, 404, "not_found", NULL, "no such path: %s (POST "
                      "/v1/chat/completions, POST /v1/completions, POST "
-                     "/v1/responses, GET /v1/responses/{id}, GET "
-                     "/v1/models, POST /completion, GET /health, GET "
-                     "/metrics)", url);
+                     "/v1/responses, GET /v1/responses/{id}, POST /v1/messages, "
+                     "POST /v1/messages/count_tokens, GET /v1/models, POST "
+                     "/completion, GET /health, GET /metrics)", url);
 }
 
-/* Whether a request may pass: no --api-key, or its bearer token is the
- * key (compared in time independent of where they differ), or the route
- * is /health, which probes reach without a key. */
+/* Whether given is the key, compared in time independent of where they
+ * differ. */
+static bool same_key(const char *key, const char *given) {
+  size_t n = strlen(key), m = strlen(given);
+  unsigned char diff = n != m;
+  for (size_t i = 0; i < n; i++)
+    diff |= (unsigned char)(key[i] ^ (i < m ? given[i] : 0));
+  return diff == 0;
+}
+
+/* Whether a request may pass: no --api-key, or it sends the key, as a
+ * bearer token or, as llama-server also takes it (Anthropic's clients send
+ * it so), in x-api-key; or the route is /health, which probes reach
+ * without a key. */
 static bool allowed(call_t *c, const char *url) {
   const char *key = c->site->o->api_key;
   if (key == NULL || strcmp(url, "/health") == 0)
     return true;
   const char *auth = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_AUTHORIZATION);
-  if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
-    return false;
-  auth += 7;
-  size_t n = strlen(key), m = strlen(auth);
-  unsigned char diff = n != m;
-  for (size_t i = 0; i < n; i++)
-    diff |= (unsigned char)(key[i] ^ (i < m ? auth[i] : 0));
-  return diff == 0;
+  const char *xkey = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+                                                 "x-api-key");
+  bool bearer = auth != NULL && strncmp(auth, "Bearer ", 7) == 0 &&
+                same_key(key, auth + 7);
+  return bearer || (xkey != NULL && same_key(key, xkey));
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
@@ -125,10 +135,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
     *upload_size = 0;
     return add_body(c, upload, n) == 0 ? MHD_YES : MHD_NO;
   }
+  /* Anthropic's routes answer in Anthropic's error shape, the 401 too. */
+  if (strcmp(url, "/v1/messages") == 0 ||
+      strcmp(url, "/v1/messages/count_tokens") == 0)
+    c->errors = anthropic_error_json;
   if (!allowed(c, url))
     return reply_error(c, 401, "invalid_api_key", NULL, "no valid API key: "
-                       "send 'Authorization: Bearer KEY' with the server's "
-                       "--api-key");
+                       "send 'Authorization: Bearer KEY' or 'x-api-key: KEY' "
+                       "with the server's --api-key");
   return route(c, url, method);
 }
 
@@ -148,6 +162,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **ctx,
   }
   responses_call_free(c);
   openai_call_free(c);
+  anthropic_call_free(c);
   news_free(&c->news);
   evd_buf_free(&c->out);
   evd_buf_free(&c->body);
