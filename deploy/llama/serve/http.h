@@ -250,6 +250,15 @@ json_t *anthropic_error_json(unsigned status, const char *code,
 /* Frees what anthropic.c keeps for a call. */
 void anthropic_call_free(call_t *c);
 
+/* anthropic_in.c: the Anthropic request f->body as an OpenAI chat request
+ * for chat_apply and sampling_params (*chat, a new reference): messages
+ * (system first; a user's tool results as tool messages, an assistant's
+ * tool_use blocks as its tool calls), tools, tool_choice,
+ * parallel_tool_calls, chat_template_kwargs (enable_thinking false unless
+ * given) and reasoning_format none. 0, or -1 with f's bad and why set
+ * (bad NULL: out of memory). */
+int anthropic_convert(fields_t *f, json_t **chat);
+
 /* The store of responses (store: true) that GET /v1/responses/{id}
  * answers and previous_response_id continues: the newest `max` of them.
  * NULL when out of memory. */
