@@ -502,7 +502,8 @@ enum MHD_Result anthropic_count_tokens(call_t *c) {
   fields_t f = {.body = body};
   llama_token *toks = NULL;
   int n = -1;
-  if (anthropic_convert(&f, &chat) == 0 && chat_apply(&f, c->site, chat, &fmt) == 0) {
+  if (anthropic_convert(&f, &chat) == 0 &&
+      chat_apply(&f, c->site, chat, &fmt) == 0) {
     /* Tokenized as a request's prompt is: the BOS, and the template's
      * special tokens as themselves. */
     json_t *p = json_object_get(fmt, "prompt");
