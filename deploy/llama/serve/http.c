@@ -37,6 +37,8 @@ static const route_t routes[] = {
     {"/slots", "GET", extra_slots, false},
     {"/health", "GET", status_health, true},
     {"/v1/health", "GET", status_health, true},
+    {"/v1/messages", "POST", anthropic_messages, false},
+    {"/v1/messages/count_tokens", "POST", anthropic_count_tokens, false},
     {"/metrics", "GET", status_metrics, false},
 };
 
@@ -102,7 +104,7 @@ static enum MHD_Result route(call_t *c, const char *url, const char *method) {
                        r->method, r->path);
   }
   /* The paths there are, from the table. */
-  char list[400];
+  char list[1024];
   size_t at = 0;
   for (size_t i = 0; i < N_ROUTES && at < sizeof(list); i++)
     at += (size_t)snprintf(list + at, sizeof(list) - at, "%s %s, ",
@@ -269,10 +271,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
   }
   if (strcmp(method, "OPTIONS") == 0)
     return preflight(c);
+  /* Anthropic's routes answer in Anthropic's error shape, the 401 too. */
+  if (strcmp(url, "/v1/messages") == 0 ||
+      strcmp(url, "/v1/messages/count_tokens") == 0)
+    c->errors = anthropic_error_json;
   if (!allowed(c, url))
     return reply_error(c, 401, "invalid_api_key", NULL, "no valid API key: "
-                       "send 'Authorization: Bearer KEY' with the server's "
-                       "--api-key");
+                       "send 'Authorization: Bearer KEY' or 'x-api-key: KEY' "
+                       "with the server's --api-key");
   return route(c, url, method);
 }
 
@@ -293,6 +299,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **ctx,
   responses_call_free(c);
   openai_call_free(c);
   native_call_free(c);
+  anthropic_call_free(c);
   news_free(&c->news);
   evd_buf_free(&c->out);
   evd_buf_free(&c->body);

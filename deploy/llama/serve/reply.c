@@ -81,7 +81,8 @@ enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  return reply_json(c, status, reply_error_json(status, code, param, msg));
+  return reply_json(c, status, (c->errors ? c->errors : reply_error_json)(
+                                   status, code, param, msg));
 }
 
 /* Whether the peer closed its side (or the socket failed). */
