@@ -18,7 +18,7 @@ LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
              include/evictd/client.h $(COMMON_HDR)
 
 .PHONY: evictd-llama gguf upstream-check e2e-llamacpp asan-llamacpp \
-        bench-llama bench-serve perplexity
+        bench-llama bench-serve compare-llama-server perplexity
 
 evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
@@ -195,18 +195,6 @@ perplexity:
 	deploy/llama/perplexity.sh $(B)/evictd $(B)/evictd-llama \
 	  $(LLAMA_OUT)/evictd-lm.gguf deploy/llama
 
-# Greedy answers of serve and llama-server (the same tree's), the same
-# model and settings, 50 prompts inside the window: equal, or why not
-# (tests/bench/greedy_llama_server.py). Not part of CI: it builds
-# llama-server (about 15 minutes once).
-.PHONY: compare-llama-server
-compare-llama-server:
-	@deploy/deps.sh build bench llama && \
-	$(MAKE) --no-print-directory $(B)/evictd evictd-llama && \
-	server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server) && \
-	/usr/bin/python3 tests/bench/greedy_llama_server.py $(B)/evictd \
-	  $(B)/evictd-llama "$$server" $(abspath $(STORIES260K))
-
 # evictd-llama serve beside llama-server built from the same llama.cpp
 # tree (tests/bench/llama-server.sh, cached in build/llama/server), on
 # stories260K and a 100M random model whose tokens are all valid UTF-8:
@@ -221,3 +209,20 @@ bench-serve:
 	server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server) && \
 	tests/bench/bench_serve.py $(B)/evictd $(B)/evictd-llama "$$server" \
 	  $(abspath $(STORIES260K)) $(LLAMA_OUT)/random-100M-ascii.gguf
+
+# Greedy answers of serve and llama-server (the same tree's llama-server,
+# as bench-serve builds it) where no eviction happens: the same model and
+# flags, 50 completions and 50 chats at temperature 0, each prompt and
+# answer inside serve's budget; a difference is shown at its first
+# differing token with both top-two margins, and fails unless it is a
+# near-tie (tests/bench/compare_llama_server.py; deploy/BENCHMARKS.md).
+# On stories260K and deploy/model's evictd-lm. Not part of CI: it builds
+# llama-server (about 17 minutes once); the comparison itself takes a
+# minute.
+compare-llama-server:
+	@deploy/deps.sh build bench llama && \
+	$(MAKE) --no-print-directory $(B)/evictd gguf && \
+	server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server) && \
+	/usr/bin/python3 tests/bench/compare_llama_server.py \
+	  --evictd $(B)/evictd --serve $(B)/evictd-llama --llama-server "$$server" \
+	  --model $(abspath $(STORIES260K)) --model $(LLAMA_OUT)/evictd-lm.gguf
