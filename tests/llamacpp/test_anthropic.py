@@ -613,9 +613,11 @@ class Errors(unittest.TestCase):
 
     def test_api_key(self) -> None:
         body = dict(model="m", max_tokens=2, messages=ASK)
+        # As llama-server: Authorization when sent, else x-api-key; either
+        # may carry "Bearer " before the key.
         for headers in ({}, {"x-api-key": "wrong"},
                         {"Authorization": "Bearer wrong"},
-                        {"x-api-key": "Bearer " + KEY}):
+                        {"Authorization": "Bearer wrong", "x-api-key": KEY}):
             for path, b in (("/v1/messages", body),
                             ("/v1/messages/count_tokens", body)):
                 status, _, out = post("keyed", path, b, headers=headers)
@@ -624,6 +626,7 @@ class Errors(unittest.TestCase):
         # Either header, on every route (llama-server takes both).
         for headers in ({"x-api-key": KEY},
                         {"Authorization": "Bearer " + KEY},
+                        {"x-api-key": "Bearer " + KEY},
                         {"x-api-key": "wrong",
                          "Authorization": "Bearer " + KEY}):
             status, _, out = post("keyed", "/v1/messages", body,
