@@ -121,7 +121,7 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
                 test_serve test_hostile test_openai test_pool test_faults \
-                test_upstream
+                test_upstream test_llama_suite
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 UPSTREAM_UNDER_TEST = $(LLAMA_OUT)/upstream_check
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
@@ -131,9 +131,11 @@ LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
   GGUF_PY=$(GGUF_PY) STORIES_GGUF=$(abspath $(STORIES260K))
 
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
-# LLAMA_CPP_SRC) fails the target.
+# LLAMA_CPP_SRC) fails the target. test_llama_suite runs llama.cpp's own
+# server tests (the tree's tools/server/tests, Debian's pytest: deps.sh's
+# llamasuite) against serve.
 e2e-llamacpp:
-	@deploy/deps.sh build e2e llama tls metrics proxy && \
+	@deploy/deps.sh build e2e llama tls metrics proxy llamasuite && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf upstream-check \
 	  $(OPENAI_STAMP) $(CONTRACT_STAMP) && \
 	for t in $(LLAMA_SUITES); do \
