@@ -120,8 +120,8 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 # binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
-                test_serve test_hostile test_openai test_pool test_faults \
-                test_upstream test_llama_suite
+                test_serve test_hostile test_convs test_openai test_routes \
+                test_pool test_faults test_upstream test_llama_suite
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 UPSTREAM_UNDER_TEST = $(LLAMA_OUT)/upstream_check
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
@@ -160,8 +160,9 @@ asan-llamacpp:
 	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  $(ASAN_LLAMA)/evictd-llama $(ASAN_LLAMA)/llama/upstream_check && \
-	for t in test_serve test_hostile test_openai test_perplexity test_stories \
-	         test_pool test_faults test_upstream; do \
+	for t in test_serve test_hostile test_convs test_openai test_routes \
+	         test_perplexity test_stories test_pool test_faults \
+	         test_upstream; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done
@@ -182,6 +183,18 @@ perplexity:
 	@$(MAKE) --no-print-directory $(B)/evictd gguf && \
 	deploy/llama/perplexity.sh $(B)/evictd $(B)/evictd-llama \
 	  $(LLAMA_OUT)/evictd-lm.gguf deploy/llama
+
+# Greedy answers of serve and llama-server (the same tree's), the same
+# model and settings, 50 prompts inside the window: equal, or why not
+# (tests/bench/greedy_llama_server.py). Not part of CI: it builds
+# llama-server (about 15 minutes once).
+.PHONY: compare-llama-server
+compare-llama-server:
+	@deploy/deps.sh build bench llama && \
+	$(MAKE) --no-print-directory $(B)/evictd evictd-llama && \
+	server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server) && \
+	/usr/bin/python3 tests/bench/greedy_llama_server.py $(B)/evictd \
+	  $(B)/evictd-llama "$$server" $(abspath $(STORIES260K))
 
 # evictd-llama serve beside llama-server built from the same llama.cpp
 # tree (tests/bench/llama-server.sh, cached in build/llama/server), on

@@ -211,6 +211,11 @@ int lm_piece(const lm_t *lm, llama_token tok, char *buf, size_t cap) {
   return llama_token_to_piece(lm->vocab, tok, buf, (int32_t)cap, 0, false);
 }
 
+int lm_piece_special(const lm_t *lm, llama_token tok, char *buf,
+                     size_t cap) {
+  return llama_token_to_piece(lm->vocab, tok, buf, (int32_t)cap, 0, true);
+}
+
 void lm_write_piece(const lm_t *lm, llama_token tok, FILE *f) {
   char small[64];
   int n = lm_piece(lm, tok, small, sizeof(small));

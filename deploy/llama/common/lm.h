@@ -110,6 +110,11 @@ int lm_tokenize_more(const lm_t *lm, const char *text, size_t len,
  * count, or -N when N bytes are needed. */
 int lm_piece(const lm_t *lm, llama_token tok, char *buf, size_t cap);
 
+/* The same, a control token's text included (its "<tool_call>", say):
+ * for the tokens a chat format needs to see. */
+int lm_piece_special(const lm_t *lm, llama_token tok, char *buf,
+                     size_t cap);
+
 /* Writes the bytes of a token to f. */
 void lm_write_piece(const lm_t *lm, llama_token tok, FILE *f);
 

@@ -44,6 +44,7 @@ typedef struct saved_s {
   uint32_t n;               /* positions computed */
   uint32_t hbase;           /* hist holds the tokens of hbase..n-1 */
   uint64_t hdig;            /* the digest of those below (hist_fold) */
+  uint64_t gen;             /* its generation (choice_t's) */
   llama_token *hist;
   uint32_t *map;            /* the positions the cells hold, ascending */
   uint32_t n_map;
@@ -407,6 +408,7 @@ static bool save(engine_t *e, choice_t *c) {
   memcpy(s->hist, c->hist, (c->n - c->hbase) * sizeof(*s->hist));
   s->hbase = c->hbase;
   s->hdig = c->hdig;
+  s->gen = c->gen;
   memcpy(s->map, c->s.map.held, c->s.map.n * sizeof(*s->map));
   snprintf(s->session, sizeof(s->session), "%s", c->s.session);
   s->cfg = c->s.cfg;
@@ -430,7 +432,6 @@ static bool save(engine_t *e, choice_t *c) {
  * dropped). */
 static int restore(engine_t *e, choice_t *c, saved_t *s) {
   convs_t *cv = e->store;
-  unlink_saved(cv, s);
   if (seq_init(&c->s, (int32_t)(c - e->slot), s->session,
                POS_ORIGINAL) != 0 ||
       grow(&c->hist, &c->cap, s->n - s->hbase + 2, sizeof(*c->hist)) != 0)
@@ -449,6 +450,7 @@ static int restore(engine_t *e, choice_t *c, saved_t *s) {
   c->n = s->n;
   c->hbase = s->hbase;
   c->hdig = s->hdig;
+  c->gen = s->gen;
   c->s.cfg = s->cfg;
   c->s.held = s->held;
   c->s.newest = s->newest;
@@ -470,6 +472,22 @@ fail:
   push_front(cv, s);
   drop_saved(e, s);
   return -1;
+}
+
+static choice_t *free_slot(engine_t *e);
+
+/* Takes s out of the store into a free slot (freed for it, a parked one
+ * saved or dropped: s is out of the store first, so that making room
+ * cannot drop it), restored there. The slot, or NULL (s kept, or dropped
+ * when llama.cpp could not take its cells back). */
+static choice_t *take_saved(engine_t *e, saved_t *s) {
+  unlink_saved(e->store, s);
+  choice_t *c = free_slot(e);
+  if (c == NULL) {
+    push_front(e->store, s);
+    return NULL;
+  }
+  return restore(e, c, s) == 0 ? c : NULL;
 }
 
 /* ---- slots --------------------------------------------------------------- */
@@ -552,10 +570,14 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
     *m = bm;
     return best;
   }
-  choice_t *c = free_slot(e);
-  if (c != NULL && from != NULL && restore(e, c, from) == 0)
-    *m = bm;
-  return c;
+  if (from != NULL) {
+    choice_t *c = take_saved(e, from);
+    if (c != NULL) {
+      *m = bm;
+      return c;
+    }
+  }
+  return free_slot(e);
 }
 
 choice_t *conv_find(engine_t *e, task_t *t, fault_t *f) {
@@ -569,10 +591,10 @@ choice_t *conv_find(engine_t *e, task_t *t, fault_t *f) {
                   "request: wait for it, or send the whole history");
         return NULL;
       }
-      if (c->n != t->base) {
+      if (c->gen != t->cont_gen || c->n != t->base) {
         fault_set(f, 409, "conversation_moved_on", "the conversation of "
                   "previous_response_id has moved on since (another "
-                  "response continued it): continue the newest response, "
+                  "request continued it): continue the newest response, "
                   "or send the whole history");
         return NULL;
       }
@@ -585,15 +607,15 @@ choice_t *conv_find(engine_t *e, task_t *t, fault_t *f) {
        s = s->next) {
     if (strcmp(s->session, t->cont) != 0)
       continue;
-    if (s->n != t->base) {
+    if (s->gen != t->cont_gen || s->n != t->base) {
       fault_set(f, 409, "conversation_moved_on", "the conversation of "
-                "previous_response_id has moved on since (another response "
+                "previous_response_id has moved on since (another request "
                 "continued it): continue the newest response, or send the "
                 "whole history");
       return NULL;
     }
-    choice_t *c = free_slot(e);
-    if (c == NULL || restore(e, c, s) != 0) {
+    choice_t *c = take_saved(e, s);
+    if (c == NULL) {
       fault_set(f, 500, "restore_failed", "the conversation of "
                 "previous_response_id could not be put back in a slot");
       return NULL;

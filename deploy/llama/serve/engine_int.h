@@ -51,6 +51,8 @@ typedef struct choice_s {
   bool parked;            /* no task: the slot holds a conversation, its
                              cells, its session and hist[0..n) (convs.c) */
   double used_at;         /* when its conversation last decoded */
+  uint64_t gen;           /* its conversation's generation: new each time
+                             a request takes it (engine's e->gens) */
 } choice_t;
 
 struct engine_s {
@@ -74,6 +76,8 @@ struct engine_s {
   uint32_t max_back;      /* the most positions a continued conversation
                              goes back */
   conv_counts_t cc;
+  token_ev_t *probs;      /* room for a drawn token's candidates */
+  uint64_t gens;          /* the last generation given out */
   uint64_t key[2];        /* the digests' SipHash key (kept in --cache-dir) */
   uint32_t keep;          /* tokens a conversation keeps unfolded behind
                              its newest: room to go back and to match */

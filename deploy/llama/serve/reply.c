@@ -31,6 +31,7 @@ enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
     MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == 405 && c->allow != NULL)
     MHD_add_response_header(rs, MHD_HTTP_HEADER_ALLOW, c->allow);
+  http_cors(c, rs);
   enum MHD_Result ok = MHD_queue_response(c->conn, status, rs);
   MHD_destroy_response(rs);
   return ok;
@@ -123,6 +124,15 @@ static int frame_json(call_t *c, json_t *j) {
         rc = -1;
       free(s);
     }
+  } else if (c->api->multi && json_is_array(j)) {
+    size_t i;
+    json_t *one;
+    json_array_foreach(j, i, one) {
+      char *s = json_dumps(one, JSON_COMPACT);
+      if (s == NULL || frame(c, s) != 0)
+        rc = -1;
+      free(s);
+    }
   } else {
     char *s = json_dumps(j, JSON_COMPACT);
     rc = s != NULL ? frame(c, s) : -1;
@@ -192,10 +202,14 @@ static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
     if (e->kind == EV_END) {
       o->finish = e->finish;
       o->tokens = e->tokens;
+      o->stop = e->stop;
+    } else if (e->kind == EV_TOKEN) {
+      evd_buf_add(&o->drawn, (const char *)&e->len, sizeof(e->len));
+      evd_buf_add(&o->drawn, nw->text.data + e->off, e->len);
     } else {
       evd_buf_add(&o->text, nw->text.data + e->off, e->len);
     }
-    if (o->text.oom)
+    if (o->text.oom || o->drawn.oom)
       return -1;
   }
   return 0;
@@ -230,8 +244,10 @@ static enum MHD_Result whole(call_t *c) {
   else
     rc = reply_json(c, 200, c->api->whole(c, out, n));
 done:
-  for (uint32_t i = 0; out != NULL && i < n; i++)
+  for (uint32_t i = 0; out != NULL && i < n; i++) {
     evd_buf_free(&out[i].text);
+    evd_buf_free(&out[i].drawn);
+  }
   free(out);
   return rc;
 }
@@ -263,6 +279,7 @@ enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE,
                           "text/event-stream");
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  http_cors(c, rs);
   enum MHD_Result ok = MHD_queue_response(c->conn, 200, rs);
   MHD_destroy_response(rs);
   return ok;

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "serve/http.h"
+#include "serve/upstream.h"
 
 /* ---- the store ----------------------------------------------------------- */
 
@@ -28,6 +29,10 @@ typedef struct stored_s {
   char id[48];
   char session[136];      /* the conversation it left ("" when none) */
   uint32_t n;             /* positions that conversation computed */
+  uint64_t gen;           /* its generation then (a later change of it
+                             by another request is told) */
+  int32_t last;           /* the answer's last token, never decoded (-1:
+                             none): the continuation decodes it first */
   char *answer;           /* the response object, as JSON text */
 } stored_t;
 
@@ -80,16 +85,18 @@ static stored_t *find(rstore_t *r, const char *id) {
 
 /* Keeps a response (answer taken: malloc'd), the oldest let go beyond
  * max. */
-static void put(rstore_t *r, const char *id, const char *session,
-                uint32_t n, char *answer) {
+static void put(rstore_t *r, const char *id, const task_t *t,
+                char *answer) {
   stored_t *s = calloc(1, sizeof(*s));
   if (s == NULL) {
     free(answer);
     return;
   }
   snprintf(s->id, sizeof(s->id), "%s", id);
-  snprintf(s->session, sizeof(s->session), "%s", session);
-  s->n = n;
+  snprintf(s->session, sizeof(s->session), "%s", t->conv);
+  s->n = t->conv_n;
+  s->gen = t->conv_gen;
+  s->last = t->conv_next;
   s->answer = answer;
   pthread_mutex_lock(&r->mu);
   s->next = r->head;
@@ -119,7 +126,6 @@ typedef struct resp_s {
   evd_buf_t text;         /* the answer so far */
   finish_t finish;
   bool store;
-  uint32_t cached;        /* prompt positions the conversation held */
 } resp_t;
 
 void responses_call_free(call_t *c) {
@@ -148,18 +154,18 @@ static void random_id(char *out, size_t len, const char *prefix) {
 
 /* ---- answers ---------------------------------------------------------------- */
 
-static json_t *usage(call_t *c, resp_t *r) {
+static json_t *usage(call_t *c) {
   uint64_t p = c->task->n_prompt, o = c->tokens;
   return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens",
                    (json_int_t)p, "input_tokens_details", "cached_tokens",
-                   (json_int_t)r->cached, "output_tokens", (json_int_t)o,
+                   (json_int_t)c->task->cached, "output_tokens", (json_int_t)o,
                    "output_tokens_details", "reasoning_tokens", (json_int_t)0,
                    "total_tokens", (json_int_t)(p + o));
 }
 
 static json_t *message(resp_t *r, const char *status) {
   json_t *content = json_array();
-  if (strcmp(status, "completed") == 0)
+  if (strcmp(status, "in_progress") != 0)
     json_array_append_new(content, json_pack(
         "{s:s,s:s%,s:[],s:[]}", "type", "output_text", "text",
         r->text.data ? r->text.data : "", r->text.len, "annotations",
@@ -177,14 +183,16 @@ static json_t *response(call_t *c, resp_t *r, bool done) {
       "response", "created_at", (json_int_t)c->created, "status",
       !done ? "in_progress" : incomplete ? "incomplete" : "completed",
       "model", c->site->model, "output",
-      done ? json_pack("[o]", message(r, "completed")) : json_array(),
+      done ? json_pack("[o]", message(r, incomplete ? "incomplete"
+                                                    : "completed"))
+           : json_array(),
       "incomplete_details", incomplete
           ? json_pack("{s:s}", "reason", "max_output_tokens")
           : json_null(), "error");
   if (j == NULL)
     return NULL;
   json_object_update(j, r->echo);
-  json_object_set_new(j, "usage", done ? usage(c, r) : json_null());
+  json_object_set_new(j, "usage", done ? usage(c) : json_null());
   if (done)
     json_object_set_new(j, "completed_at", json_integer(time(NULL)));
   return j;
@@ -196,7 +204,7 @@ static void keep(call_t *c, resp_t *r, json_t *answer) {
     return;
   char *s = json_dumps(answer, JSON_COMPACT);
   if (s != NULL)
-    put(c->site->responses, r->id, c->task->conv, c->task->conv_n, s);
+    put(c->site->responses, r->id, c->task, s);
 }
 
 /* An event of the stream: type, its sequence_number, and fields (taken). */
@@ -236,6 +244,8 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     r->finish = e->finish;
     return out;
   }
+  if (e->kind == EV_TOKEN)
+    return out;
   begin(c, r, out);
   evd_buf_add(&r->text, text, e->len);
   json_array_append_new(out, event(r, "response.output_text.delta",
@@ -262,7 +272,8 @@ static json_t *last(call_t *c) {
                 "output_text", "text", t, r->text.len, "annotations")));
   json_array_append_new(out, event(r, "response.output_item.done",
       json_pack("{s:i,s:o}", "output_index", 0, "item",
-                message(r, "completed"))));
+                message(r, r->finish == FIN_LIMIT ? "incomplete"
+                                                  : "completed"))));
   json_t *resp = response(c, r, true);
   keep(c, r, resp);
   json_array_append_new(out, event(r, r->finish == FIN_LIMIT
@@ -426,7 +437,10 @@ enum MHD_Result responses_create(call_t *c) {
   c->resp = r;
   c->chat = true;
   const char *prev = NULL;
+  char prev_id[64] = "";
   uint32_t prev_n = 0;
+  uint64_t prev_gen = 0;
+  int32_t prev_next = -1;
   char prev_session[136] = "";
   json_t *pid = json_object_get(body, "previous_response_id");
   json_t *model = json_object_get(body, "model");
@@ -443,13 +457,17 @@ enum MHD_Result responses_create(call_t *c) {
                "string");
       bad = -1;
     } else {
-      prev = json_string_value(pid);
+      /* A copy: the body goes before the answer is made. */
+      snprintf(prev_id, sizeof(prev_id), "%s", json_string_value(pid));
+      prev = prev_id;
       rstore_t *rs = c->site->responses;
       pthread_mutex_lock(&rs->mu);
       stored_t *s = find(rs, prev);
       if (s != NULL) {
         snprintf(prev_session, sizeof(prev_session), "%s", s->session);
         prev_n = s->n;
+        prev_gen = s->gen;
+        prev_next = s->last;
       }
       pthread_mutex_unlock(&rs->mu);
       if (s == NULL) {
@@ -478,6 +496,23 @@ enum MHD_Result responses_create(call_t *c) {
           field_bool(&f, "stream", false, &c->stream) ||
           field_bool(&f, "store", true, &r->store) ||
           field_unhonoured(&f, unhonoured) || to_messages(&f, body, msgs);
+  json_t *meta = json_object_get(body, "metadata");
+  if (bad == 0 && meta != NULL && !json_is_null(meta) &&
+      !json_is_object(meta)) {
+    f.bad = "metadata";
+    snprintf(f.why, sizeof(f.why), "\"metadata\" must be an object of "
+             "strings");
+    bad = -1;
+  }
+  const char *mk;
+  json_t *mv;
+  json_object_foreach(json_is_object(meta) ? meta : NULL, mk, mv)
+    if (bad == 0 && !json_is_string(mv)) {
+      f.bad = "metadata";
+      snprintf(f.why, sizeof(f.why), "\"metadata\" must be an object of "
+               "strings");
+      bad = -1;
+    }
   json_t *fmt = json_object_get(json_object_get(body, "text"), "format");
   json_t *ftype = json_object_get(fmt, "type");
   if (bad == 0 && fmt != NULL && !json_is_null(fmt) &&
@@ -490,22 +525,34 @@ enum MHD_Result responses_create(call_t *c) {
     bad = -1;
   }
   if (bad == 0 && prev != NULL) {
-    /* The new turn's tokens only, after the conversation's. */
+    /* The new turn's tokens only, after the conversation's: first the
+     * previous answer's last token, which it shows and its conversation
+     * never decoded (unless it was the end token: the turn's text then
+     * closes the answer itself). */
     bad = next_turn(&f, c->site, msgs, &text);
+    llama_token *toks = NULL;
     int k = bad == 0 ? lm_tokenize_more(c->site->lm, text.data ? text.data
-                                        : "", text.len, true, &t->prompt)
+                                        : "", text.len, true, &toks)
                      : -1;
+    uint32_t lead = prev_next >= 0 ? 1 : 0;
     if (bad == 0 && k <= 0) {
       f.bad = "input";
       snprintf(f.why, sizeof(f.why), "the input has no tokens");
       bad = -1;
+    } else if (bad == 0 &&
+               (t->prompt = malloc((k + lead) * sizeof(*toks))) == NULL) {
+      bad = -1;
     }
     if (bad == 0) {
+      if (lead)
+        t->prompt[0] = prev_next;
+      memcpy(t->prompt + lead, toks, (size_t)k * sizeof(*toks));
       t->base = prev_n;
-      t->n_prompt = prev_n + (uint32_t)k;
+      t->n_prompt = prev_n + lead + (uint32_t)k;
+      t->cont_gen = prev_gen;
       snprintf(t->cont, sizeof(t->cont), "%s", prev_session);
-      r->cached = prev_n;
     }
+    free(toks);
   } else if (bad == 0) {
     bad = chat_prompt(&f, c->site, msgs, &text) ||
           field_prompt(&f, c->site, "input", text.data, text.len, true, t);
@@ -515,7 +562,25 @@ enum MHD_Result responses_create(call_t *c) {
     t->want.n = 1;
     t->want.cache_prompt = true;
     t->want.seed = (uint64_t)time(NULL) ^ (uintptr_t)t;
+    /* llama-server's sampler chain, as chat's: the request's fields
+     * (temperature, top_p, and llama-server's own) over the command
+     * line's defaults; the answer repeats what it drew with. */
+    json_t *params = sampling_params(c->site, NULL, body), *set = NULL;
+    bad = params == NULL || sampling_make(&f, c->site, params, t);
+    json_decref(params);
+    char *st = NULL;
+    if (bad == 0 &&
+        up_sampler_settings(t->want.samplers[0], &st, NULL, 0) == 0)
+      set = json_loads(st, 0, NULL);
+    free(st);
+    if (set != NULL) {
+      t->want.temp = json_number_value(json_object_get(set, "temperature"));
+      t->want.top_p = json_number_value(json_object_get(set, "top_p"));
+    }
+    json_decref(set);
     c->created = (long long)time(NULL);
+  }
+  if (bad == 0) {
     random_id(r->id, sizeof(r->id), "resp_");
     random_id(r->msg_id, sizeof(r->msg_id), "msg_");
     r->echo = json_pack(

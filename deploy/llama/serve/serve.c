@@ -20,6 +20,7 @@
 #include "listen.h"
 #include "serve/engine.h"
 #include "serve/http.h"
+#include "serve/upstream.h"
 
 #define WHO "evictd-llama serve"
 
@@ -84,6 +85,22 @@ static const cli_opt_t options[] = {
      "without)"},
     {"api-key-file", NULL, "FILE", CLI_STR, OPT(api_key_file), 0, 0, {NULL},
      "the same, the key the file's first line"},
+    {"cors-origins", NULL, "ORIGINS", CLI_STR, OPT(cors_origins), 0, 0,
+     {NULL}, "the origins browsers may call from (default *: any; "
+     "'localhost': an Origin whose host is localhost, 127.0.0.1 or ::1, "
+     "any port; or an origin, or a comma-separated list of them): every "
+     "answer says so in Access-Control-Allow-Origin, and a preflight "
+     "(OPTIONS) is answered before the API key is asked for"},
+    {"cors-methods", NULL, "METHODS", CLI_STR, OPT(cors_methods), 0, 0,
+     {NULL}, "a preflight's Access-Control-Allow-Methods (default \"GET, "
+     "POST, DELETE, OPTIONS\")"},
+    {"cors-headers", NULL, "HEADERS", CLI_STR, OPT(cors_headers), 0, 0,
+     {NULL}, "a preflight's Access-Control-Allow-Headers (default *)"},
+    {"cors-credentials", NULL, NULL, CLI_FLAG, OPT(cors_credentials), 0, 0,
+     {NULL}, "allow credentials (the default: with --cors-origins *, the "
+     "request's Origin is sent back instead of *)"},
+    {"no-cors-credentials", NULL, NULL, CLI_FLAG, OPT(no_cors_credentials),
+     0, 0, {NULL}, "do not allow them (--cors-origins * then answers *)"},
     {"cache-prompt", NULL, NULL, CLI_FLAG, OPT(cache_prompt), 0, 0, {NULL},
      "keep each request's sequence parked when it ends (its cells, its "
      "evictd session, its tokens), and continue it for a request whose "
@@ -165,6 +182,7 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
   tq_t q;
   engine_t *e;
   lm_init(o->lm.debug);
+  up_init(o->lm.debug);
   if (lm_load(&lm, "target", o->lm.model, err, sizeof(err)) != 0)
     return fail("%s", err);
   int fd, rc = evd_listen_open(o->listen, &fd, bound, sizeof(bound));
@@ -190,20 +208,33 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
     tq_destroy(&q);
     return fail("%s", err);
   }
-  bool fallback;
   const char *base = strrchr(o->lm.model, '/');
   site_t site = {.o = o, .lm = &lm, .q = &q,
                  .model = o->alias ? o->alias : base ? base + 1 : o->lm.model,
                  .created = (long long)time(NULL),
-                 .tmpl = chat_template(&lm, &fallback),
+                 .defaults = json_object(),
                  .responses = responses_store_new(RESPONSES_MAX)};
-  if (fallback)
-    fprintf(stderr, "evictd-llama serve: the model has no chat template "
-            "llama.cpp knows: /v1/chat/completions uses ChatML, as "
-            "llama-server does\n");
-  struct MHD_Daemon *d = site.responses ? http_start(&site, fd) : NULL;
+  if (up_chat_new(&site.chat, lm.model, NULL, true, err, sizeof(err)) != 0) {
+    engine_stop(e);
+    close(fd);
+    lm_close(&lm);
+    tq_destroy(&q);
+    responses_store_free(site.responses);
+    json_decref(site.defaults);
+    return fail("the chat template: %s", err);
+  }
+  char *info = NULL;
+  if (up_chat_info(site.chat, &info, NULL, 0) == 0 && info != NULL &&
+      strstr(info, "\"explicit\":false") != NULL)
+    fprintf(stderr, "evictd-llama serve: the model has no chat template: "
+            "/v1/chat/completions uses ChatML, as llama-server does\n");
+  free(info);
+  struct MHD_Daemon *d = site.responses && site.defaults
+                             ? http_start(&site, fd) : NULL;
   if (d == NULL) {
     responses_store_free(site.responses);
+    json_decref(site.defaults);
+    up_chat_free(site.chat);
     engine_stop(e);
     close(fd);
     lm_close(&lm);
@@ -238,6 +269,8 @@ static int run(const serve_opts_t *o, sigset_t *sigs) {
     close(ls);
   evd_listen_cleanup(o->listen);
   responses_store_free(site.responses);
+  json_decref(site.defaults);
+  up_chat_free(site.chat);
   tq_destroy(&q);
   lm_close(&lm);
   return 0;

@@ -21,6 +21,13 @@ typedef struct serve_opts_s {
   const char *alias;         /* the model's name in answers */
   const char *api_key;       /* --api-key, or read from --api-key-file */
   const char *api_key_file;
+  /* CORS, as llama-server's flags say it (NULL: its defaults, "*",
+   * "GET, POST, DELETE, OPTIONS", "*"; credentials allowed). */
+  const char *cors_origins;  /* "*", "localhost", an origin or a list */
+  const char *cors_methods;  /* a preflight's Access-Control-Allow-Methods */
+  const char *cors_headers;  /* its Access-Control-Allow-Headers */
+  bool cors_credentials;     /* --cors-credentials: the default, said again */
+  bool no_cors_credentials;  /* --no-cors-credentials */
   evd_session_cfg_t cfg;     /* budget, sinks, lookahead (< 0: the
                                 daemon's defaults) */
   uint32_t parallel;         /* sequences decoding at once */

@@ -6,6 +6,8 @@
 //   FAST    stories260K on llama.cpp's fast settings (the defaults)
 //   BUSY    --parallel 1 --queue 1 (a full queue)
 //   KEYED   --api-key-file; KEY its key
+//   CONV    --exact, 2 sequences, keeping conversations (the default; the
+//           others run with --no-cache-prompt): the Responses API
 //   EVICTD  the daemon (its /metrics: sessions, forks)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -40,10 +42,18 @@ const sessions = () => metric(env.EVICTD, 'evictd_sessions');
 
 // The daemon's session count once nothing is being deleted: a request's
 // session is deleted as it ends, through its lane, so a count read right
-// after an answer may still hold it. Idle, serve holds no session.
+// after an answer may still hold it. Idle, a serve with --no-cache-prompt
+// holds no session; CONV, sharing the daemon, holds one per conversation
+// it keeps, parked in a slot or saved (whatever ran on it before: the
+// contract's exchanges, these tests).
 async function settled() {
-  await until('no session left', async () => await sessions() === 0);
-  return 0;
+  let kept;
+  await until('no session left but CONV\'s conversations', async () => {
+    kept = await metric(env.CONV, 'evictd_llama_conversations_parked') +
+           await metric(env.CONV, 'evictd_llama_conversations_saved');
+    return await sessions() === kept;
+  });
+  return kept;
 }
 
 // Reads a stream: the text of each choice, its finish_reason, the chunks.
@@ -84,7 +94,8 @@ test('completions: plain, the text of /completion', async () => {
   assert.equal(r.usage.total_tokens,
                r.usage.prompt_tokens + r.usage.completion_tokens);
   const native = await (await fetch(env.SERVE + '/completion', {
-    method: 'POST', body: JSON.stringify({ prompt: STORY, n_predict: 40 }) }))
+    method: 'POST', body: JSON.stringify({ prompt: STORY, n_predict: 40,
+                                     temperature: 0 }) }))
     .json();
   assert.equal(r.choices[0].text, native.content);
   assert.match(r.choices[0].text, /Lily/);
@@ -124,13 +135,20 @@ test('chat: plain and streamed, through the ChatML fallback', async () => {
   assert.equal(s.finish[0], r.choices[0].finish_reason);
   assert.equal(s.chunks[0].object, 'chat.completion.chunk');
   assert.equal(s.chunks[0].choices[0].delta.role, 'assistant');
-  // Content as a list of text parts is the same message.
+  // Content as a list of text parts is one message, its parts joined
+  // by newlines (as llama-server joins them).
   const parts = await main.chat.completions.create({
     messages: [CHAT[0], { role: 'user', content: [
-      { type: 'text', text: 'Tell me a story ' },
+      { type: 'text', text: 'Tell me a story' },
       { type: 'text', text: 'about a cat.' }] }],
     max_tokens: 50, temperature: 0 });
-  assert.equal(parts.choices[0].message.content, m.content);
+  const joined = await main.chat.completions.create({
+    messages: [CHAT[0], { role: 'user',
+                          content: 'Tell me a story\nabout a cat.' }],
+    max_tokens: 50, temperature: 0 });
+  assert.equal(parts.choices[0].message.content,
+               joined.choices[0].message.content);
+  assert.notEqual(parts.choices[0].message.content, m.content);
 });
 
 test('n: one prompt decoded once, then forked', async () => {
@@ -310,4 +328,255 @@ test('--api-key: 401 in OpenAI shape without it, /health open',
   assert.equal(r.usage.completion_tokens, 3);
   assert.equal((await fetch(env.KEYED + '/health')).status, 200);
   assert.equal((await fetch(env.KEYED + '/metrics')).status, 401);
+});
+
+// ---- the Responses API and conversations, on CONV -------------------------
+
+const conv = client(env.CONV);
+const STORIES = 'You tell short stories.';
+
+test('responses: plain, output_text, status and usage', async () => {
+  const r = await conv.responses.create({ model: 'any', instructions: STORIES,
+    input: 'Tell me a story about a cat.', max_output_tokens: 40,
+    temperature: 0 });
+  assert.equal(r.object, 'response');
+  assert.match(r.id, /^resp_/);
+  assert.equal(r.model, 'stories260K.gguf');
+  assert.ok(r.output_text.length > 20, r.output_text);
+  assert.equal(r.output_text, r.output[0].content[0].text);
+  assert.equal(r.output[0].role, 'assistant');
+  const u = r.usage;
+  assert.ok(u.output_tokens >= 1 && u.output_tokens <= 40);
+  if (r.status === 'incomplete') {
+    assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+    assert.equal(u.output_tokens, 40);
+  } else {
+    assert.equal(r.status, 'completed');
+    assert.equal(r.incomplete_details, null);
+  }
+  assert.ok(u.input_tokens > 1);
+  assert.equal(u.input_tokens_details.cached_tokens, 0);
+  assert.equal(u.total_tokens, u.input_tokens + u.output_tokens);
+  // instructions and input are the chat's system and user messages: the
+  // same prompt, the same text as /v1/chat/completions (on SERVE).
+  const chat = await main.chat.completions.create({ messages: [
+    { role: 'system', content: STORIES },
+    { role: 'user', content: 'Tell me a story about a cat.' }],
+    max_tokens: 40, temperature: 0 });
+  assert.equal(r.output_text, chat.choices[0].message.content);
+  assert.equal(u.input_tokens, chat.usage.prompt_tokens);
+  // Messages of input_text parts are the same input.
+  const parts = await conv.responses.create({ instructions: STORIES,
+    input: [{ role: 'user', content: [
+      { type: 'input_text', text: 'Tell me a story ' },
+      { type: 'input_text', text: 'about a cat.' }] }],
+    max_output_tokens: 40, temperature: 0 });
+  assert.equal(parts.output_text, r.output_text);
+});
+
+test('responses: streamed, the deltas join to the plain text', async () => {
+  const ask = { instructions: STORIES, input: 'Tell me a story about a bird.',
+                max_output_tokens: 50, temperature: 0 };
+  const plain = await conv.responses.create(ask);
+  const types = [];
+  let text = '', done = null, last = null;
+  for await (const ev of await conv.responses.create({ ...ask,
+                                                       stream: true })) {
+    assert.equal(ev.sequence_number, types.length);
+    types.push(ev.type);
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+    if (ev.type === 'response.output_text.done') done = ev.text;
+    if (ev.type === 'response.completed' ||
+        ev.type === 'response.incomplete') last = ev.response;
+  }
+  assert.deepEqual(types.slice(0, 4), ['response.created',
+    'response.in_progress', 'response.output_item.added',
+    'response.content_part.added']);
+  assert.deepEqual(types.slice(-4, -1), ['response.output_text.done',
+    'response.content_part.done', 'response.output_item.done']);
+  assert.equal(types.at(-1), `response.${plain.status}`);
+  assert.ok(types.filter((t) => t === 'response.output_text.delta').length
+            > 10, 'token by token');
+  assert.equal(text, done);
+  assert.equal(text, plain.output_text);
+  assert.equal(last.output[0].content[0].text, text);
+  assert.equal(last.status, plain.status);
+  assert.deepEqual(last.usage, plain.usage);
+  // The SDK's own accumulation of the events (it checks their order and
+  // indices) comes to the same response.
+  const final = await conv.responses.stream(ask).finalResponse();
+  assert.equal(final.output_text, plain.output_text);
+});
+
+test('responses: previous_response_id continues the conversation',
+     async () => {
+  const chain = async () => {
+    const a = await conv.responses.create({
+      input: 'Tell me a story about a dog.', max_output_tokens: 20,
+      temperature: 0 });
+    const b = await conv.responses.create({
+      input: 'What did the dog do next?', previous_response_id: a.id,
+      max_output_tokens: 20, temperature: 0 });
+    return [a, b];
+  };
+  const hits = await metric(env.CONV, 'evictd_llama_conversation_hits_total');
+  const [a, b] = await chain();
+  assert.equal(b.previous_response_id, a.id);
+  assert.ok(b.usage.input_tokens_details.cached_tokens > 0,
+            JSON.stringify(b.usage));
+  assert.ok(b.usage.input_tokens > a.usage.input_tokens);
+  // What was kept is the first response's prompt and (nearly all) its
+  // answer; only the new turn was decoded.
+  assert.ok(b.usage.input_tokens_details.cached_tokens >=
+            a.usage.input_tokens + a.usage.output_tokens - 1,
+            JSON.stringify([a.usage, b.usage]));
+  assert.ok(await metric(env.CONV, 'evictd_llama_conversation_hits_total')
+            > hits);
+  assert.notEqual(b.output_text, a.output_text);
+  // Greedy: the same chain again, the same texts.
+  const [a2, b2] = await chain();
+  assert.equal(a2.output_text, a.output_text);
+  assert.equal(b2.output_text, b.output_text);
+  assert.deepEqual(b2.usage, b.usage);
+  // a's conversation went on with b: continuing a again is a conflict,
+  // plain, or as the stream's error event.
+  await assert.rejects(conv.responses.create({ input: 'Again.',
+    previous_response_id: a2.id, max_output_tokens: 3 }), (e) => {
+    assert.ok(e instanceof OpenAI.ConflictError, String(e));
+    assert.equal(e.code, 'conversation_moved_on');
+    return true;
+  });
+  await assert.rejects(async () => {
+    for await (const ev of await conv.responses.create({ input: 'Again.',
+      previous_response_id: a2.id, max_output_tokens: 3, stream: true }))
+      void ev;
+  }, (e) => {
+    assert.ok(e instanceof OpenAI.APIError, String(e));
+    assert.equal(e.code, 'conversation_moved_on');
+    return true;
+  });
+});
+
+test('responses.retrieve: the stored response; delete; store false',
+     async () => {
+  const r = await conv.responses.create({ input: 'Hello.',
+                                          max_output_tokens: 8 });
+  const got = await conv.responses.retrieve(r.id);
+  assert.deepEqual(got, r);
+  assert.equal(got.output_text, r.output_text);
+  const del = await conv.responses.delete(r.id);
+  assert.deepEqual(del, { id: r.id, object: 'response', deleted: true });
+  await assert.rejects(conv.responses.retrieve(r.id),
+                       (e) => e instanceof OpenAI.NotFoundError);
+  const gone = await conv.responses.create({ input: 'Hello.', store: false,
+                                             max_output_tokens: 3 });
+  assert.equal(gone.store, false);
+  await assert.rejects(conv.responses.retrieve(gone.id),
+                       (e) => e instanceof OpenAI.NotFoundError);
+});
+
+test('responses: an unknown previous_response_id is NotFoundError',
+     async () => {
+  for (const stream of [false, true]) {
+    await assert.rejects(conv.responses.create({ input: 'Hi.', stream,
+      previous_response_id: 'resp_never_made' }), (e) => {
+      assert.ok(e instanceof OpenAI.NotFoundError, String(e));
+      assert.equal(e.status, 404);
+      assert.equal(e.code, 'previous_response_not_found');
+      assert.equal(e.param, 'previous_response_id');
+      return true;
+    });
+  }
+  await assert.rejects(conv.responses.create({ input: 'x',
+    tools: [{ type: 'function', name: 'f', parameters: {} }] }), (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    assert.equal(e.param, 'tools');
+    return true;
+  });
+});
+
+test('chat: the default (cache_prompt) continues the conversation a ' +
+     'second turn resends', async () => {
+  const reused = () => metric(env.CONV,
+                              'evictd_llama_prompt_tokens_reused_total');
+  const msgs = [{ role: 'system', content: STORIES },
+                { role: 'user', content: 'Tell me a story about a frog.' }];
+  const first = await conv.chat.completions.create({ messages: msgs,
+    max_tokens: 20, temperature: 0 });
+  const turn = [...msgs, first.choices[0].message,
+                { role: 'user', content: 'And then?' }];
+  // cache_prompt false: decoded afresh, nothing reused.
+  const r0 = await reused();
+  const afresh = await conv.chat.completions.create({ messages: turn,
+    max_tokens: 20, temperature: 0, cache_prompt: false });
+  assert.equal(await reused(), r0);
+  // The default: the first turn's conversation continued, at least its
+  // prompt kept.
+  const second = await conv.chat.completions.create({ messages: turn,
+    max_tokens: 20, temperature: 0 });
+  assert.ok(await reused() - r0 >= first.usage.prompt_tokens,
+            `${await reused() - r0} tokens reused`);
+  assert.equal(second.usage.prompt_tokens, afresh.usage.prompt_tokens);
+  assert.ok(second.choices[0].message.content.length > 0);
+});
+
+test('previous_response_not_found names the id it did not find',
+     async () => {
+  await assert.rejects(conv.responses.create({ input: 'Hi.',
+    previous_response_id: 'resp_never_made_either' }), (e) => {
+    assert.match(e.message, /resp_never_made_either/);
+    return true;
+  });
+});
+
+test('a response cut at max_output_tokens is continued with all its ' +
+     'tokens', async () => {
+  const a = await conv.responses.create({ input: 'Tell me about a fox.',
+    max_output_tokens: 12, temperature: 0 });
+  assert.equal(a.status, 'incomplete');
+  assert.equal(a.output[0].status, 'incomplete');
+  const b = await conv.responses.create({ input: 'Go on.',
+    previous_response_id: a.id, max_output_tokens: 3 });
+  // Every token of a's answer is in the conversation b continues: the
+  // last one, drawn and shown but never decoded, is decoded as b's first.
+  assert.equal(b.usage.input_tokens_details.cached_tokens,
+               a.usage.input_tokens + a.usage.output_tokens - 1);
+  assert.ok(b.usage.input_tokens > a.usage.input_tokens +
+            a.usage.output_tokens);
+});
+
+test('a stored response whose conversation another request took over ' +
+     'is not continued on that history', async () => {
+  const ask = { input: 'A story about an owl.', max_output_tokens: 10,
+                temperature: 0 };
+  const next = (id) => conv.responses.create({ input: 'And?',
+    previous_response_id: id, max_output_tokens: 10, temperature: 0 });
+  const want = (await next((await conv.responses.create(ask)).id))
+    .output_text;
+  const r = await conv.responses.create(ask);
+  // A raw prompt that is r's prompt and other text, as long as r's
+  // conversation once generated: it takes r's conversation over.
+  const prompt = '<|im_start|>user\n' + ask.input +
+    '<|im_end|>\n<|im_start|>assistant\nZq';
+  const n = r.usage.input_tokens + r.usage.output_tokens - 1;
+  const probe = await (await fetch(env.CONV + '/completion', { method: 'POST',
+    body: JSON.stringify({ prompt, n_predict: 1, cache_prompt: false })
+  })).json();
+  const reused = await metric(env.CONV,
+                              'evictd_llama_prompt_tokens_reused_total');
+  await fetch(env.CONV + '/completion', { method: 'POST',
+    body: JSON.stringify({ prompt, n_predict: n + 1 - probe.tokens_evaluated,
+                           ignore_eos: true }) });
+  assert.ok(await metric(env.CONV, 'evictd_llama_prompt_tokens_reused_total')
+            - reused >= r.usage.input_tokens - 1, 'it took r\'s over');
+  // A conflict or not found are honest answers; another history is not.
+  let after;
+  try {
+    after = (await next(r.id)).output_text;
+  } catch (e) {
+    assert.ok(e instanceof OpenAI.ConflictError ||
+              e instanceof OpenAI.NotFoundError, String(e));
+    return;
+  }
+  assert.equal(after, want, 'continued on the other request\'s history');
 });
