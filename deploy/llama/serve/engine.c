@@ -330,8 +330,9 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
 /* The next token of c from output row idx of the pass: the task's
  * sampler chain (llama-server's: the prompt fed to it first, as
  * llama-server does, then each token drawn; its candidates reported when
- * asked), or the built-in draw. 0, or -1 with f set (a grammar that no
- * token can go on). */
+ * asked), or the built-in draw. 0; 1 when no token may follow (a grammar
+ * that is complete while ignore_eos bans the end tokens it would take
+ * next), *tok then an end token; or -1 with f set. */
 static int draw(engine_t *e, choice_t *c, int32_t idx, llama_token *tok,
                 fault_t *f) {
   task_t *t = c->task;
@@ -345,8 +346,14 @@ static int draw(engine_t *e, choice_t *c, int32_t idx, llama_token *tok,
   if (c->tokens == 0)
     for (uint32_t q = c->hbase; q < c->n; q++)
       up_sampler_accept(sp, *hist_at(c, q), false, NULL, 0);
-  if (up_sampler_sample(sp, e->lm->ctx, idx, tok, err, sizeof(err)) != 0)
+  int rc = up_sampler_sample(sp, e->lm->ctx, idx, tok, err, sizeof(err));
+  if (rc < 0)
     return fault_set(f, 500, "sampling_failed", "%s", err);
+  if (rc == 1) {
+    llama_token end[2];
+    *tok = lm_end_tokens(e->lm, end) > 0 ? end[0] : *tok;
+    return 1;
+  }
   if (t->want.n_probs > 0 || t->want.tokens) {
     uint32_t n = t->want.n_probs;
     token_ev_t *ev = e->probs;
@@ -377,7 +384,8 @@ static void emit(engine_t *e, choice_t *c, int32_t idx) {
   task_t *t = c->task;
   llama_token tok;
   fault_t f;
-  if (draw(e, c, idx, &tok, &f) != 0) {
+  int drawn = draw(e, c, idx, &tok, &f);
+  if (drawn < 0) {
     end_task(e, t, &f);
     return;
   }
@@ -387,7 +395,7 @@ static void emit(engine_t *e, choice_t *c, int32_t idx) {
     t->t_prompt = clock_now();
   c->tokens++;
   e->tokens++;
-  if (lm_is_end(e->lm, tok) && !t->want.ignore_eos) {
+  if (drawn == 1 || (lm_is_end(e->lm, tok) && !t->want.ignore_eos)) {
     end_choice(e, c, FIN_EOS);
     return;
   }

@@ -43,6 +43,24 @@ int field_int(fields_t *f, const char *name, long long lo, long long hi,
   return 0;
 }
 
+int field_n_predict(fields_t *f, long long max, long long def,
+                    long long *out) {
+  static const char *const names[] = {"n_predict", "max_completion_tokens",
+                                      "max_tokens"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    json_t *v = get(f, names[i]);
+    if (v == NULL)
+      continue;
+    if (json_is_integer(v) && json_integer_value(v) == -1) {
+      *out = max;
+      return 0;
+    }
+    return field_int(f, names[i], 1, max, def, out);
+  }
+  *out = def;
+  return 0;
+}
+
 int field_num(fields_t *f, const char *name, double lo, double hi,
               double def, double *out) {
   json_t *v = get(f, name);

@@ -143,6 +143,12 @@ typedef struct fields_s {
 
 int field_int(fields_t *f, const char *name, long long lo, long long hi,
               long long def, long long *out);
+/* How many tokens to generate, under llama-server's names: the first of
+ * "n_predict", "max_completion_tokens" and "max_tokens" that is there and
+ * not null (llama-server's order), 1 to max, -1 meaning max (until an end
+ * token or the cap); def when none is. */
+int field_n_predict(fields_t *f, long long max, long long def,
+                    long long *out);
 int field_num(fields_t *f, const char *name, double lo, double hi,
               double def, double *out);
 int field_bool(fields_t *f, const char *name, bool def, bool *out);

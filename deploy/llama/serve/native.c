@@ -1,7 +1,8 @@
 /* POST /completion, as llama.cpp's own server answers it: {"prompt" (a
- * string or token ids), "n_predict" (-1: until an end token), "stream",
- * the sampler's fields under llama-server's names (temperature, top_k,
- * top_p, min_p, penalties, logit_bias, grammar, json_schema, n_probs,
+ * string or token ids), "n_predict" (or "max_completion_tokens",
+ * "max_tokens"; -1: until an end token), "stream", the sampler's fields
+ * under llama-server's names (temperature, top_k, top_p, min_p,
+ * penalties, logit_bias, grammar, json_schema, n_probs or logprobs,
  * seed, ...), "stop", "return_tokens", "cache_prompt"} in; {"content",
  * "tokens", "id_slot", "stop", "model", "tokens_predicted",
  * "tokens_evaluated", "generation_settings", "prompt", "has_new_line",
@@ -156,7 +157,22 @@ static const unhonoured_t unhonoured[] = {
     {"t_max_predict_ms", 0, NULL}, {"n_indent", 0, NULL},
     {"lora", 0, NULL}, {"image_data", 0, NULL},
     {"multimodal_data", 0, NULL}, {"response_fields", 0, NULL},
-    {NULL, 0, NULL}};
+    {"n_cmpl", 1, NULL}, {"n", 1, NULL}, {NULL, 0, NULL}};
+
+/* llama-server's other name of n_probs here, "logprobs" (a count), when
+ * n_probs is not given: into params (sampling_params leaves logprobs out,
+ * a chat's boolean elsewhere). 0, or -1 with f's why set. */
+static int probs_alias(fields_t *f, json_t *body, json_t *params) {
+  json_t *np = json_object_get(body, "n_probs");
+  json_t *lp = json_object_get(body, "logprobs");
+  long long k;
+  if ((np != NULL && !json_is_null(np)) || lp == NULL || json_is_null(lp))
+    return 0;
+  if (field_int(f, "logprobs", 0, SERVE_PROBS_MAX, 0, &k) != 0)
+    return -1;
+  return json_object_set_new(params, "n_probs", json_integer(k)) == 0 ? 0
+                                                                      : -1;
+}
 
 enum MHD_Result native_completion(call_t *c) {
   json_t *body, *params = NULL;
@@ -171,14 +187,12 @@ enum MHD_Result native_completion(call_t *c) {
   bool stream;
   int bad = t == NULL || n == NULL ? -1 : 0;
   c->nat = n;
-  /* n_predict -1: until an end token, or --n-predict-max. */
-  json_t *np = json_object_get(body, "n_predict");
-  if (json_is_integer(np) && json_integer_value(np) == -1)
-    json_object_set_new(body, "n_predict", json_integer(o->n_predict_max));
+  /* n_predict (or llama-server's aliases, max_completion_tokens and
+   * max_tokens); -1: until an end token, or --n-predict-max. */
   if (bad == 0)
-    bad = field_int(&f, "n_predict", 1, o->n_predict_max,
-                    o->n_predict_max < 128 ? o->n_predict_max : 128,
-                    &n_predict) ||
+    bad = field_n_predict(&f, o->n_predict_max,
+                          o->n_predict_max < 128 ? o->n_predict_max : 128,
+                          &n_predict) ||
           field_bool(&f, "stream", false, &stream) ||
           field_stop(&f, "stop", 16, &t->want) ||
           field_bool(&f, "ignore_eos", false, &t->want.ignore_eos) ||
@@ -195,7 +209,8 @@ enum MHD_Result native_completion(call_t *c) {
     n->tokens = json_array();
     n->probs = json_array();
     params = sampling_params(c->site, NULL, body);
-    bad = params == NULL || sampling_make(&f, c->site, params, t);
+    bad = params == NULL || probs_alias(&f, body, params) ||
+          sampling_make(&f, c->site, params, t);
   }
   if (bad == 0) {
     char *s = NULL;

@@ -316,15 +316,9 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
     snprintf(f->why, sizeof(f->why), "\"model\" must be a string");
     return -1;
   }
-  /* max_completion_tokens is the newer name (chat), max_tokens the older;
-   * -1, as llama-server's n_predict, is until an end token or
-   * --n-predict-max. */
-  const char *mt = json_object_get(f->body, "max_completion_tokens")
-                       ? "max_completion_tokens" : "max_tokens";
-  json_t *mv = json_object_get(f->body, mt);
-  if (json_is_integer(mv) && json_integer_value(mv) == -1)
-    json_object_set_new(f->body, mt, json_integer(o->n_predict_max));
-  if (field_int(f, mt, 1, o->n_predict_max, max_def, &max_tokens) ||
+  /* max_completion_tokens is the newer name (chat), max_tokens the older,
+   * and llama-server's n_predict goes before both, as there. */
+  if (field_n_predict(f, o->n_predict_max, max_def, &max_tokens) ||
       field_num(f, "temperature", 0, 2, 1, &t->want.temp) ||
       field_num(f, "top_p", 0, 1, 1, &t->want.top_p) ||
       field_int(f, "n", 1, o->parallel, 1, &n) ||
@@ -382,29 +376,45 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
 }
 
 /* response_format as llama-server's json_schema (the sampler's grammar
- * made of it). */
+ * made of it): json_object's own "schema" (llama-server's extension),
+ * else any object; json_schema's schema. A grammar of the request's own
+ * beside it is refused, as llama-server refuses json_schema with
+ * grammar, rather than one of the two ignored. */
 static int completion_format(fields_t *f, json_t *params) {
   json_t *rf = json_object_get(f->body, "response_format");
   json_t *type = json_object_get(rf, "type");
+  json_t *grammar = json_object_get(params, "grammar"), *schema = NULL;
   const char *ty = json_is_string(type) ? json_string_value(type) : "";
   if (rf == NULL || json_is_null(rf) || strcmp(ty, "text") == 0)
     return 0;
   if (strcmp(ty, "json_object") == 0) {
-    json_object_set_new(params, "json_schema", json_pack("{s:s}", "type",
-                                                         "object"));
-    return 0;
-  }
-  json_t *schema = json_object_get(json_object_get(rf, "json_schema"),
-                                   "schema");
-  if (strcmp(ty, "json_schema") == 0 && json_is_object(schema)) {
-    json_object_set(params, "json_schema", schema);
-    return 0;
+    schema = json_object_get(rf, "schema");
+    if (schema == NULL || json_is_null(schema))
+      schema = json_pack("{s:s}", "type", "object");
+    else if (json_is_object(schema))
+      json_incref(schema);
+    else
+      schema = NULL;
+  } else if (strcmp(ty, "json_schema") == 0) {
+    schema = json_object_get(json_object_get(rf, "json_schema"), "schema");
+    schema = json_is_object(schema) ? json_incref(schema) : NULL;
   }
   f->bad = "response_format";
-  snprintf(f->why, sizeof(f->why), "\"response_format\" must be {\"type\": "
-           "\"text\"}, {\"type\": \"json_object\"} or {\"type\": "
-           "\"json_schema\", \"json_schema\": {\"schema\": {...}}}");
-  return -1;
+  if (schema == NULL) {
+    snprintf(f->why, sizeof(f->why), "\"response_format\" must be "
+             "{\"type\": \"text\"}, {\"type\": \"json_object\"} (its "
+             "\"schema\" an object if given) or {\"type\": \"json_schema\", "
+             "\"json_schema\": {\"schema\": {...}}}");
+    return -1;
+  }
+  if (json_is_string(grammar) && json_string_length(grammar) > 0) {
+    json_decref(schema);
+    snprintf(f->why, sizeof(f->why), "Cannot use both response_format and "
+             "grammar");
+    return -1;
+  }
+  f->bad = NULL;
+  return json_object_set_new(params, "json_schema", schema);
 }
 
 /* The chat format's extra stop strings added to the request's. */
@@ -460,11 +470,17 @@ static enum MHD_Result completion(call_t *c, bool chat) {
   }
   if (bad == 0 && (params = sampling_params(c->site, fmt, body)) == NULL)
     bad = -1;
-  /* A response_format the chat format did not turn into its own grammar
-   * (the generic formats leave it to the sampler, as llama-server's
-   * json_schema). */
-  if (bad == 0 && json_object_get(params, "grammar") == NULL)
+  /* A response_format the chat format did not turn into a grammar of its
+   * own (a chat's grammar holds it; the generic formats leave an empty
+   * schema, or json_object without one, to the sampler). */
+  bool own = chat && json_object_get(fmt, "grammar") != NULL;
+  if (bad == 0 && !own)
     bad = completion_format(&f, params);
+  /* A grammar of the request's own schema, not the chat format's, holds
+   * the generated text alone: the template's generation prompt, which
+   * common would feed it first (and fail on), is not in it. */
+  if (bad == 0 && chat && !own && json_object_get(params, "json_schema"))
+    json_object_del(params, "generation_prompt");
   if (bad == 0) {
     oa_t *oa = c->oa;
     json_object_set_new(params, "n_probs", json_integer(

@@ -85,6 +85,14 @@ int sampling_make(fields_t *f, const site_t *site, json_t *params,
   if (json_is_integer(np))
     t->want.n_probs = (uint32_t)json_integer_value(np);
   json_t *seed = json_object_get(params, "seed");
+  /* Checked here: each choice's seed replaces it below, so the sampler
+   * never sees the request's. */
+  if (seed != NULL && !json_is_null(seed) && !json_is_integer(seed)) {
+    f->bad = "seed";
+    snprintf(f->why, sizeof(f->why), "\"seed\" must be an integer (-1: "
+             "a random one)");
+    return -1;
+  }
   bool given = json_is_integer(seed) && json_integer_value(seed) != -1;
   uint64_t base = given ? (uint64_t)json_integer_value(seed) : t->want.seed;
   if ((t->want.samplers = calloc(n, sizeof(*t->want.samplers))) == NULL ||
