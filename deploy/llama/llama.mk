@@ -18,7 +18,7 @@ LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
              include/evictd/client.h $(COMMON_HDR)
 
 .PHONY: evictd-llama gguf upstream-check e2e-llamacpp asan-llamacpp \
-        bench-llama bench-serve perplexity
+        llama-suite bench-llama bench-serve perplexity
 
 evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
@@ -141,6 +141,15 @@ e2e-llamacpp:
 	for t in $(LLAMA_SUITES); do \
 	  $(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done
+
+# llama.cpp's own server tests against serve alone (the last suite of
+# e2e-llamacpp; about five minutes on two cores): pass/fail per test, the
+# failures by first cause. By hand, llama_suite/run.py makes llama-server's
+# baseline and runs the diagnostic that drops the flags serve refuses.
+llama-suite:
+	@deploy/deps.sh build llama llamasuite && \
+	$(MAKE) --no-print-directory $(B)/evictd evictd-llama && \
+	$(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/test_llama_suite.py -v
 
 # The suites that start evictd-llama as a server or scorer again, against
 # an AddressSanitizer + UBSan build of it (linked to the same libllama;
