@@ -116,12 +116,26 @@ $(OPENAI_STAMP): $(OPENAI_DIR)/package.json $(OPENAI_DIR)/package-lock.json
 	  --loglevel=error
 	@touch $@
 
+# The same for the Anthropic client's tests (test_anthropic.py):
+# @anthropic-ai/sdk at the version tests/llamacpp/anthropic/package-lock.json
+# pins, in tests/llamacpp/anthropic/node_modules (its own .gitignore).
+ANTHROPIC_DIR := tests/llamacpp/anthropic
+ANTHROPIC_STAMP := $(ANTHROPIC_DIR)/node_modules/.installed
+
+$(ANTHROPIC_STAMP): $(ANTHROPIC_DIR)/package.json $(ANTHROPIC_DIR)/package-lock.json
+	@deploy/deps.sh node
+	@echo "== npm ci in $(ANTHROPIC_DIR) (versions pinned by package-lock.json)"
+	@npm ci --prefix $(ANTHROPIC_DIR) --ignore-scripts --no-audit --no-fund \
+	  --loglevel=error
+	@touch $@
+
 # The suites of make e2e-llamacpp, in order, and what each is told: the
 # binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
                 test_serve test_hostile test_convs test_openai test_routes \
-                test_pool test_faults test_upstream test_llama_suite
+                test_anthropic test_pool test_faults test_upstream test_flags \
+                test_llama_suite
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 UPSTREAM_UNDER_TEST = $(LLAMA_OUT)/upstream_check
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
@@ -137,7 +151,7 @@ LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
 e2e-llamacpp:
 	@deploy/deps.sh build e2e llama tls metrics proxy llamasuite && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf upstream-check \
-	  $(OPENAI_STAMP) $(CONTRACT_STAMP) && \
+	  $(OPENAI_STAMP) $(ANTHROPIC_STAMP) $(CONTRACT_STAMP) && \
 	for t in $(LLAMA_SUITES); do \
 	  $(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done
@@ -164,14 +178,14 @@ asan-llamacpp: UPSTREAM_UNDER_TEST = $(ASAN_LLAMA)/llama/upstream_check
 asan-llamacpp:
 	@deploy/deps.sh build e2e llama tls metrics proxy && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf $(OPENAI_STAMP) \
-	  $(CONTRACT_STAMP) && \
+	  $(ANTHROPIC_STAMP) $(CONTRACT_STAMP) && \
 	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  $(ASAN_LLAMA)/evictd-llama $(ASAN_LLAMA)/llama/upstream_check && \
 	for t in test_serve test_hostile test_convs test_openai test_routes \
-	         test_perplexity test_stories test_pool test_faults \
-	         test_upstream; do \
+	         test_anthropic test_perplexity test_stories test_pool \
+	         test_faults test_upstream test_flags; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done

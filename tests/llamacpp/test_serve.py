@@ -531,7 +531,8 @@ class Serve(unittest.TestCase):
                 (("-m", GGUF, "-np", "0"), 2,
                  "--parallel wants a whole number from 1"),
                 (("-m", GGUF, "-ctk", "q4"), 2,
-                 "--cache-type-k is one of f32 f16 q8_0, not 'q4'"),
+                 "--cache-type-k is one of f32 f16 q8_0 bf16 q4_0 q4_1 "
+                 "iq4_nl q5_0 q5_1, not 'q4'"),
                 (("-m", GGUF, "-ctv", "q8_0", "-fa", "off"), 2,
                  "--cache-type-v q8_0 needs flash attention"),
                 (("-m", GGUF, "--api-key", "has blank"), 2,

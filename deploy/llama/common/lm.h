@@ -13,9 +13,11 @@
 #include "llama.h"
 
 /* How llama.cpp runs: --flash-attn off|on|auto, --cache-type-k/-v
- * f32|f16|q8_0 (indices into these names, lm.c). */
+ * f32|f16|q8_0|... (indices into these names, lm.c: llama.cpp's K/V
+ * cache types, as llama-server takes them). */
 enum { LM_FA_OFF, LM_FA_ON, LM_FA_AUTO };
-enum { LM_F32, LM_F16, LM_Q8_0 };
+enum { LM_F32, LM_F16, LM_Q8_0, LM_BF16, LM_Q4_0, LM_Q4_1, LM_IQ4_NL,
+       LM_Q5_0, LM_Q5_1 };
 extern const char *const lm_fa_names[];
 extern const char *const lm_type_names[];
 
@@ -27,8 +29,9 @@ typedef struct lm_settings_s {
   const char *model;  /* the GGUF */
   int threads;        /* llama.cpp threads (1: no spin-waits on a busy
                          machine) */
+  int threads_batch;  /* a pass of several tokens' (0: threads) */
   int flash_attn;     /* LM_FA_* */
-  int type_k, type_v; /* LM_F32, LM_F16, LM_Q8_0 */
+  int type_k, type_v; /* LM_F32, LM_F16, LM_Q8_0, ... */
   bool exact;         /* --exact: the exact settings, whatever else says */
   bool debug;         /* llama.cpp's whole log */
 } lm_settings_t;

@@ -12,6 +12,42 @@
 #include "serve/http.h"
 #include "serve/upstream.h"
 
+/* The request with the server's chat defaults (serve --reasoning-format,
+ * --reasoning-budget, --reasoning-budget-message, --chat-template-kwargs,
+ * -rea, --reasoning-effort, ...) where it says nothing, as llama-server
+ * fills them in: its chat_template_kwargs over the server's key by key,
+ * its reasoning budget where it gives none or -1. A new reference, or
+ * NULL when out of memory. */
+static json_t *with_defaults(const site_t *site, json_t *body) {
+  json_t *req = json_copy(body), *d = site->defaults, *v;
+  if (req == NULL || d == NULL)
+    return req;
+  static const char *const keys[] = {"reasoning_format",
+                                     "reasoning_budget_message", NULL};
+  for (size_t i = 0; keys[i] != NULL; i++)
+    if (json_object_get(req, keys[i]) == NULL &&
+        (v = json_object_get(d, keys[i])) != NULL)
+      json_object_set(req, keys[i], v);
+  json_t *own = json_object_get(req, "reasoning_budget_tokens");
+  if (own == NULL)
+    own = json_object_get(req, "thinking_budget_tokens");
+  if ((own == NULL || (json_is_integer(own) &&
+                       json_integer_value(own) == -1)) &&
+      (v = json_object_get(d, "reasoning_budget_tokens")) != NULL)
+    json_object_set(req, "reasoning_budget_tokens", v);
+  json_t *kw = json_object_get(d, "chat_template_kwargs");
+  own = json_object_get(req, "chat_template_kwargs");
+  if (kw != NULL && (own == NULL || json_is_object(own))) {
+    json_t *m = json_copy(kw);
+    if (m == NULL || (own != NULL && json_object_update(m, own) != 0) ||
+        json_object_set_new(req, "chat_template_kwargs", m) != 0) {
+      json_decref(req);
+      return NULL;
+    }
+  }
+  return req;
+}
+
 int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out) {
   static const char *const roles[] = {"system", "developer", "user",
                                       "assistant", "tool", NULL};
@@ -39,7 +75,10 @@ int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out) {
       return -1;
     }
   }
-  char *req = json_dumps(body, JSON_COMPACT), *ans = NULL, err[480];
+  json_t *full = with_defaults(site, body);
+  char *req = full != NULL ? json_dumps(full, JSON_COMPACT) : NULL;
+  char *ans = NULL, err[480];
+  json_decref(full);
   int rc = req != NULL ? up_chat_apply(site->chat, req, &ans, err,
                                        sizeof(err))
                        : -1;

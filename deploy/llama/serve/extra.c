@@ -296,10 +296,12 @@ enum MHD_Result extra_props(call_t *c) {
     return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
   }
   json_object_update(params, site->defaults);
-  /* A chat without max_tokens generates up to --n-predict-max (until an
-   * end token); /completion's default is at most 128. */
-  json_object_set_new(params, "n_predict", json_integer(o->n_predict_max));
-  json_object_set_new(params, "max_tokens", json_integer(o->n_predict_max));
+  /* -n's default of every route; without it, a chat without max_tokens
+   * generates up to --n-predict-max (until an end token), and
+   * /completion's default is at most 128. */
+  uint32_t n_predict = o->n_predict ? o->n_predict : o->n_predict_max;
+  json_object_set_new(params, "n_predict", json_integer(n_predict));
+  json_object_set_new(params, "max_tokens", json_integer(n_predict));
   json_object_set_new(params, "stream", json_false());
   json_object_set_new(params, "cache_prompt",
                       json_boolean(!o->no_cache_prompt));
@@ -316,7 +318,7 @@ enum MHD_Result extra_props(call_t *c) {
       "default_generation_settings", "n_ctx", (int)site->lm->n_ctx, "params",
       params, "total_slots", (int)o->parallel, "model_alias", site->model,
       "model_path", o->lm.model, "modalities", "vision", 0, "video", 0,
-      "audio", 0, "endpoint_slots", 1, "endpoint_props", 0,
+      "audio", 0, "endpoint_slots", o->ls.slots != 0, "endpoint_props", 0,
       "endpoint_metrics", 1, "ui", 0, "chat_template",
       json_object_get(chat, "chat_template"), "chat_template_caps",
       json_object_get(chat, "chat_template_caps"), "bos_token",
@@ -372,8 +374,12 @@ static json_t *slot_json(const site_t *site, uint32_t id,
 
 /* GET /slots: every slot, as the engine last published it (when a task
  * starts or ends, and at most ten times a second while they decode).
- * ?fail_on_no_slot (llama-server's): 503 when none is idle. */
+ * ?fail_on_no_slot (llama-server's): 503 when none is idle. With
+ * --no-slots, 501, as llama-server answers. */
 enum MHD_Result extra_slots(call_t *c) {
+  if (!c->site->o->ls.slots)
+    return reply_error(c, 501, "not_supported", NULL, "this server does not "
+                       "support the slots endpoint (--no-slots)");
   stats_t *s = malloc(sizeof(*s));
   if (s == NULL)
     return reply_error(c, 500, "out_of_memory", NULL, "out of memory");

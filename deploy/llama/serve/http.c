@@ -37,6 +37,8 @@ static const route_t routes[] = {
     {"/slots", "GET", extra_slots, false},
     {"/health", "GET", status_health, true},
     {"/v1/health", "GET", status_health, true},
+    {"/v1/messages", "POST", anthropic_messages, false},
+    {"/v1/messages/count_tokens", "POST", anthropic_count_tokens, false},
     {"/metrics", "GET", status_metrics, false},
 };
 
@@ -102,7 +104,7 @@ static enum MHD_Result route(call_t *c, const char *url, const char *method) {
                        r->method, r->path);
   }
   /* The paths there are, from the table. */
-  char list[400];
+  char list[1024];
   size_t at = 0;
   for (size_t i = 0; i < N_ROUTES && at < sizeof(list); i++)
     at += (size_t)snprintf(list + at, sizeof(list) - at, "%s %s, ",
@@ -111,14 +113,30 @@ static enum MHD_Result route(call_t *c, const char *url, const char *method) {
                      "and DELETE /v1/responses/{id})", url, list);
 }
 
-/* Whether a request may pass: no --api-key, or its key is the server's
- * (compared in time independent of where they differ), or the route is a
- * probe's (/health). The key, as llama-server takes it: Authorization,
- * "Bearer KEY" (or KEY alone), else X-Api-Key (Anthropic's header). */
+/* Whether a key given is one of the server's (--api-key's, and
+ * --api-key-file's), each compared in time independent of where they
+ * differ. */
+static bool key_is(char *const *keys, const char *given) {
+  bool ok = false;
+  for (size_t k = 0; keys[k] != NULL; k++) {
+    const char *key = keys[k];
+    size_t n = strlen(key), m = strlen(given);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++)
+      diff |= (unsigned char)(key[i] ^ (i < m ? given[i] : 0));
+    ok |= diff == 0;
+  }
+  return ok;
+}
+
+/* Whether a request may pass: no --api-key, or its key is one of the
+ * server's, or the route is a probe's (/health). The key, as llama-server
+ * takes it: Authorization, "Bearer KEY" (or KEY alone), else X-Api-Key
+ * (Anthropic's header). */
 static bool allowed(call_t *c, const char *url) {
-  const char *key = c->site->o->api_key;
+  char *const *keys = c->site->o->api_keys;
   const route_t *r = route_of(url);
-  if (key == NULL || (r != NULL && r->keyless))
+  if (keys == NULL || (r != NULL && r->keyless))
     return true;
   const char *auth = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_AUTHORIZATION);
@@ -129,11 +147,7 @@ static bool allowed(call_t *c, const char *url) {
     return false;
   if (strncmp(auth, "Bearer ", 7) == 0)
     auth += 7;
-  size_t n = strlen(key), m = strlen(auth);
-  unsigned char diff = n != m;
-  for (size_t i = 0; i < n; i++)
-    diff |= (unsigned char)(key[i] ^ (i < m ? auth[i] : 0));
-  return diff == 0;
+  return key_is(keys, auth);
 }
 
 /* ---- CORS, as llama-server answers it ---------------------------------- */
@@ -257,10 +271,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
   }
   if (strcmp(method, "OPTIONS") == 0)
     return preflight(c);
+  /* Anthropic's routes answer in Anthropic's error shape, the 401 too. */
+  if (strcmp(url, "/v1/messages") == 0 ||
+      strcmp(url, "/v1/messages/count_tokens") == 0)
+    c->errors = anthropic_error_json;
   if (!allowed(c, url))
     return reply_error(c, 401, "invalid_api_key", NULL, "no valid API key: "
-                       "send 'Authorization: Bearer KEY' with the server's "
-                       "--api-key");
+                       "send 'Authorization: Bearer KEY' or 'x-api-key: KEY' "
+                       "with the server's --api-key");
   return route(c, url, method);
 }
 
@@ -281,6 +299,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **ctx,
   responses_call_free(c);
   openai_call_free(c);
   native_call_free(c);
+  anthropic_call_free(c);
   news_free(&c->news);
   evd_buf_free(&c->out);
   evd_buf_free(&c->body);

@@ -2,10 +2,11 @@
  * connection (http.c: bodies, the API key, CORS, the route table), the
  * answers it sends (reply.c: JSON with jansson, the one error shape, event
  * streams), and the APIs that turn requests into tasks and a task's
- * events into answers (openai.c with chat.c: OpenAI's /v1; native.c:
- * llama.cpp's /completion; status.c: /health, /metrics; extra.c:
- * llama-server's /tokenize, /detokenize, /apply-template, /props,
- * /slots). All formatting is here; the engine only emits events. */
+ * events into answers (openai.c with chat.c: OpenAI's /v1; anthropic.c
+ * with anthropic_in.c: Anthropic's /v1/messages; native.c: llama.cpp's
+ * /completion; status.c: /health, /metrics; extra.c: llama-server's
+ * /tokenize, /detokenize, /apply-template, /props, /slots). All
+ * formatting is here; the engine only emits events. */
 #ifndef EVICTD_LLAMA_HTTP_H
 #define EVICTD_LLAMA_HTTP_H
 
@@ -28,8 +29,10 @@ typedef struct site_s {
   const char *model;      /* the model's name in answers (--alias) */
   long long created;      /* when serve started (GET /v1/models) */
   struct up_chat_s *chat; /* the chat templates (llama.cpp's common) */
-  json_t *defaults;       /* the sampler's defaults the command line set,
-                             under llama-server's names (--temp, ...) */
+  json_t *defaults;       /* the request defaults the command line set,
+                             under llama-server's names: the sampler's
+                             (--temp, ...) and a chat's (chat.c:
+                             --reasoning-format, --chat-template-kwargs) */
   struct rstore_s *responses; /* stored responses (responses.c) */
 } site_t;
 
@@ -90,6 +93,12 @@ struct call_s {
   struct resp_s *resp;    /* the Responses API's (responses.c) */
   struct oa_s *oa;        /* OpenAI's completions' (openai.c) */
   struct nat_s *nat;      /* llama.cpp's /completion's (native.c) */
+  struct an_s *an;        /* Anthropic's Messages API's (anthropic.c) */
+  /* The error shape of the route's API (the status, code, param and
+   * message as reply_error_json takes them; a new reference), or NULL:
+   * OpenAI's. Set before the API key is checked, so that a 401 has it. */
+  json_t *(*errors)(unsigned status, const char *code, const char *param,
+                    const char *message);
 };
 
 /* What every OpenAI answer says it was made by (system_fingerprint). */
@@ -123,7 +132,8 @@ enum MHD_Result reply_text_header(call_t *c, unsigned status,
 json_t *reply_error_json(unsigned status, const char *code,
                          const char *param, const char *message);
 
-/* Sends an error; a 503 says when to try again (Retry-After). */
+/* Sends an error, in the shape of the call's API (c->errors, else
+ * OpenAI's); a 503 says when to try again (Retry-After). */
 enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
                             const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -249,6 +259,31 @@ enum MHD_Result extra_detokenize(call_t *c);
 enum MHD_Result extra_apply_template(call_t *c);
 enum MHD_Result extra_props(call_t *c);
 enum MHD_Result extra_slots(call_t *c);
+
+/* Anthropic's Messages API (anthropic.c): POST /v1/messages and POST
+ * /v1/messages/count_tokens. */
+enum MHD_Result anthropic_messages(call_t *c);
+enum MHD_Result anthropic_count_tokens(call_t *c);
+
+/* Anthropic's error shape, {"type": "error", "error": {"type", "message"}},
+ * the type from the status (invalid_request_error, authentication_error,
+ * not_found_error, request_too_large, overloaded_error, api_error, ...);
+ * code and param are not shown. For call_t's errors. A new reference, or
+ * NULL when out of memory. */
+json_t *anthropic_error_json(unsigned status, const char *code,
+                             const char *param, const char *message);
+
+/* Frees what anthropic.c keeps for a call. */
+void anthropic_call_free(call_t *c);
+
+/* anthropic_in.c: the Anthropic request f->body as an OpenAI chat request
+ * for chat_apply and sampling_params (*chat, a new reference): messages
+ * (system first; a user's tool results as tool messages, an assistant's
+ * tool_use blocks as its tool calls), tools, tool_choice,
+ * parallel_tool_calls, chat_template_kwargs (enable_thinking false unless
+ * given) and reasoning_format none. 0, or -1 with f's bad and why set
+ * (bad NULL: out of memory). */
+int anthropic_convert(fields_t *f, json_t **chat);
 
 /* The store of responses (store: true) that GET /v1/responses/{id}
  * answers and previous_response_id continues: the newest `max` of them.

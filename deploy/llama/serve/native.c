@@ -197,7 +197,8 @@ enum MHD_Result native_completion(call_t *c) {
    * max_tokens); -1: until an end token, or --n-predict-max. */
   if (bad == 0)
     bad = field_n_predict(&f, o->n_predict_max,
-                          o->n_predict_max < 128 ? o->n_predict_max : 128,
+                          o->n_predict ? o->n_predict
+                          : o->n_predict_max < 128 ? o->n_predict_max : 128,
                           &n_predict) ||
           field_bool(&f, "stream", false, &stream) ||
           field_stop(&f, "stop", 16, &t->want) ||

@@ -456,7 +456,8 @@ static enum MHD_Result completion(call_t *c, bool chat) {
   int bad = t == NULL ? -1 : 0;
   c->chat = chat;
   if (bad == 0)
-    bad = common(c, &f, t, chat ? c->site->o->n_predict_max : 16);
+    bad = common(c, &f, t, c->site->o->n_predict ? c->site->o->n_predict
+                           : chat ? c->site->o->n_predict_max : 16);
   if (bad == 0 && chat) {
     bad = chat_apply(&f, c->site, body, &fmt);
     if (bad == 0) {

@@ -76,6 +76,7 @@ json_t *reply_error_json(unsigned status, const char *code,
   utf8_fix(msg);
   const char *type = status == 401 ? "authentication_error"
                    : status == 404 ? "not_found_error"
+                   : status == 501 ? "not_supported_error"
                    : status < 500 ? "invalid_request_error" : "server_error";
   return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", msg,
                    "type", type, "param", param, "code", code);
@@ -88,7 +89,8 @@ enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  return reply_json(c, status, reply_error_json(status, code, param, msg));
+  return reply_json(c, status, (c->errors ? c->errors : reply_error_json)(
+                                   status, code, param, msg));
 }
 
 /* Whether the peer closed its side (or the socket failed). */

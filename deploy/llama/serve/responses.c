@@ -490,7 +490,8 @@ enum MHD_Result responses_create(call_t *c) {
   }
   if (bad == 0)
     bad = field_int(&f, "max_output_tokens", 1, o->n_predict_max,
-                    o->n_predict_max, &max_tokens) ||
+                    o->n_predict ? o->n_predict : o->n_predict_max,
+                    &max_tokens) ||
           field_num(&f, "temperature", 0, 2, 1, &t->want.temp) ||
           field_num(&f, "top_p", 0, 1, 1, &t->want.top_p) ||
           field_bool(&f, "stream", false, &c->stream) ||

@@ -44,7 +44,13 @@ json_t *sampling_params(const site_t *site, json_t *format, json_t *body) {
     if (!skip && json_object_get(p, key) == NULL && !json_is_null(v))
       json_object_set(p, key, v);
   }
+  /* A request's json_schema is its grammar: the server's default grammar
+   * (--grammar) gives way to it, as in llama-server. */
+  bool schema = json_object_get(p, "json_schema") != NULL;
   json_object_update_missing(p, site->defaults);
+  json_t *g = json_object_get(site->defaults, "grammar");
+  if (schema && g != NULL && json_object_get(p, "grammar") == g)
+    json_object_del(p, "grammar");
   return p;
 }
 
