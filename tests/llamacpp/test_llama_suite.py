@@ -141,6 +141,10 @@ OUT_OF_SCOPE_REQUESTS = [
     ("vision", "POST", "/v1/chat/completions", {"messages": [
         {"role": "user", "content": [{"type": "image_url", "image_url": {
             "url": "data:image/png;base64,iVBORw0KGgo="}}]}]}),
+    ("vision", "POST", "/v1/messages", {"max_tokens": 8, "messages": [
+        {"role": "user", "content": [{"type": "image", "source": {
+            "type": "base64", "media_type": "image/png",
+            "data": "iVBORw0KGgo="}}]}]}),
     ("audio", "POST", "/v1/chat/completions", {"messages": [
         {"role": "user", "content": [{"type": "input_audio", "input_audio":
                                       {"data": "AAAA", "format": "wav"}}]}]}),
@@ -148,9 +152,11 @@ OUT_OF_SCOPE_REQUESTS = [
 
 
 # llama-server's flags for them (as the suite's launcher spells them).
+# Not --models-max: serve takes it as llama-server does beside -m (it
+# changes nothing there).
 OUT_OF_SCOPE_FLAGS = [
     ["--embedding"], ["--reranking"], ["--pooling", "mean"],
-    ["--lora", "x.gguf"], ["--models-dir", "."], ["--models-max", "2"],
+    ["--lora", "x.gguf"], ["--models-dir", "."],
     ["--mmproj-url", "http://x/y.gguf"], ["--media-path", "."],
     ["--slot-save-path", "."], ["--tools", "all"],
     ["--mcp-servers-config", "x.json"], ["--ui-mcp-proxy"],
@@ -210,10 +216,14 @@ class OutOfScope(unittest.TestCase):
         with a message that names it: never ignored."""
         for flags in OUT_OF_SCOPE_FLAGS:
             with self.subTest(flags=flags):
-                p = subprocess.run(
-                    [BIN, "serve", "-m", STORIES, "--listen",
-                     "127.0.0.1:0"] + flags, stdin=subprocess.DEVNULL,
-                    capture_output=True, timeout=30)
+                try:
+                    p = subprocess.run(
+                        [BIN, "serve", "-m", STORIES, "--listen",
+                         "127.0.0.1:0"] + flags, stdin=subprocess.DEVNULL,
+                        capture_output=True, timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.fail("serve started with %s instead of refusing "
+                              "it" % " ".join(flags))
                 self.assertNotEqual(p.returncode, 0)
                 self.assertIn(flags[0], p.stderr.decode(errors="replace"))
 
