@@ -18,7 +18,7 @@ LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
              include/evictd/client.h $(COMMON_HDR)
 
 .PHONY: evictd-llama gguf upstream-check e2e-llamacpp asan-llamacpp \
-        bench-llama bench-serve compare-llama-server perplexity
+        llama-suite bench-llama bench-serve compare-llama-server perplexity
 
 evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
@@ -152,6 +152,17 @@ e2e-llamacpp:
 	for t in $(LLAMA_SUITES); do \
 	  $(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done
+
+# llama.cpp's own server tests (the tree's tools/server/tests, Debian's
+# pytest: deps.sh's llamasuite) against serve (about five minutes on two
+# cores): pass/fail per test, the failures by first cause. Not in
+# e2e-llamacpp yet: 33 of the 186 tests llama-server passes still fail
+# (tests/llamacpp/llama_suite/README.md). By hand, llama_suite/run.py makes llama-server's
+# baseline and runs the diagnostic that drops the flags serve refuses.
+llama-suite:
+	@deploy/deps.sh build llama llamasuite && \
+	$(MAKE) --no-print-directory $(B)/evictd evictd-llama && \
+	$(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/test_llama_suite.py -v
 
 # The suites that start evictd-llama as a server or scorer again, against
 # an AddressSanitizer + UBSan build of it (linked to the same libllama;

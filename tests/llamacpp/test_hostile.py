@@ -840,7 +840,7 @@ def ok_problem(c: Case, ctype: Optional[str], body: bytes) -> Optional[str]:
                 for ch in e["choices"]:
                     i = ch["index"]
                     texts[i] += ch["text"] if v.route == "completions" else \
-                        ch["delta"].get("content", "")
+                        (ch["delta"].get("content") or "")
                     if ch["finish_reason"] is not None:
                         if i in ends:
                             return "choice %d ended twice" % i
@@ -974,7 +974,7 @@ class Stream(threading.Thread):
                 continue
             for ch in e["choices"]:
                 text += ch["text"] if self.path == OAI else \
-                    ch["delta"].get("content", "")
+                    (ch["delta"].get("content") or "")
                 finish = ch["finish_reason"] or finish
             if e.get("usage"):
                 tokens = e["usage"]["completion_tokens"]

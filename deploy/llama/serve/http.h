@@ -122,6 +122,10 @@ enum MHD_Result reply_json(call_t *c, unsigned status, json_t *j);
 /* body[0..len) as it is (taken: malloc'd). */
 enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
                            char *body, size_t len);
+/* reply_text with one more header, name: value (both borrowed). */
+enum MHD_Result reply_text_header(call_t *c, unsigned status,
+                                  const char *type, char *body, size_t len,
+                                  const char *name, const char *value);
 
 /* The one shape of every error: {"error": {"message", "type", "param",
  * "code"}} (OpenAI's), type from the status; param may be NULL. */
@@ -214,8 +218,9 @@ token_ev_t *probs_read(const char *bytes, size_t len);
  * (the first `top` candidates). */
 json_t *probs_openai(const site_t *site, const token_ev_t *t, uint32_t top);
 
-/* llama-server's completion_probabilities entry of t. */
-json_t *probs_native(const site_t *site, const token_ev_t *t);
+/* llama-server's completion_probabilities entry of t: logprob and
+ * top_logprobs, or with post (post_sampling_probs) prob and top_probs. */
+json_t *probs_native(const site_t *site, const token_ev_t *t, bool post);
 
 /* The legacy completions' logprobs object (probs_legacy_new) and t added
  * to its lists; *offset is the text offset so far. */

@@ -31,10 +31,12 @@ static const char *stopping_word(const task_t *t, finish_t f, uint32_t i) {
  * back), the tokens drawn and their probabilities, the settings. */
 typedef struct nat_s {
   json_t *prompt;
-  json_t *tokens;         /* ids, when return_tokens */
+  json_t *tokens;         /* ids, when return_tokens or streamed */
   json_t *probs;          /* completion_probabilities, when n_probs */
   json_t *settings;       /* generation_settings */
   bool return_tokens;
+  bool stream;            /* every chunk says its tokens, as llama-server's */
+  bool post;              /* post_sampling_probs: probabilities, not logs */
   bool has_new_line;
 } nat_t;
 
@@ -51,11 +53,14 @@ void native_call_free(call_t *c) {
 }
 
 /* llama-server's timings of a task: the prompt's tokens decoded and the
- * time they took, the tokens generated and theirs. */
+ * time they took, the tokens generated and theirs. As llama-server's, the
+ * generation's rates are over its decode steps, one fewer than its
+ * tokens: the first is drawn from the prompt's last logits. */
 json_t *native_timings(const task_t *t, uint32_t predicted) {
   double pms = (t->t_prompt - t->t_start) * 1e3, gms = (t->t_end -
                                                        t->t_prompt) * 1e3;
   uint32_t pn = t->n_prompt - t->cached;
+  uint32_t steps = predicted > 0 ? predicted - 1 : 0;
   if (t->t_prompt == 0)
     pms = gms = 0;
   return json_pack("{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n",
@@ -65,21 +70,22 @@ json_t *native_timings(const task_t *t, uint32_t predicted) {
                    pms > 0 ? pn * 1e3 / pms : 0.0, "predicted_n",
                    (json_int_t)predicted, "predicted_ms", gms,
                    "predicted_per_token_ms",
-                   predicted ? gms / predicted : 0.0,
+                   steps ? gms / steps : 0.0,
                    "predicted_per_second",
-                   gms > 0 ? predicted * 1e3 / gms : 0.0);
+                   gms > 0 ? 1e3 / gms * steps : 0.0);
 }
 
-/* A drawn token: its id (return_tokens) and probabilities (n_probs). */
+/* A drawn token: its id (return_tokens, or a stream's chunk) and
+ * probabilities (n_probs). */
 static void take_token(call_t *c, const char *bytes, size_t len) {
   nat_t *n = c->nat;
   token_ev_t *t = probs_read(bytes, len);
   if (t == NULL)
     return;
-  if (n->return_tokens)
+  if (n->return_tokens || n->stream)
     json_array_append_new(n->tokens, json_integer(t->id));
   if (c->task->want.n_probs > 0)
-    json_array_append_new(n->probs, probs_native(c->site, t));
+    json_array_append_new(n->probs, probs_native(c->site, t, n->post));
   free(t);
 }
 
@@ -204,7 +210,10 @@ enum MHD_Result native_completion(call_t *c) {
   if (bad == 0) {
     t->want.n = 1;
     t->want.n_predict = (uint32_t)n_predict;
-    t->want.tokens = n->return_tokens;
+    /* llama-server's chunks carry their token ids whatever return_tokens
+     * says (its test_completion_stream asserts them). */
+    n->stream = stream;
+    t->want.tokens = n->return_tokens || stream;
     t->want.seed = (uint64_t)time(NULL) ^ (uintptr_t)t;
     n->prompt = json_incref(json_object_get(body, "prompt"));
     n->tokens = json_array();
@@ -220,6 +229,8 @@ enum MHD_Result native_completion(call_t *c) {
     free(s);
     if (n->settings == NULL)
       n->settings = json_object();
+    n->post = json_is_true(json_object_get(n->settings,
+                                           "post_sampling_probs"));
     json_object_set_new(n->settings, "n_predict", json_integer(n_predict));
   }
   json_decref(params);

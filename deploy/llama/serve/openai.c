@@ -130,9 +130,6 @@ static json_t *logprobs_of(call_t *c, uint32_t i) {
 /* A chat delta of choice i as its chunk. */
 static json_t *delta_chunk(call_t *c, uint32_t i, json_t *delta,
                            const char *why) {
-  if (!c->seen[i])
-    json_object_set_new(delta, "role", json_string("assistant"));
-  c->seen[i] = true;
   return choice_chunk(c, "chat.completion.chunk", json_pack(
       "{s:i,s:o,s:o,s:s?}", "index", (int)i, "delta", delta, "logprobs",
       logprobs_of(c, i), "finish_reason", why));
@@ -190,6 +187,16 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
   /* The chat's chunks: the parser's deltas of the text (tool calls
    * streamed as OpenAI's), the last with the finish reason. */
   json_t *out = json_array();
+  /* A choice's first chunk says its role alone, content null, as
+   * llama-server's and OpenAI's do (llama-server's test_chat_completion
+   * asserts it); its logprobs stay for the text's chunks. */
+  if (!c->seen[e->choice]) {
+    c->seen[e->choice] = true;
+    json_array_append_new(out, choice_chunk(c, "chat.completion.chunk",
+        json_pack("{s:i,s:{s:s,s:n},s:n,s:n}", "index", (int)e->choice,
+                  "delta", "role", "assistant", "content", "logprobs",
+                  "finish_reason")));
+  }
   chat_deltas(c, e->choice, text, len, e->kind != EV_END, out);
   if (e->kind == EV_END) {
     json_t *fin = delta_chunk(c, e->choice, json_object(),

@@ -75,7 +75,10 @@ json_t *probs_openai(const site_t *site, const token_ev_t *t, uint32_t top) {
                    alts);
 }
 
-json_t *probs_native(const site_t *site, const token_ev_t *t) {
+json_t *probs_native(const site_t *site, const token_ev_t *t, bool post) {
+  /* With post_sampling_probs, llama-server gives the probabilities the
+   * chain drew from as they are (prob, top_probs); else their logs. */
+  const char *key = post ? "prob" : "logprob";
   char buf[256];
   size_t n = piece(site, t->id, buf, sizeof(buf));
   json_t *alts = json_array();
@@ -84,11 +87,13 @@ json_t *probs_native(const site_t *site, const token_ev_t *t) {
     size_t m = piece(site, t->top[i].id, b, sizeof(b));
     json_array_append_new(alts, json_pack(
         "{s:i,s:o,s:f,s:o}", "id", t->top[i].id, "token", text_of(b, m),
-        "logprob", logp(t->top[i].p), "bytes", bytes_of(b, m)));
+        key, post ? (double)t->top[i].p : logp(t->top[i].p), "bytes",
+        bytes_of(b, m)));
   }
   return json_pack("{s:i,s:o,s:f,s:o,s:o}", "id", t->id, "token",
-                   text_of(buf, n), "logprob", logp(t->p), "bytes",
-                   bytes_of(buf, n), "top_logprobs", alts);
+                   text_of(buf, n), key, post ? (double)t->p : logp(t->p),
+                   "bytes", bytes_of(buf, n),
+                   post ? "top_probs" : "top_logprobs", alts);
 }
 
 void probs_legacy(const site_t *site, const token_ev_t *t, json_t *lp,

@@ -20,6 +20,12 @@
 
 enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
                            char *body, size_t len) {
+  return reply_text_header(c, status, type, body, len, NULL, NULL);
+}
+
+enum MHD_Result reply_text_header(call_t *c, unsigned status,
+                                  const char *type, char *body, size_t len,
+                                  const char *name, const char *value) {
   struct MHD_Response *rs = MHD_create_response_from_buffer(
       len, body, MHD_RESPMEM_MUST_FREE);
   if (rs == NULL) {
@@ -27,6 +33,8 @@ enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
     return MHD_NO;
   }
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  if (name != NULL)
+    MHD_add_response_header(rs, name, value);
   if (status == 503)
     MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == 405 && c->allow != NULL)

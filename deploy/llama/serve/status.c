@@ -3,6 +3,7 @@
  * written with the daemon's prom.c: serve's families, and llama-server's
  * under its own names). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -285,6 +286,10 @@ enum MHD_Result status_metrics(call_t *c) {
     evd_buf_free(&b);
     return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
   }
-  /* The buffer's memory is taken by the answer. */
-  return reply_text(c, 200, "text/plain; version=0.0.4", b.data, b.len);
+  /* The buffer's memory is taken by the answer. When serve started, as
+   * llama-server says it beside its metrics (its test_metrics reads it). */
+  char started[24];
+  snprintf(started, sizeof(started), "%lld", c->site->created);
+  return reply_text_header(c, 200, "text/plain; version=0.0.4", b.data,
+                           b.len, "Process-Start-Time-Unix", started);
 }
