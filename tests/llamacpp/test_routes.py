@@ -418,6 +418,23 @@ class Paths(unittest.TestCase):
         self.assertEqual(r.status, 404)
         self.assertIn("POST /tokenize", r.json()["error"]["message"])
 
+    def test_extras_not_sent_are_refused(self) -> None:
+        # llama-server's progress events and per-chunk timings: serve
+        # sends neither, so asking for them is a 400 naming the field on
+        # every completion route, and false is the default, taken.
+        m = addr("main")
+        routes = (("/completion", {"prompt": "Hi", "n_predict": 2}),
+                  ("/v1/completions", {"prompt": "Hi", "max_tokens": 2}),
+                  ("/v1/chat/completions", {"messages": [
+                      {"role": "user", "content": "Hi"}], "max_tokens": 2}))
+        for path, body in routes:
+            for field in ("return_progress", "timings_per_token"):
+                r = call(m, "POST", path, dict(body, **{field: True}))
+                self.assertEqual((r.status, r.json()["error"]["param"]),
+                                 (400, field), (path, field))
+                r = call(m, "POST", path, dict(body, **{field: False}))
+                self.assertEqual(r.status, 200, (path, field))
+
 
 class Tokenizer(unittest.TestCase):
 

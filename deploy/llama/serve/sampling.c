@@ -80,6 +80,20 @@ int sampling_make(fields_t *f, const site_t *site, json_t *params,
                   task_t *t) {
   char err[400];
   uint32_t n = t->want.n;
+  /* llama-server's extra answers serve does not send (progress events
+   * during the prompt, timings in every chunk): refused, not ignored. */
+  static const char *const unsent[] = {"return_progress",
+                                       "timings_per_token", NULL};
+  for (size_t i = 0; unsent[i] != NULL; i++) {
+    json_t *v = json_object_get(params, unsent[i]);
+    if (v != NULL && !json_is_false(v) && !json_is_null(v)) {
+      f->bad = unsent[i];
+      snprintf(f->why, sizeof(f->why), "\"%s\" is not supported: this "
+               "server sends no such events (false or leave it out)",
+               unsent[i]);
+      return -1;
+    }
+  }
   json_t *np = json_object_get(params, "n_probs");
   if (json_is_integer(np) && (json_integer_value(np) < 0 ||
                               json_integer_value(np) > SERVE_PROBS_MAX)) {
