@@ -24,6 +24,13 @@ for group in "$@"; do
     e2e)   want+=(python3-torch python3-numpy libopenblas0-pthread) ;;
     # llama.cpp's build (evictd-llama) and its gguf-py (numpy, PyYAML).
     llama) want+=(cmake g++ python3-numpy python3-yaml) ;;
+    # llama.cpp's own server tests (tests/llamacpp/llama_suite): Debian's
+    # pytest and the suite's requirements.txt (requests, aiohttp,
+    # prometheus-client; not openai, which Debian lacks) and imports (its
+    # conftest.py's filelock, its utils.py's wget).
+    llamasuite) want+=(python3-pytest python3-requests python3-aiohttp
+                       python3-prometheus-client python3-filelock
+                       python3-wget) ;;
     # Node.js and npm: Debian's (18) unless some node and npm are already
     # on PATH (another vendor's nodejs package conflicts with Debian's npm).
     node)  command -v node >/dev/null && command -v npm >/dev/null ||

@@ -146,7 +146,8 @@ class Conv:
                         temperature=0)
             path = "/v1/completions"
         else:
-            body = dict(prompt=self.history, n_predict=self.n)
+            body = dict(prompt=self.history, n_predict=self.n,
+                        temperature=0)
             path = "/completion"
         if self.stop:
             body["stop"] = list(self.stop)

@@ -4,19 +4,19 @@ whole, evictd_unavailable) and got 503 itself. The real daemon and the real
 `evictd-llama serve` on stories260K ($STORIES_GGUF), a window small enough
 that long streams evict. Four long greedy streams (OpenAI's completions and
 chat, llama.cpp's /completion) are decoded once undisturbed, then again
-while threads send every route of serve, the empty and degenerate prompts,
-and 1,200 bodies mutated from valid ones with a seeded generator. Every
-stream must end with its undisturbed text, every valid request get 200 and
-a well-formed answer, every bad one the 4xx serve's rules give it (an
-oracle below, from deploy/llama/README.md and serve's fields), in serve's
-one error shape; nothing a 5xx; evictd's sessions and serve's gauges come
-back to where they were."""
+while threads send every route of serve, the empty and degenerate prompts
+and fields (llama-server's too: token-id prompts, the sampler's fields,
+response formats, the chat template's rules), and 1,200 bodies mutated
+from valid ones with a seeded generator. Every stream must end with its
+undisturbed text, every valid request get 200 and a well-formed answer,
+every bad one the 4xx serve's rules give it (hostile_oracle.py, written
+from those rules), in serve's one error shape; nothing a 5xx; evictd's
+sessions and serve's gauges come back to where they were."""
 
 import collections
 import copy
 import http.client
 import json
-import math
 import os
 import random
 import sys
@@ -33,13 +33,15 @@ sys.path.insert(0, HERE)
 
 from daemon import Daemon  # noqa: E402
 import test_serve as ts  # noqa: E402
+from hostile_oracle import (  # noqa: E402
+    BODY_MAX, BOS, NMAX, NP, ROUTES, VOCAB, Verdict, judge, parse)
 
 STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
     REPO, "..", "shared", "models", "stories260K.gguf")
 # Room for the streams and every sweep thread's request (n at most 2 each),
 # so that no valid request waits, and a queue nothing can fill: a 503 busy
 # is then a failure like any 5xx.
-STREAMS, THREADS, NP, QUEUE = 4, 4, 12, 1024
+STREAMS, THREADS, QUEUE = 4, 4, 1024
 SETTINGS = ["--budget", "64", "--sinks", "4", "--lookahead", "16",
             "--exact", "-np", str(NP), "--queue", str(QUEUE)]
 # Each stream's length, so that the streams outlast the sweep: on the
@@ -48,218 +50,10 @@ SETTINGS = ["--budget", "64", "--sinks", "4", "--lookahead", "16",
 TOKENS = int(os.environ.get("HOSTILE_TOKENS", "15000"))
 MUTATED = 1200
 SEED = 32
-NMAX = 32768  # serve's --n-predict-max default
-BODY_MAX = 1 << 20  # serve's request body limit
 # What a valid sweep request may ask: short, so the sweep is quick.
 MAX_GEN, MAX_N, MAX_PROMPT = 8, 2, 4096
 # stories260K's greedy text from BOS (its README; test_stories checks it).
 FROM_BOS = "Once upon a time, there was a little girl named Lily."
-
-sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-
-# ---- the oracle: what serve answers a request ------------------------------
-
-
-class Verdict(NamedTuple):
-    status: int
-    route: str = ""
-    stream: bool = False
-    n: int = 1
-    tokens: int = 0  # the most a choice may generate
-    prompt: int = 0  # bytes of the prompt's text
-    greedy: bool = False
-    stops: int = 0
-    empty: bool = False  # the prompt is the BOS alone
-
-
-class Bad(Exception):
-    pass
-
-
-NOPE = object()
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(name)
-
-
-def _ok_str(s: str) -> bool:
-    return "\0" not in s and not any("\ud800" <= ch <= "\udfff" for ch in s)
-
-
-def parse(raw: bytes) -> Any:
-    """The body as jansson's json_loadb reads it (serve's flags: none), or
-    NOPE where jansson refuses it: Python's strict parser, less what
-    jansson does not take (NaN and Infinity, integers beyond 64 bits, reals
-    that overflow, \\u0000, lone surrogates, nesting deeper than 2048
-    values)."""
-    try:
-        v = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return NOPE
-    stack = [(v, 1)]
-    while stack:
-        x, depth = stack.pop()
-        if depth > 2048:
-            return NOPE
-        if isinstance(x, dict):
-            for k, y in x.items():
-                if not _ok_str(k):
-                    return NOPE
-                stack.append((y, depth + 1))
-        elif isinstance(x, list):
-            stack.extend((y, depth + 1) for y in x)
-        elif type(x) is int and not -(1 << 63) <= x < (1 << 63):
-            return NOPE
-        elif type(x) is float and not math.isfinite(x):
-            return NOPE
-        elif type(x) is str and not _ok_str(x):
-            return NOPE
-    return v
-
-
-def f_int(b: dict, name: str, lo: int, hi: int, default: int) -> int:
-    v = b.get(name)
-    if v is None:
-        return default
-    if type(v) is not int or not lo <= v <= hi:
-        raise Bad(name)
-    return v
-
-
-def f_num(b: dict, name: str, lo: float, hi: float, default: float) -> float:
-    v = b.get(name)
-    if v is None:
-        return default
-    if type(v) not in (int, float) or not lo <= v <= hi:
-        raise Bad(name)
-    return v
-
-
-def f_bool(b: dict, name: str, default: bool) -> bool:
-    v = b.get(name)
-    if v is None:
-        return default
-    if type(v) is not bool:
-        raise Bad(name)
-    return v
-
-
-def f_stop(b: dict, name: str, most: int) -> int:
-    v = b.get(name)
-    if v is None:
-        return 0
-    if type(v) is str:
-        v = [v]
-    if type(v) is not list or len(v) > most:
-        raise Bad(name)
-    for s in v:
-        if type(s) is not str or not 1 <= len(s.encode()) <= 256:
-            raise Bad(name)
-    return len(v)
-
-
-def chat_bytes(msgs: Any) -> int:
-    """The chat's prompt size (about: ChatML's markers per message), or Bad
-    (chat.c's rules)."""
-    if type(msgs) is not list or not 1 <= len(msgs) <= 4096:
-        raise Bad("messages")
-    size = 22
-    for m in msgs:
-        role = m.get("role") if type(m) is dict else None
-        if role not in ("system", "developer", "user", "assistant", "tool"):
-            raise Bad("messages")
-        if "content" not in m:
-            raise Bad("messages")
-        c = m["content"]
-        if c is None:
-            c = ""
-        elif type(c) is list:
-            texts = []
-            for part in c:
-                if type(part) is not dict or part.get("type") != "text" or \
-                        type(part.get("text")) is not str:
-                    raise Bad("messages")
-                texts.append(part["text"])
-            c = "".join(texts)
-        elif type(c) is not str:
-            raise Bad("messages")
-        size += 24 + len(role) + len(c.encode())
-    return size
-
-
-def judge_openai(b: dict, chat: bool) -> Verdict:
-    if chat:
-        size, empty = chat_bytes(b.get("messages")), False
-    else:
-        p = b.get("prompt")
-        if type(p) is list and len(p) == 1:
-            p = p[0]  # a list of one prompt
-        if type(p) is not str:
-            raise Bad("prompt")
-        size, empty = len(p.encode()), p == ""
-    model = b.get("model")
-    if model is not None and type(model) is not str:
-        raise Bad("model")
-    mt = "max_completion_tokens" if "max_completion_tokens" in b else \
-        "max_tokens"
-    tokens = f_int(b, mt, 1, NMAX, NMAX if chat else 16)
-    temp = f_num(b, "temperature", 0, 2, 1)
-    f_num(b, "top_p", 0, 1, 1)
-    n = f_int(b, "n", 1, NP, 1)
-    f_int(b, "seed", -(1 << 63), (1 << 63) - 1, 0)
-    stops = f_stop(b, "stop", 4)
-    f_bool(b, "ignore_eos", False)
-    stream = f_bool(b, "stream", False)
-    opts = b.get("stream_options")
-    if opts is not None:
-        if type(opts) is not dict:
-            raise Bad("stream_options")
-        f_bool(opts, "include_usage", False)
-    return Verdict(200, "chat" if chat else "completions", stream, n, tokens,
-                   size, temp == 0, stops, empty)
-
-
-def judge_native(b: dict) -> Verdict:
-    p = b.get("prompt")
-    if type(p) is not str:
-        raise Bad("prompt")
-    tokens = f_int(b, "n_predict", 1, NMAX, min(NMAX, 128))
-    f_int(b, "seed", 0, (1 << 63) - 1, 0)
-    temp = f_num(b, "temperature", 0, 100, 0)
-    stream = f_bool(b, "stream", False)
-    stops = f_stop(b, "stop", 16)
-    f_bool(b, "ignore_eos", False)
-    return Verdict(200, "native", stream, 1, tokens, len(p.encode()),
-                   temp == 0, stops, p == "")
-
-
-ROUTES = {"/v1/chat/completions": "POST", "/v1/completions": "POST",
-          "/v1/models": "GET", "/completion": "POST", "/health": "GET",
-          "/metrics": "GET"}
-
-
-def judge(method: str, path: str, raw: Optional[bytes]) -> Verdict:
-    """What serve answers: 200 and the request's shape, or its 4xx."""
-    path = path.split("?", 1)[0]
-    if path not in ROUTES:
-        return Verdict(404)
-    if method != ROUTES[path]:
-        return Verdict(405)
-    if method == "GET":
-        return Verdict(200, path)
-    if raw is not None and len(raw) > BODY_MAX:
-        return Verdict(413)
-    b = parse(raw or b"")
-    if type(b) is not dict:
-        return Verdict(400)
-    try:
-        if path == "/completion":
-            return judge_native(b)
-        return judge_openai(b, path == "/v1/chat/completions")
-    except Bad:
-        return Verdict(400)
-
 
 def short(v: Verdict) -> bool:
     """Whether a valid request is one the sweep may send (quick, never
@@ -325,23 +119,59 @@ OAI, CHAT, NATIVE = "/v1/completions", "/v1/chat/completions", "/completion"
 
 
 def routes() -> List[Case]:
-    """Every route, wrong methods, unknown paths."""
+    """Every route, wrong methods, unknown paths, and llama-server's
+    tokenizer and template routes with degenerate bodies. (OPTIONS, a
+    CORS preflight on any path, and the Responses API are test_routes.py's
+    and test_openai's.)"""
     out = []
-    for path in ("/v1/models", "/health", "/metrics", "/v1/models?x=1"):
+    for path in ("/v1/models", "/models", "/health", "/v1/health",
+                 "/metrics", "/v1/models?x=1", "/props", "/slots"):
         out.append(make("route", "GET " + path, "GET", path, want=200))
     for method, path in (("GET", OAI), ("GET", CHAT), ("GET", NATIVE),
                          ("PUT", OAI), ("DELETE", CHAT), ("PATCH", NATIVE),
-                         ("OPTIONS", OAI), ("POST", "/v1/models"),
+                         ("POST", "/v1/models"),
                          ("POST", "/health"), ("POST", "/metrics"),
                          ("DELETE", "/metrics"), ("PUT", "/health"),
                          ("HEAD", "/health"), ("HEAD", OAI),
-                         ("FROB", "/v1/models")):
+                         ("FROB", "/v1/models"), ("GET", "/tokenize"),
+                         ("GET", "/completions"), ("POST", "/props"),
+                         ("POST", "/slots"), ("PUT", "/apply-template"),
+                         ("GET", "/v1/responses")):
         out.append(make("route", "wrong method %s %s" % (method, path),
                         method, path, want=405))
-    for path in ("/", "/v1", "/v1/", "/v1/completions/", "/completions",
+    tok, detok, tmpl = "/tokenize", "/detokenize", "/apply-template"
+    user = [{"role": "user", "content": "hi"}]
+    for path, body, want in (
+            (tok, {}, 200), (tok, {"content": ""}, 200),
+            (tok, {"content": "Once <s>", "with_pieces": True}, 200),
+            (tok, {"content": ["a", 5, "b"], "add_special": True}, 200),
+            (tok, {"content": [511, 0]}, 200), (tok, {"content": None}, 200),
+            (tok, {"content": [512]}, 400), (tok, {"content": [-1]}, 400),
+            (tok, {"content": [1.0]}, 400), (tok, {"content": [True]}, 400),
+            (tok, {"content": [[1]]}, 400), (tok, {"content": 5}, 400),
+            (tok, {"content": {"a": 1}}, 400),
+            (tok, {"content": "a", "with_pieces": "yes"}, 400),
+            (tok, {"content": "\u00e9" * 5000}, 200),
+            (detok, {}, 200), (detok, {"tokens": []}, 200),
+            (detok, {"tokens": list(range(VOCAB))}, 200),
+            (detok, {"tokens": [VOCAB]}, 400), (detok, {"tokens": [-1]}, 400),
+            (detok, {"tokens": ["a"]}, 400), (detok, {"tokens": 5}, 400),
+            (detok, {"tokens": [None]}, 400),
+            (tmpl, {"messages": user}, 200),
+            (tmpl, {"messages": user + [{"role": "assistant",
+                                         "content": "x"}]}, 200),
+            (tmpl, {"messages": [{"role": "assistant", "content": "x"}] * 2},
+             400),
+            (tmpl, {"messages": []}, 400), (tmpl, {}, 400),
+            (tmpl, {"messages": [{"role": "user", "content": 5}]}, 400),
+            (tmpl, {"messages": user, "response_format": 5}, 400),
+            (tmpl, {"messages": user, "tools": {}}, 400)):
+        out.append(make("route", "%s %s" % (path, json.dumps(body)[:40]),
+                        "POST", path, body, want=want))
+    for path in ("/", "/v1", "/v1/", "/v1/completions/", "/completionz",
                  "/v2/completions", "/v1/chat/completion", "/V1/MODELS",
                  "/health/", "/metrics/x", "/v1/models/evictd-lm",
-                 "/v1/embeddings", "/tokenize", "/props", "/slots",
+                 "/v1/embeddings", "/v1/tokenize", "/infill", "/embedding",
                  "/%2e%2e/etc/passwd", "/a%20b", "/%FF", "/%C3",
                  "/" + "%C3%A9" * 300, "/x" + "%C3%A9" * 300,
                  "/" + "x" * 2000):
@@ -350,6 +180,64 @@ def routes() -> List[Case]:
         out.append(make("route", "unknown path %s" % path[:40], "POST",
                         path, {"prompt": "a", "max_tokens": 1}, want=404))
     return out
+
+
+# llama-server's sampler fields, and what serve answers them with.
+SAMPLER_CASES: Tuple[Tuple[dict, int], ...] = (
+    ({"top_k": 1}, 200), ({"top_k": -5}, 200), ({"top_k": 1e300}, 200),
+    ({"top_k": 3.0}, 200), ({"top_k": 1.5}, 400), ({"top_k": "x"}, 400),
+    ({"top_k": True}, 400), ({"min_p": 2}, 200), ({"min_p": "0"}, 400),
+    ({"typical_p": 1e39}, 200), ({"mirostat": 5}, 200),
+    ({"mirostat": 2, "mirostat_tau": 3}, 200), ({"mirostat": 0.5}, 400),
+    ({"repeat_penalty": 1.1}, 200), ({"repeat_penalty": 0}, 400),
+    ({"repeat_penalty": -1}, 400), ({"repeat_penalty": 1e300}, 400),
+    ({"repeat_penalty": 1e-300}, 400), ({"repeat_last_n": -1}, 400),
+    ({"repeat_last_n": 64}, 200), ({"presence_penalty": 1e39}, 400),
+    ({"frequency_penalty": -2}, 200), ({"frequency_penalty": [1]}, 400),
+    ({"dry_multiplier": 0.8}, 200), ({"dry_penalty_last_n": -1}, 400),
+    ({"dry_allowed_length": 2.5}, 400),
+    ({"dry_sequence_breakers": []}, 400),
+    ({"dry_sequence_breakers": ["\n", 5]}, 400),
+    ({"dry_sequence_breakers": ["\n"]}, 200),
+    ({"xtc_probability": 5, "xtc_threshold": -1}, 200),
+    ({"min_keep": -1}, 400), ({"adaptive_decay": 1}, 400),
+    ({"post_sampling_probs": "yes"}, 400),
+    ({"logit_bias": {"5": -100}}, 200), ({"logit_bias": [[5, False]]}, 200),
+    ({"logit_bias": [["a", 1]]}, 200), ({"logit_bias": {"x": 1}}, 200),
+    ({"logit_bias": {" 5": 1e300}}, 200), ({"logit_bias": {}}, 200),
+    ({"logit_bias": {"512": 1}}, 400), ({"logit_bias": {"-1": 1}}, 400),
+    ({"logit_bias": {"5": True}}, 400), ({"logit_bias": {"5": None}}, 400),
+    ({"logit_bias": [[5]]}, 400), ({"logit_bias": [[5.0, 1]]}, 400),
+    ({"logit_bias": [[512, 1]]}, 400), ({"logit_bias": [[None, 1]]}, 400),
+    ({"logit_bias": 5}, 400), ({"logit_bias": "x"}, 400),
+    ({"grammar": 'root ::= "a"'}, 200), ({"grammar": "root ::= [a-z ]+"},
+                                          200),
+    ({"grammar": ""}, 200), ({"grammar": "junk ::="}, 400),
+    ({"grammar": "root ::= ("}, 400), ({"grammar": 5}, 400),
+    ({"grammar": 'root ::= "a"', "grammar_lazy": True}, 400),
+    ({"json_schema": {"type": "object"}}, 200),
+    ({"json_schema": {"type": "object"}, "grammar": ""}, 200))
+# response_format on OpenAI's routes.
+RF_CASES: Tuple[Tuple[dict, int], ...] = (
+    ({"response_format": {"type": "text"}}, 200),
+    ({"response_format": {"type": "json_object"}}, 200),
+    ({"response_format": {"type": "json_object", "schema": {}}}, 200),
+    ({"response_format": {"type": "json_object",
+                          "schema": {"type": "object"}}}, 200),
+    ({"response_format": {"type": "json_schema", "json_schema": {
+        "schema": {"type": "object"}}}}, 200),
+    ({"response_format": {"type": "json_schema", "json_schema": {
+        "schema": {}}}}, 200),
+    ({"response_format": None}, 200),
+    ({"response_format": {"type": "json_object"}, "grammar": ""}, 200),
+    ({"response_format": {"type": "json_object"},
+      "grammar": 'root ::= "a"'}, 400),
+    ({"response_format": {"type": "json_schema"}}, 400),
+    ({"response_format": {"type": "json_object", "schema": 5}}, 400),
+    ({"response_format": {}}, 400), ({"response_format": []}, 400),
+    ({"response_format": "json"}, 400),
+    ({"response_format": {"type": "xml"}}, 400),
+    ({"response_format": {"type": 5}}, 400))
 
 
 def degenerate() -> List[Case]:
@@ -400,14 +288,18 @@ def degenerate() -> List[Case]:
                 want=400)
             add("prompt with a raw control byte", path,
                 raw=b'{"prompt":"a\x01b","%s":4}' % mt.encode(), want=400)
-            for p in (["a", "b"], [1, 2, 3], [[1, 2]], [], [5], {},
+            # A prompt of token ids, as given (the BOS is the client's),
+            # or a list of one prompt.
+            for p in ([1, 2, 3], [[1, 2]], [5], [0], [VOCAB - 1], [BOS],
+                      [[BOS]], [""], [" "], ["a"]):
+                add("prompt %s" % json.dumps(p), path,
+                    dict(prompt=p, temperature=0, **{mt: 4}, **s))
+            for p in (["a", "b"], ["a", 5], [5, "a"], [[1], [2]], [[]],
+                      [["a"]], [[[1]]], [], [VOCAB], [-1], [1.0], [True],
+                      [None], [Raw("18446744073709551616")], {},
                       {"a": [{"b": {}}]}, None, 0, True, Raw("NaN")):
                 add("prompt %s" % json.dumps(p, default=lambda r: r.text),
                     path, dict(prompt=p, **{mt: 4}, **s), 400)
-            add("prompt [\"\"]", path, dict(prompt=[""], **{mt: 4}, **s),
-                200 if path == OAI else 400)
-            add("prompt [\" \"]", path, dict(prompt=[" "], **{mt: 4}, **s),
-                200 if path == OAI else 400)
             add("prompt nested 3000 deep", path,
                 dict(prompt=deep(3000), **{mt: 4}, **s), 400)
             add("junk nested 1500 deep, ignored", path,
@@ -416,29 +308,98 @@ def degenerate() -> List[Case]:
                 dict(prompt="", junk=deep(1500, True), **{mt: 4}, **s))
             add("junk nested 3000 deep", path,
                 dict(prompt="", junk=deep(3000), **{mt: 4}, **s), 400)
-            for v in (0, -1, 40000, NMAX + 1, (1 << 63) - 1, Raw("1e400"),
+            # The length: -1 (until an end token or --n-predict-max) would
+            # be long here; test_routes asks it.
+            for v in (0, -2, 40000, NMAX + 1, (1 << 63) - 1, Raw("1e400"),
                       Raw("18446744073709551616"), Raw("8.0"), Raw("8e0"),
-                      "8", "NaN", Raw("NaN"), Raw("Infinity"),
-                      Raw("-Infinity"), True, [8], {}):
+                      Raw("-1.0"), "8", "-1", "NaN", Raw("NaN"),
+                      Raw("Infinity"), Raw("-Infinity"), True, [8], {}):
                 add("%s %s" % (mt, v.text if isinstance(v, Raw) else
                                json.dumps(v)),
                     path, dict(prompt="", **{mt: v}, **s), 400)
-            for v in (-0.5, 1e308, Raw("1e400"), "0", Raw("-Infinity"),
-                      [0], {}):
+            for names in (("n_predict", "max_tokens"),
+                          ("n_predict", "max_completion_tokens"),
+                          ("max_completion_tokens", "max_tokens")):
+                add("%s before %s" % names, path,
+                    dict(prompt="", **{names[0]: 2, names[1]: NMAX}, **s))
+                add("%s null, %s" % names, path,
+                    dict(prompt="", **{names[0]: None, names[1]: 2}, **s))
+                add("%s 0 before %s" % names, path,
+                    dict(prompt="", **{names[0]: 0, names[1]: 2}, **s), 400)
+            # OpenAI's temperature is 0 to 2; llama-server's any number,
+            # below 0 greedy, clamped.
+            for v in (-0.5, 1e308, 2.5, -1e308, 1e-300):
+                add("temperature %s" % v, path,
+                    dict(prompt="", temperature=v, **{mt: 4}, **s),
+                    400 if path == OAI and not 0 <= v <= 2 else 200)
+            for v in (Raw("1e400"), "0", Raw("-Infinity"), [0], {}, True):
                 add("temperature %s" % (v.text if isinstance(v, Raw) else v),
                     path, dict(prompt="", temperature=v, **{mt: 4}, **s),
                     400)
-            add("seed -5", path, dict(prompt="", seed=-5, **{mt: 4}, **s),
-                200 if path == OAI else 400)
+            add("seed -5", path, dict(prompt="", seed=-5, **{mt: 4}, **s))
+            add("seed -1", path, dict(prompt="", seed=-1, **{mt: 4}, **s))
             add("seed 2^63-1", path,
                 dict(prompt="", seed=(1 << 63) - 1, **{mt: 4}, **s))
-            add("seed 2^63", path,
-                dict(prompt="", seed=Raw("9223372036854775808"), **{mt: 4},
-                     **s), 400)
+            for v in (Raw("9223372036854775808"), 0.5, Raw("1.0"), "1",
+                      [1], {}, True):
+                add("seed %s" % (v.text if isinstance(v, Raw) else v), path,
+                    dict(prompt="", seed=v, **{mt: 4}, **s), 400)
             add("stop of 300 bytes", path,
                 dict(prompt="", stop="x" * 300, **{mt: 4}, **s), 400)
             add("stream \"true\"", path,
                 dict(prompt="", **{mt: 4}, stream="true"), 400)
+            # llama-server's sampler fields: clamped where it clamps them,
+            # refused where it refuses them.
+            for extra, want in SAMPLER_CASES:
+                add("sampler %s" % json.dumps(extra)[:60], path,
+                    dict(prompt="", **{mt: 4}, **extra, **s), want)
+        # llama-server's /completion: one choice; logprobs is n_probs
+        for extra, want in (({"n": 1}, 200), ({"n_cmpl": 1}, 200),
+                            ({"n": 2}, 400), ({"n_cmpl": 2}, 400),
+                            ({"n": 0}, 400), ({"logprobs": 2}, 200),
+                            ({"logprobs": 0}, 200), ({"logprobs": 101}, 400),
+                            ({"logprobs": True}, 400),
+                            ({"logprobs": "x", "n_probs": 2}, 200),
+                            ({"n_probs": 100}, 200), ({"n_probs": 101}, 400),
+                            ({"n_probs": -1}, 400), ({"n_probs": 2.5}, 400),
+                            ({"n_probs": "2"}, 400),
+                            ({"return_tokens": True}, 200),
+                            ({"return_tokens": 1}, 400),
+                            ({"response_fields": ["content"]}, 400),
+                            ({"lora": [{"id": 0, "scale": 1}]}, 400),
+                            ({"lora": []}, 200)):
+            add("/completion %s" % json.dumps(extra), NATIVE,
+                dict(prompt="", n_predict=3, **extra, **s), want)
+        # OpenAI's logprobs: chat's a boolean, the legacy completions' a
+        # count; response_format
+        for extra, want in (({"logprobs": 2}, 200), ({"logprobs": 0}, 200),
+                            ({"logprobs": 6}, 400),
+                            ({"logprobs": True}, 400),
+                            ({"top_logprobs": 3}, 200)) + RF_CASES:
+            add("/v1/completions %s" % json.dumps(extra), OAI,
+                dict(prompt="", max_tokens=3, **extra, **s), want)
+        user = [{"role": "user", "content": "hi"}]
+        for extra, want in (({"logprobs": True}, 200),
+                            ({"logprobs": True, "top_logprobs": 20}, 200),
+                            ({"logprobs": True, "top_logprobs": 21}, 400),
+                            ({"logprobs": 3}, 400),
+                            ({"top_logprobs": 3}, 400),
+                            ({"top_logprobs": 0}, 400),
+                            ({"logprobs": False, "top_logprobs": None}, 200),
+                            ({"tools": []}, 200), ({"tools": 5}, 400),
+                            ({"tool_choice": "required"}, 200),
+                            ({"tool_choice": "x"}, 400),
+                            ({"tool_choice": 5}, 400),
+                            ({"json_schema": {}}, 200),
+                            ({"json_schema": {"type": "object"}}, 200),
+                            ({"json_schema": {"type": "object"},
+                              "grammar": 'root ::= "a"'}, 400),
+                            ({"json_schema": 5}, 400),
+                            ({"reasoning_format": "x"}, 400),
+                            ({"reasoning_format": "none"}, 200),
+                            ({"parallel_tool_calls": 5}, 400)) + RF_CASES:
+            add("chat %s" % json.dumps(extra), CHAT,
+                dict(messages=user, max_tokens=3, **extra, **s), want)
         # OpenAI's own: n, stream_options, max_completion_tokens, model
         add("n 2, empty prompt", OAI, dict(prompt="", n=2, max_tokens=8,
                                            temperature=0, **s))
@@ -583,20 +544,40 @@ def base(rng: random.Random, path: str) -> dict:
                 PROMPTS)}]
         b["messages"] = msgs
     else:
-        b["prompt"] = rng.choice(PROMPTS)
-        if path == OAI and rng.random() < 0.2:
+        b["prompt"] = rng.choice(PROMPTS + [[BOS, 426, 27], [5], [BOS]])
+        if rng.random() < 0.2:
             b["prompt"] = [b["prompt"]]
     opt = {"temperature": rng.choice([0, 0.5, 1]), "seed": rng.randint(0, 99),
            "stop": rng.choice(["\n", ["."], [], ["zz", "q"]]),
-           "ignore_eos": rng.random() < 0.5, "stream": rng.random() < 0.4}
+           "ignore_eos": rng.random() < 0.5, "stream": rng.random() < 0.4,
+           "top_p": rng.choice([1, 0.9])}
     if path != NATIVE:
         opt.update(model=rng.choice(["x", "gpt-4o", ""]),
-                   top_p=rng.choice([1, 0.9]), n=rng.choice([1, 1, 2]),
+                   n=rng.choice([1, 1, 2]),
                    stream_options={"include_usage": rng.random() < 0.5},
-                   user="u")
+                   user="u", response_format=rng.choice(
+                       [{"type": "text"}, {"type": "json_object"}]))
+    if path == CHAT:
+        opt.update(logprobs=True)
+    elif path == OAI:
+        opt.update(logprobs=rng.choice([0, 2]))
+    else:
+        opt.update(n_probs=rng.choice([0, 2]), return_tokens=True)
+    # llama-server's sampler fields (less often: each is a place to mutate)
+    for k, v in {"top_k": rng.choice([0, 1, 40]),
+                 "min_p": rng.choice([0, 0.05]),
+                 "repeat_penalty": rng.choice([1, 1.1]),
+                 "presence_penalty": rng.choice([0, 0.5]),
+                 "mirostat": rng.choice([0, 2]),
+                 "logit_bias": rng.choice([{}, {"5": -1}, [[5, False]],
+                                           [["a", 1]]])}.items():
+        if rng.random() < 0.15:
+            b[k] = v
     for k, v in opt.items():
         if rng.random() < 0.5:
             b[k] = v
+    if path == CHAT and b.get("logprobs") and rng.random() < 0.5:
+        b["top_logprobs"] = rng.choice([0, 2])
     return b
 
 
@@ -817,10 +798,24 @@ def ok_problem(c: Case, ctype: Optional[str], body: bytes) -> Optional[str]:
                 return None if b"evictd_llama_requests_total" in body else \
                     "no metrics"
             j = json.loads(body)
-            if path == "/health":
+            if path in ("/health", "/v1/health"):
                 return None if j == {"status": "ok"} else "health %r" % j
+            if path == "/props":
+                return None if j["total_slots"] == NP and \
+                    "params" in j["default_generation_settings"] else \
+                    "props %r" % j
+            if path == "/slots":
+                return None if len(j) == NP else "slots %r" % j
             return None if j["object"] == "list" and j["data"] else \
                 "models %r" % j
+        if v.route in ("tokenize", "detokenize", "apply-template"):
+            j = json.loads(body)
+            key, kind = {"tokenize": ("tokens", list),
+                         "detokenize": ("content", str),
+                         "apply-template": ("prompt", str)}[v.route]
+            return None if ctype == "application/json" and \
+                set(j) == {key} and type(j[key]) is kind else \
+                "%s answered %r" % (v.route, j)
         texts: Dict[int, str] = collections.defaultdict(str)
         ends: Dict[int, str] = {}
         tokens = 0
@@ -845,7 +840,7 @@ def ok_problem(c: Case, ctype: Optional[str], body: bytes) -> Optional[str]:
                 for ch in e["choices"]:
                     i = ch["index"]
                     texts[i] += ch["text"] if v.route == "completions" else \
-                        ch["delta"].get("content", "")
+                        (ch["delta"].get("content") or "")
                     if ch["finish_reason"] is not None:
                         if i in ends:
                             return "choice %d ended twice" % i
@@ -979,7 +974,7 @@ class Stream(threading.Thread):
                 continue
             for ch in e["choices"]:
                 text += ch["text"] if self.path == OAI else \
-                    ch["delta"].get("content", "")
+                    (ch["delta"].get("content") or "")
                 finish = ch["finish_reason"] or finish
             if e.get("usage"):
                 tokens = e["usage"]["completion_tokens"]
@@ -1150,8 +1145,10 @@ class HostileSweep(unittest.TestCase):
         say("statuses seen: %s\n" % ", ".join(
             "%s: %d" % (k, v) for k, v in sorted(statuses.items(),
                                                  key=lambda x: str(x[0]))))
+        # The valid completions (tasks; not the tokenizer's or template's
+        # answers).
         valid = sum(1 for c in cases if c.want.status == 200 and
-                    c.method == "POST")
+                    c.want.route in ("chat", "completions", "native"))
         say("valid completions: %d (%d streamed); requests to refuse: %d; "
             "mutated bodies: %d (%d valid)\n" % (
                 valid, sum(1 for c in cases if c.want.status == 200 and

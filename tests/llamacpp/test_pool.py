@@ -79,7 +79,8 @@ class Stream(threading.Thread):
         host, port = self.addr.rsplit(":", 1)
         c = http.client.HTTPConnection(host, int(port), timeout=300)
         c.request("POST", "/completion", body=json.dumps(dict(
-            prompt=self.prompt, n_predict=N_PREDICT, stream=True)))
+            prompt=self.prompt, n_predict=N_PREDICT, stream=True,
+            temperature=0)))
         r = c.getresponse()
         buf = b""
         while True:

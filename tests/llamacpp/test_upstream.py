@@ -533,16 +533,18 @@ class Sampling(unittest.TestCase):
         out = sample(params, 12, prompt=params["prompt"])
         self.assertEqual(out["tokens"], out["argmax"])
 
-    def test_grammar_with_ignore_eos_fails_cleanly(self) -> None:
+    def test_grammar_with_ignore_eos_ends_the_text(self) -> None:
         # Once the grammar is complete only an end token fits it, and
-        # ignore_eos bans those: accepting what was drawn then fails, as a
-        # sentence (not an abort).
+        # ignore_eos bans those: every candidate is excluded, the sampler
+        # says nothing may follow, and the text ends there (the engine
+        # ends the choice as at an end token), no error and no abort.
         out = sample({"temperature": 0, "ignore_eos": True,
                       "grammar": 'root ::= "girl"', "grammar_lazy": True,
                       "grammar_triggers": [{"type": 1, "value": "girl"}]},
                      40)
-        self.assertIn("grammar", out["error"])
+        self.assertNotIn("error", out)
         self.assertTrue(out["text"].endswith("girl"), out["text"])
+        self.assertLess(len(out["tokens"]), 40)
 
     def test_clamped_where_llama_server_clamps(self) -> None:
         s = sampler({"top_p": 3, "min_p": -1, "mirostat": 7, "top_k": -5,

@@ -235,10 +235,13 @@ static int sample(const char *model, const char *prompt, int n, int nprobs) {
     }
     int idx = step == 0 ? n_prompt - 1 : 0;
     llama_token tok;
-    if (up_sampler_sample(s, lm.ctx, idx, &tok, err, sizeof(err)) != 0) {
+    int drawn = up_sampler_sample(s, lm.ctx, idx, &tok, err, sizeof(err));
+    if (drawn < 0) {
       rc = 2;
       break;
     }
+    if (drawn == 1) /* nothing may follow: the text is over */
+      break;
     json_array_append_new(tokens, json_integer(tok));
     json_array_append_new(argmax, json_integer(sampler_argmax(
         llama_get_logits_ith(lm.ctx, idx), lm.n_vocab, NULL)));

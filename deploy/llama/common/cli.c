@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/link.h"
 #include "common/lm.h"
@@ -29,6 +30,19 @@ int cli_number(const char *who, const char *name, const char *arg,
   *out = v;
   return 0;
 }
+
+bool cli_listed(const char *list, const char *name, size_t n) {
+  for (const char *p = list;; p++) {
+    if (strncmp(p, name, n) == 0 && (p[n] == '\0' || p[n] == '|'))
+      return true;
+    if ((p = strchr(p, '|')) == NULL)
+      return false;
+  }
+}
+
+/* The length of a list's first spelling ("temp" of "temp|temperature"):
+ * the one messages name. */
+static int first(const char *list) { return (int)strcspn(list, "|"); }
 
 int cli_say(int rc, const char *who, const char *help, const char *fmt, ...) {
   va_list ap;
@@ -83,6 +97,7 @@ typedef struct cli_group_s {
   const cli_opt_t *opts;
   size_t n;
   void *base;
+  const char *title;  /* the help's heading, or NULL */
 } cli_group_t;
 
 /* A command line's tables. */
@@ -108,7 +123,7 @@ static const cli_opt_t *find(const cli_t *c, const char *word, size_t len,
     for (size_t i = 0; i < c->groups[g].n; i++) {
       const cli_opt_t *o = &c->groups[g].opts[i];
       const char *key = lng ? o->name : o->alias;
-      if (key != NULL && strlen(key) == n && memcmp(key, name, n) == 0) {
+      if (key != NULL && cli_listed(key, name, n)) {
         *base = c->groups[g].base;
         return o;
       }
@@ -120,9 +135,11 @@ static const cli_opt_t *find(const cli_t *c, const char *word, size_t len,
 static int apply(const cli_t *c, const cli_opt_t *o, void *field,
                  const char *arg) {
   unsigned long long v = 0;
+  char name[64];
+  snprintf(name, sizeof(name), "%.*s", first(o->name), o->name);
   bool number = o->kind == CLI_U32 || o->kind == CLI_I64 ||
                 o->kind == CLI_U64 || o->kind == CLI_INT;
-  if (number && cli_number(c->who, o->name, arg, o->lo, o->hi, &v) != 0)
+  if (number && cli_number(c->who, name, arg, o->lo, o->hi, &v) != 0)
     return -1;
   switch (o->kind) {
   case CLI_STR: *(const char **)field = arg; break;
@@ -136,7 +153,7 @@ static int apply(const cli_t *c, const cli_opt_t *o, void *field,
     if (end == arg || *end != '\0' || !(d >= (double)o->lo) ||
         !(d <= (double)o->hi)) {
       fprintf(stderr, "%s: --%s wants a number from %llu to %llu, not "
-              "'%s'\n", c->who, o->name, o->lo, o->hi, arg);
+              "'%s'\n", c->who, name, o->lo, o->hi, arg);
       return -1;
     }
     *(double *)field = d;
@@ -144,17 +161,20 @@ static int apply(const cli_t *c, const cli_opt_t *o, void *field,
   }
   case CLI_FLAG: *(bool *)field = true; break;
   case CLI_CALL: return o->with.parse(c->who, arg, field);
+  case CLI_ROW: return o->with.row.fn(c->who, o, arg, field);
   case CLI_CHOICE:
     for (int i = 0; o->with.names[i] != NULL; i++)
-      if (strcmp(arg, o->with.names[i]) == 0) {
+      if (cli_listed(o->with.names[i], arg, strlen(arg))) {
         *(int *)field = i;
         return 0;
       }
-    fprintf(stderr, "%s: --%s is one of", c->who, o->name);
+    fprintf(stderr, "%s: --%s is one of", c->who, name);
     for (int i = 0; o->with.names[i] != NULL; i++)
-      fprintf(stderr, " %s", o->with.names[i]);
+      fprintf(stderr, " %.*s", first(o->with.names[i]), o->with.names[i]);
     fprintf(stderr, ", not '%s'\n", arg);
     return -1;
+  case CLI_NOOP:
+  case CLI_REFUSE:
   case CLI_HELP:
   case CLI_VERSION: break;
   }
@@ -198,14 +218,28 @@ static int walk(const cli_t *c, int argc, char **argv, bool store) {
       return 0;
     }
     const char *arg = "";
+    int len = first(o->name), typed = eq ? (int)(eq - w) : (int)strlen(w);
+    /* Refused, in one line naming the option as it was given; unless the
+     * row accepts some values (they change nothing) and this is one. */
+    if (o->kind == CLI_REFUSE && o->with.names == NULL)
+      return cli_say(2, c->who, NULL, "%.*s: %s", typed, w, o->help);
     if (o->arg != NULL && eq != NULL)
       arg = eq + 1;
     else if (o->arg != NULL && i + 1 < argc)
       arg = argv[++i];
     else if (o->arg != NULL)
-      return cli_say(2, c->who, way, "--%s wants %s", o->name, o->arg);
+      return cli_say(2, c->who, way, "--%.*s wants %s", len, o->name,
+                     o->arg);
     else if (eq != NULL)
-      return cli_say(2, c->who, way, "--%s takes no value", o->name);
+      return cli_say(2, c->who, way, "--%.*s takes no value", len, o->name);
+    if (o->kind == CLI_REFUSE) {
+      bool fine = false;
+      for (size_t k = 0; o->with.names[k] != NULL; k++)
+        fine = fine || strcmp(arg, o->with.names[k]) == 0;
+      if (!fine)
+        return cli_say(2, c->who, NULL, "%.*s %s: %s", typed, w, arg,
+                       o->help);
+    }
     if (store && apply(c, o, (char *)base + o->off, arg) != 0) {
       fprintf(stderr, "(%s lists the options)\n", way);
       return 2;
@@ -234,6 +268,9 @@ static void wrap(const char *text, int col, int indent) {
   puts(text);
 }
 
+static int parse_threads(const char *who, const cli_opt_t *o,
+                         const char *arg, void *field);
+
 /* " (default V)" for an option whose help does not name its default, from
  * the value the field holds before parsing. */
 static void default_of(const cli_opt_t *o, const void *field, char *out,
@@ -256,27 +293,54 @@ static void default_of(const cli_opt_t *o, const void *field, char *out,
   case CLI_DOUBLE: snprintf(out, len, " (default %g)",
                             *(const double *)field);
     break;
-  case CLI_CHOICE: snprintf(out, len, " (default %s)",
+  case CLI_CHOICE: snprintf(out, len, " (default %.*s)",
+                            first(o->with.names[*(const int *)field]),
                             o->with.names[*(const int *)field]);
     break;
   case CLI_FLAG:
     if (*(const bool *)field)
       snprintf(out, len, " (the default)");
     break;
+  case CLI_ROW:
+    if (o->with.row.fn == parse_threads && *(const int *)field > 0)
+      snprintf(out, len, " (default %d)", *(const int *)field);
+    break;
   default: break;
+  }
+}
+
+/* Appends a list's spellings to out, each after `dash`: "-hf, -hfr". */
+static void spellings(char *out, size_t len, const char *dash,
+                      const char *list) {
+  for (const char *p = list;; p++) {
+    size_t at = strlen(out);
+    snprintf(out + at, len - at, "%s%s%.*s", at > 0 ? ", " : "", dash,
+             first(p), p);
+    if ((p = strchr(p, '|')) == NULL)
+      return;
   }
 }
 
 static void help(const cli_t *c) {
   fputs(c->synopsis, stdout);
   putchar('\n');
-  for (size_t g = 0; g < c->n_groups; g++)
+  for (size_t g = 0; g < c->n_groups; g++) {
+    if (c->groups[g].title != NULL && c->groups[g].n > 0) {
+      putchar('\n');
+      wrap(c->groups[g].title, 0, 0);
+    }
     for (size_t i = 0; i < c->groups[g].n; i++) {
       const cli_opt_t *o = &c->groups[g].opts[i];
-      char left[64], def[160], text[1024];
-      snprintf(left, sizeof(left), "%s%s%s--%s%s%s", o->alias ? "-" : "",
-               o->alias ? o->alias : "", o->alias ? ", " : "    ", o->name,
-               o->arg ? " " : "", o->arg ? o->arg : "");
+      char left[400], shorts[128] = "", longs[256] = "", def[160];
+      char text[1024];
+      if (o->kind == CLI_REFUSE)
+        continue;
+      if (o->alias != NULL)
+        spellings(shorts, sizeof(shorts), "-", o->alias);
+      spellings(longs, sizeof(longs), "--", o->name);
+      snprintf(left, sizeof(left), "%s%s%s%s%s", shorts,
+               shorts[0] ? ", " : "    ", longs, o->arg ? " " : "",
+               o->arg ? o->arg : "");
       default_of(o, (const char *)c->groups[g].base + o->off, def,
                  sizeof(def));
       snprintf(text, sizeof(text), "%s%s", o->help, def);
@@ -287,6 +351,27 @@ static void help(const cli_t *c) {
         printf("  %-24s", left);
       wrap(text, 26, 26);
     }
+  }
+  /* The refused ones by name: each says why when it is given. */
+  char line[8192] = "";
+  for (size_t g = 0; g < c->n_groups; g++)
+    for (size_t i = 0; i < c->groups[g].n; i++) {
+      const cli_opt_t *o = &c->groups[g].opts[i];
+      if (o->kind != CLI_REFUSE)
+        continue;
+      if (o->alias != NULL)
+        spellings(line, sizeof(line), "-", o->alias);
+      spellings(line, sizeof(line), "--", o->name);
+      if (o->with.names != NULL) {
+        size_t at = strlen(line);
+        snprintf(line + at, sizeof(line) - at, " (but %s)", o->with.names[0]);
+      }
+    }
+  if (line[0] != '\0') {
+    printf("\nRefused, each saying why when given (llama-server's, which "
+           "serve does not do):\n  ");
+    wrap(line, 2, 2);
+  }
 }
 
 int cli_parse_positions(const char *who, const char *arg, void *field) {
@@ -301,18 +386,48 @@ int cli_parse_positions(const char *who, const char *arg, void *field) {
 #define LM(f) offsetof(lm_settings_t, f)
 #define LINK(f) offsetof(link_opts_t, f)
 
+/* -t and -tb: 1 to 1024, or -1, llama.cpp's "as many as there are":
+ * every core. */
+static int parse_threads(const char *who, const cli_opt_t *o,
+                         const char *arg, void *field) {
+  unsigned long long v;
+  char name[32];
+  snprintf(name, sizeof(name), "%.*s", first(o->name), o->name);
+  if (strcmp(arg, "-1") == 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    *(int *)field = cores > 0 ? (int)cores : 1;
+    return 0;
+  }
+  if (cli_number(who, name, arg, 1, 1024, &v) != 0)
+    return -1;
+  *(int *)field = (int)v;
+  return 0;
+}
+
+/* -fa's values with llama.cpp's other spellings of them, in the order of
+ * LM_FA_OFF, LM_FA_ON, LM_FA_AUTO. */
+static const char *const fa_spellings[] = {
+    "off|disabled|false|0", "on|enabled|true|1", "auto|-1", NULL};
+
 static const cli_opt_t model_opts[] = {
     {"model", "m", "FILE", CLI_STR, LM(model), 0, 0, {NULL},
      "the model (GGUF)"},
-    {"threads", "t", "N", CLI_INT, LM(threads), 1, 1024, {NULL},
-     "llama.cpp threads"},
+    {"threads", "t", "N", CLI_ROW, LM(threads), 0, 0,
+     {.row = {parse_threads, NULL}}, "llama.cpp threads (-1: every core)"},
+    {"threads-batch", "tb", "N", CLI_ROW, LM(threads_batch), 0, 0,
+     {.row = {parse_threads, NULL}}, "llama.cpp threads of a pass of several "
+     "tokens (a prompt's chunk) (default: --threads; -1: every core)"},
     {"flash-attn", "fa", "WHEN", CLI_CHOICE, LM(flash_attn), 0, 0,
-     {.names = lm_fa_names}, "flash attention: off, on or auto"},
+     {.names = fa_spellings}, "flash attention: off, on or auto (or "
+     "llama.cpp's other spellings: disabled, false, 0, enabled, true, 1, "
+     "-1)"},
     {"cache-type-k", "ctk", "TYPE", CLI_CHOICE, LM(type_k), 0, 0,
-     {.names = lm_type_names}, "the K cache's type: f32, f16 or q8_0"},
+     {.names = lm_type_names}, "the K cache's type: f32, f16, q8_0, bf16, "
+     "q4_0, q4_1, iq4_nl, q5_0 or q5_1, as llama.cpp's"},
     {"cache-type-v", "ctv", "TYPE", CLI_CHOICE, LM(type_v), 0, 0,
      {.names = lm_type_names},
-     "the V cache's type: f32, f16 or q8_0 (q8_0 with flash attention)"},
+     "the V cache's type, the same (a quantized one with flash "
+     "attention)"},
     {"exact", NULL, NULL, CLI_FLAG, LM(exact), 0, 0, {NULL},
      "the settings whose logits match a float64 reference within about "
      "1e-6: F32 K and V, flash attention off, one thread (over -t, -fa, "
@@ -353,7 +468,7 @@ static const cli_opt_t evictd_opts[] = {
 static const size_t evictd_n = sizeof(evictd_opts) / sizeof(evictd_opts[0]);
 
 static const cli_opt_t info_opts[] = {
-    {"help", "h", NULL, CLI_HELP, 0, 0, 0, {NULL}, "this text"},
+    {"help|usage", "h", NULL, CLI_HELP, 0, 0, 0, {NULL}, "this text"},
     {"version", NULL, NULL, CLI_VERSION, 0, 0, 0, {NULL}, "the versions"},
 };
 static const size_t info_n = sizeof(info_opts) / sizeof(info_opts[0]);
@@ -361,11 +476,13 @@ static const size_t info_n = sizeof(info_opts) / sizeof(info_opts[0]);
 /* ---- a command's line ---------------------------------------------------- */
 
 int cli_command(const cli_cmd_t *cmd, int argc, char **argv) {
-  cli_group_t groups[] = {{model_opts, model_n, cmd->lm},
-                          {session_opts, session_n, cmd->session},
-                          {cmd->opts, cmd->n, cmd->base},
-                          {evictd_opts, evictd_n, cmd->link},
-                          {info_opts, info_n, NULL}};
+  cli_group_t groups[] = {{model_opts, model_n, cmd->lm, NULL},
+                          {session_opts, session_n, cmd->session, NULL},
+                          {cmd->opts, cmd->n, cmd->base, NULL},
+                          {cmd->more, cmd->n_more, cmd->base,
+                           cmd->more_title},
+                          {evictd_opts, evictd_n, cmd->link, NULL},
+                          {info_opts, info_n, NULL, NULL}};
   cli_t c = {cmd->who, cmd->synopsis, groups,
              sizeof(groups) / sizeof(groups[0]), cmd->rest, cmd->max_rest,
              cmd->n_rest};

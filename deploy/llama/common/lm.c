@@ -7,10 +7,14 @@
 #include <string.h>
 
 const char *const lm_fa_names[] = {"off", "on", "auto", NULL};
-const char *const lm_type_names[] = {"f32", "f16", "q8_0", NULL};
+/* The K/V cache types llama-server takes, in the order of LM_F32... */
+const char *const lm_type_names[] = {"f32",  "f16",  "q8_0",   "bf16", "q4_0",
+                                     "q4_1", "iq4_nl", "q5_0", "q5_1", NULL};
 
-static const enum ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16,
-                                       GGML_TYPE_Q8_0};
+static const enum ggml_type types[] = {
+    GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_Q8_0,
+    GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
+    GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
 static const enum llama_flash_attn_type fa_types[] = {
     LLAMA_FLASH_ATTN_TYPE_DISABLED, LLAMA_FLASH_ATTN_TYPE_ENABLED,
     LLAMA_FLASH_ATTN_TYPE_AUTO};
@@ -18,13 +22,14 @@ static const enum llama_flash_attn_type fa_types[] = {
 int lm_settle(lm_settings_t *s, char *err, size_t errlen) {
   if (s->exact) {
     s->threads = 1;
+    s->threads_batch = 0;
     s->flash_attn = LM_FA_OFF;
     s->type_k = s->type_v = LM_F32;
   }
-  if (s->type_v == LM_Q8_0 && s->flash_attn == LM_FA_OFF) {
-    snprintf(err, errlen, "--cache-type-v q8_0 needs flash attention "
+  if (ggml_is_quantized(types[s->type_v]) && s->flash_attn == LM_FA_OFF) {
+    snprintf(err, errlen, "--cache-type-v %s needs flash attention "
              "(-fa on or auto): llama.cpp keeps a quantized V cache only "
-             "with it");
+             "with it", lm_type_names[s->type_v]);
     return -1;
   }
   return 0;
@@ -82,7 +87,8 @@ int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
   cp.n_ubatch = o->n_batch; /* one pass is one ubatch: one causal mask */
   cp.n_seq_max = o->n_seq;
   cp.n_threads = set->threads;
-  cp.n_threads_batch = set->threads;
+  cp.n_threads_batch = set->threads_batch > 0 ? set->threads_batch
+                                               : set->threads;
   cp.flash_attn_type = fa_types[set->flash_attn];
   cp.type_k = types[set->type_k];
   cp.type_v = types[set->type_v];
@@ -209,6 +215,11 @@ static int tokenize(const lm_t *lm, const char *text, size_t len,
 
 int lm_piece(const lm_t *lm, llama_token tok, char *buf, size_t cap) {
   return llama_token_to_piece(lm->vocab, tok, buf, (int32_t)cap, 0, false);
+}
+
+int lm_piece_special(const lm_t *lm, llama_token tok, char *buf,
+                     size_t cap) {
+  return llama_token_to_piece(lm->vocab, tok, buf, (int32_t)cap, 0, true);
 }
 
 void lm_write_piece(const lm_t *lm, llama_token tok, FILE *f) {

@@ -13,9 +13,11 @@
 #include "llama.h"
 
 /* How llama.cpp runs: --flash-attn off|on|auto, --cache-type-k/-v
- * f32|f16|q8_0 (indices into these names, lm.c). */
+ * f32|f16|q8_0|... (indices into these names, lm.c: llama.cpp's K/V
+ * cache types, as llama-server takes them). */
 enum { LM_FA_OFF, LM_FA_ON, LM_FA_AUTO };
-enum { LM_F32, LM_F16, LM_Q8_0 };
+enum { LM_F32, LM_F16, LM_Q8_0, LM_BF16, LM_Q4_0, LM_Q4_1, LM_IQ4_NL,
+       LM_Q5_0, LM_Q5_1 };
 extern const char *const lm_fa_names[];
 extern const char *const lm_type_names[];
 
@@ -27,8 +29,9 @@ typedef struct lm_settings_s {
   const char *model;  /* the GGUF */
   int threads;        /* llama.cpp threads (1: no spin-waits on a busy
                          machine) */
+  int threads_batch;  /* a pass of several tokens' (0: threads) */
   int flash_attn;     /* LM_FA_* */
-  int type_k, type_v; /* LM_F32, LM_F16, LM_Q8_0 */
+  int type_k, type_v; /* LM_F32, LM_F16, LM_Q8_0, ... */
   bool exact;         /* --exact: the exact settings, whatever else says */
   bool debug;         /* llama.cpp's whole log */
 } lm_settings_t;
@@ -109,6 +112,11 @@ int lm_tokenize_more(const lm_t *lm, const char *text, size_t len,
 /* The bytes of a token (none for control tokens) into buf[0..cap): their
  * count, or -N when N bytes are needed. */
 int lm_piece(const lm_t *lm, llama_token tok, char *buf, size_t cap);
+
+/* The same, a control token's text included (its "<tool_call>", say):
+ * for the tokens a chat format needs to see. */
+int lm_piece_special(const lm_t *lm, llama_token tok, char *buf,
+                     size_t cap);
 
 /* Writes the bytes of a token to f. */
 void lm_write_piece(const lm_t *lm, llama_token tok, FILE *f);

@@ -1,94 +1,112 @@
-/* A chat's messages as the model's prompt: through the GGUF's chat
- * template with llama.cpp's llama_chat_apply_template, or, for a model
- * without one that llama.cpp knows (stories260K has none), through ChatML,
- * as llama-server falls back to (serve says so when it starts). */
+/* A chat request as the model's prompt, through llama.cpp's own chat
+ * templates (upstream.h: common's, Jinja as llama-server renders them,
+ * with tools, tool_choice and response formats; the GGUF's template, or
+ * ChatML for a model without one, as llama-server falls back to), and
+ * what the format asks of the sampler (a grammar, its triggers) and of
+ * the text that comes back (how to read tool calls out of it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
 #include "serve/http.h"
+#include "serve/upstream.h"
 
-const char *chat_template(const lm_t *lm, bool *fallback) {
-  const char *tmpl = llama_model_chat_template(lm->model, NULL);
-  llama_chat_message probe = {"user", "x"};
-  char buf[8];
-  *fallback = tmpl == NULL ||
-              llama_chat_apply_template(tmpl, &probe, 1, true, buf,
-                                        sizeof(buf)) < 0;
-  return *fallback ? "chatml" : tmpl;
-}
-
-/* The text of a message's content: a string, or a list of parts of which
- * the "text" ones count, joined; NULL (with why) when neither. */
-static const char *content_of(json_t *content, evd_buf_t *parts) {
-  if (json_is_string(content))
-    return json_string_value(content);
-  if (json_is_null(content))
-    return "";
-  if (!json_is_array(content))
-    return NULL;
-  size_t i;
-  json_t *part;
-  json_array_foreach(content, i, part) {
-    json_t *type = json_object_get(part, "type"),
-           *text = json_object_get(part, "text");
-    if (!json_is_string(type) || strcmp(json_string_value(type), "text") ||
-        !json_is_string(text))
+/* The request with the server's chat defaults (serve --reasoning-format,
+ * --reasoning-budget, --reasoning-budget-message, --chat-template-kwargs,
+ * -rea, --reasoning-effort, ...) where it says nothing, as llama-server
+ * fills them in: its chat_template_kwargs over the server's key by key,
+ * its reasoning budget where it gives none or -1. A new reference, or
+ * NULL when out of memory. */
+static json_t *with_defaults(const site_t *site, json_t *body) {
+  json_t *req = json_copy(body), *d = site->defaults, *v;
+  if (req == NULL || d == NULL)
+    return req;
+  static const char *const keys[] = {"reasoning_format",
+                                     "reasoning_budget_message", NULL};
+  for (size_t i = 0; keys[i] != NULL; i++)
+    if (json_object_get(req, keys[i]) == NULL &&
+        (v = json_object_get(d, keys[i])) != NULL)
+      json_object_set(req, keys[i], v);
+  json_t *own = json_object_get(req, "reasoning_budget_tokens");
+  if (own == NULL)
+    own = json_object_get(req, "thinking_budget_tokens");
+  if ((own == NULL || (json_is_integer(own) &&
+                       json_integer_value(own) == -1)) &&
+      (v = json_object_get(d, "reasoning_budget_tokens")) != NULL)
+    json_object_set(req, "reasoning_budget_tokens", v);
+  json_t *kw = json_object_get(d, "chat_template_kwargs");
+  own = json_object_get(req, "chat_template_kwargs");
+  if (kw != NULL && (own == NULL || json_is_object(own))) {
+    json_t *m = json_copy(kw);
+    if (m == NULL || (own != NULL && json_object_update(m, own) != 0) ||
+        json_object_set_new(req, "chat_template_kwargs", m) != 0) {
+      json_decref(req);
       return NULL;
-    evd_buf_add(parts, json_string_value(text), json_string_length(text));
+    }
   }
-  evd_buf_chr(parts, '\0');
-  return parts->oom ? NULL : parts->data;
+  return req;
 }
 
-int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
-                evd_buf_t *out) {
+int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out) {
   static const char *const roles[] = {"system", "developer", "user",
                                       "assistant", "tool", NULL};
+  json_t *messages = json_object_get(body, "messages");
   size_t n = json_array_size(messages);
+  *out = NULL;
   if (!json_is_array(messages) || n == 0 || n > 4096) {
     f->bad = "messages";
     snprintf(f->why, sizeof(f->why), "\"messages\" must be a list of 1 to "
              "4096 messages");
     return -1;
   }
-  llama_chat_message *m = calloc(n, sizeof(*m));
-  evd_buf_t *parts = calloc(n, sizeof(*parts));
-  int rc = m == NULL || parts == NULL ? -1 : 0;
-  for (size_t i = 0; rc == 0 && i < n; i++) {
-    json_t *msg = json_array_get(messages, i);
-    json_t *role = json_object_get(msg, "role");
+  /* The roles serve's contract names; common checks the rest. */
+  for (size_t i = 0; i < n; i++) {
+    json_t *role = json_object_get(json_array_get(messages, i), "role");
     const char *r = json_is_string(role) ? json_string_value(role) : "";
     int k = 0;
     while (roles[k] != NULL && strcmp(roles[k], r) != 0)
       k++;
-    m[i].role = roles[k];
-    m[i].content = content_of(json_object_get(msg, "content"), &parts[i]);
-    if (m[i].role == NULL || m[i].content == NULL) {
+    if (roles[k] == NULL) {
       f->bad = "messages";
-      snprintf(f->why, sizeof(f->why), "message %zu needs a \"role\" (system, "
-               "developer, user, assistant or tool) and a \"content\" "
-               "(a string, or a list of text parts)", i);
-      rc = -1;
+      snprintf(f->why, sizeof(f->why), "message %zu needs a \"role\" "
+               "(system, developer, user, assistant or tool) and a "
+               "\"content\" (a string, or a list of text parts)", i);
+      return -1;
     }
   }
-  /* The prompt ends where the assistant's answer begins (add_ass). */
-  int32_t len = rc == 0 ? llama_chat_apply_template(site->tmpl, m, n, true,
-                                                    NULL, 0) : -1;
-  if (rc == 0 && (len < 0 || evd_buf_reserve(out, (size_t)len + 1) != 0)) {
+  json_t *full = with_defaults(site, body);
+  char *req = full != NULL ? json_dumps(full, JSON_COMPACT) : NULL;
+  char *ans = NULL, err[480];
+  json_decref(full);
+  int rc = req != NULL ? up_chat_apply(site->chat, req, &ans, err,
+                                       sizeof(err))
+                       : -1;
+  free(req);
+  json_error_t je;
+  if (rc == 0 && (*out = json_loads(ans, 0, &je)) == NULL)
+    snprintf(err, sizeof(err), "out of memory");
+  free(ans);
+  if (*out == NULL) {
     f->bad = "messages";
-    snprintf(f->why, sizeof(f->why), "the chat template cannot be applied "
-             "to these messages");
-    rc = -1;
+    snprintf(f->why, sizeof(f->why), "%.*s", (int)sizeof(f->why) - 1,
+             req != NULL ? err : "out of memory");
+    return -1;
   }
-  if (rc == 0) {
-    llama_chat_apply_template(site->tmpl, m, n, true, out->data, len + 1);
-    out->len = (size_t)len;
+  return 0;
+}
+
+int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
+                evd_buf_t *out) {
+  json_t *body = json_pack("{s:O}", "messages", messages), *ans;
+  if (body == NULL || chat_apply(f, site, body, &ans) != 0) {
+    json_decref(body);
+    return -1;
   }
-  for (size_t i = 0; parts != NULL && i < n; i++)
-    evd_buf_free(&parts[i]);
-  free(parts);
-  free(m);
-  return rc;
+  json_t *p = json_object_get(ans, "prompt");
+  evd_buf_add(out, json_string_value(p) ? json_string_value(p) : "",
+              json_string_length(p));
+  json_decref(body);
+  json_decref(ans);
+  return out->oom ? -1 : 0;
 }

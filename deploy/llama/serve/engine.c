@@ -25,6 +25,7 @@
 #include "common/sampler.h"
 #include "common/seq.h"
 #include "serve/engine_int.h"
+#include "serve/upstream.h"
 #include "siphash.h"
 #include "serve/text.h"
 
@@ -37,11 +38,13 @@
 #define GRACE_S 0.05
 
 static void publish_lanes(engine_t *e, double now, bool force);
+static void publish_slots(engine_t *e);
 
 /* A task is done: what its end changed (its conversation parked) shown in
  * /metrics before its client has its answer, then finished. */
 static void finish(engine_t *e, task_t *t, const fault_t *f) {
-  publish_lanes(e, clock_now(), true);
+  t->t_end = clock_now();
+  publish_lanes(e, t->t_end, true);
   tq_finish(e->q, t, f);
 }
 
@@ -223,12 +226,14 @@ static void admit(engine_t *e, task_t *t) {
       c = conv_take(e, t, k, &m);
     }
     char id[SEQ_ID_MAX + 1];
-    if (k > 0 && root[0] != '\0')
-      snprintf(id, sizeof(id), "%s~%s.%u", root, t->id, k);
-    else
-      snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u", base, k);
-    int rc = c == NULL ? -1 : m > 0 ? resume(e, c, t, m)
-                                    : fresh(e, c, id, t->n_prompt + 2);
+    int w = k > 0 && root[0] != '\0'
+              ? snprintf(id, sizeof(id), "%s~%s.%u", root, t->id, k)
+              : snprintf(id, sizeof(id), t->want.n == 1 ? "%s" : "%s~%u",
+                         base, k);
+    /* A cut id could name another's session: none is made. */
+    int rc = c == NULL || w < 0 || (size_t)w >= sizeof(id) ? -1
+             : m > 0 ? resume(e, c, t, m)
+                     : fresh(e, c, id, t->n_prompt + 2);
     if (c != NULL && k == 0 && m > 0)
       snprintf(root, sizeof(root), "%.*s",
                (int)strcspn(c->s.session, "~"), c->s.session);
@@ -242,8 +247,10 @@ static void admit(engine_t *e, task_t *t) {
     c->index = k;
     c->tokens = 0;
     c->gen = ++e->gens; /* what it held before is no longer */
-    if (k == 0)
+    if (k == 0) {
       tq_cached(e->q, t, m);
+      t->t_start = clock_now();
+    }
     c->lane = lanes_route(e->lanes, c->s.session, (uint32_t)c->s.id);
     if (m == 0)
       c->sent = c->ready = NULL;
@@ -302,8 +309,8 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
   size_t len;
   task_t *t = c->task;
   if (why != FIN_STOP && text_flush(&c->text, &show, &len) == 0)
-    tq_text(e->q, t, c->index, show, len);
-  tq_end(e->q, t, c->index, why, c->tokens);
+    tq_text(e->q, t, c->index, show, len, c->tokens);
+  tq_end(e->q, t, c->index, why, c->tokens, c->text.stop);
   bool keep = t->want.cache_prompt && !e->o->no_cache_prompt &&
               !tq_cancelled(e->q, t);
   /* What a later request continues by id (the Responses API). */
@@ -320,26 +327,89 @@ static void end_choice(engine_t *e, choice_t *c, finish_t why) {
 /* The token drawn for c at position c->n: its bytes shown as far as they
  * may be, then the end checked (an end token, a stop string, the length
  * asked for). */
-static void emit(engine_t *e, choice_t *c, const float *logits) {
+/* The next token of c from output row idx of the pass: the task's
+ * sampler chain (llama-server's: the prompt fed to it first, as
+ * llama-server does, then each token drawn; its candidates reported when
+ * asked), or the built-in draw. 0; 1 when no token may follow (a grammar
+ * that is complete while ignore_eos bans the end tokens it would take
+ * next), *tok then an end token; or -1 with f set. */
+static int draw(engine_t *e, choice_t *c, int32_t idx, llama_token *tok,
+                fault_t *f) {
   task_t *t = c->task;
-  llama_token tok = sampler_draw(&c->smp, logits, e->lm->n_vocab, NULL);
+  if (t->want.samplers == NULL) {
+    *tok = sampler_draw(&c->smp, lm_logits(e->lm, idx), e->lm->n_vocab,
+                        NULL);
+    return 0;
+  }
+  up_sampler_t *sp = t->want.samplers[c->index];
+  char err[400];
+  if (c->tokens == 0)
+    for (uint32_t q = c->hbase; q < c->n; q++)
+      up_sampler_accept(sp, *hist_at(c, q), false, NULL, 0);
+  int rc = up_sampler_sample(sp, e->lm->ctx, idx, tok, err, sizeof(err));
+  if (rc < 0)
+    return fault_set(f, 500, "sampling_failed", "%s", err);
+  if (rc == 1) {
+    llama_token end[2];
+    *tok = lm_end_tokens(e->lm, end) > 0 ? end[0] : *tok;
+    return 1;
+  }
+  if (t->want.n_probs > 0 || t->want.tokens) {
+    uint32_t n = t->want.n_probs;
+    token_ev_t *ev = e->probs;
+    int k = n > 0 ? up_sampler_probs(sp, e->lm->ctx, idx, *tok,
+                                     (up_prob_t *)ev->top, (int)n, &ev->p,
+                                     err, sizeof(err))
+                  : 0;
+    ev->id = *tok;
+    ev->n = k > 0 ? (uint32_t)k : 0;
+    if (n == 0)
+      ev->p = 0;
+    tq_token(e->q, t, c->index, ev);
+  }
+  if (up_sampler_accept(sp, *tok, true, err, sizeof(err)) != 0)
+    return fault_set(f, 500, "sampling_failed", "%s", err);
+  return 0;
+}
+
+/* Whether tok is one the chat format needs to see as its text. */
+static bool preserved(const task_t *t, llama_token tok) {
+  for (uint32_t i = 0; i < t->want.n_preserved; i++)
+    if (t->want.preserved[i] == tok)
+      return true;
+  return false;
+}
+
+static void emit(engine_t *e, choice_t *c, int32_t idx) {
+  task_t *t = c->task;
+  llama_token tok;
+  fault_t f;
+  int drawn = draw(e, c, idx, &tok, &f);
+  if (drawn < 0) {
+    end_task(e, t, &f);
+    return;
+  }
   *hist_at(c, c->n) = tok;
   hist_compact(e, c);
+  if (t->t_prompt == 0)
+    t->t_prompt = clock_now();
   c->tokens++;
   e->tokens++;
-  if (lm_is_end(e->lm, tok) && !t->want.ignore_eos) {
+  if (drawn == 1 || (lm_is_end(e->lm, tok) && !t->want.ignore_eos)) {
     end_choice(e, c, FIN_EOS);
     return;
   }
   char piece[256];
   const char *show;
   size_t len;
-  int n = lm_piece(e->lm, tok, piece, sizeof(piece));
+  int n = preserved(t, tok) ? lm_piece_special(e->lm, tok, piece,
+                                               sizeof(piece))
+                            : lm_piece(e->lm, tok, piece, sizeof(piece));
   /* A piece over 256 bytes: none in any vocabulary served so far. */
   int stop = text_push(&c->text, piece, n > 0 ? (size_t)n : 0,
                        t->want.stop, t->want.n_stop, &show, &len);
   if (stop >= 0)
-    tq_text(e->q, t, c->index, show, len);
+    tq_text(e->q, t, c->index, show, len, c->tokens);
   if (stop == 1)
     end_choice(e, c, FIN_STOP);
   else if (c->tokens >= t->want.n_predict)
@@ -400,7 +470,6 @@ static void draw_all(engine_t *e) {
     choice_t *c = &e->slot[i];
     if (c->task == NULL || c->out < 0)
       continue;
-    const float *l = lm_logits(e->lm, c->out);
     task_t *t = c->task;
     bool prompt_done = c->index == 0 && c->n == t->n_prompt && c->tokens == 0;
     if (prompt_done && t->want.n > 1) {
@@ -412,7 +481,7 @@ static void draw_all(engine_t *e) {
       for (uint32_t j = 0; j < e->n_slot; j++)
         if (e->slot[j].task == t && &e->slot[j] != c &&
             reserve(&e->slot[j], e->slot[j].n + 2) == 0)
-          emit(e, &e->slot[j], l);
+          emit(e, &e->slot[j], c->out);
       if (c->task != t) /* the others ended the task already */
         continue;
     }
@@ -421,7 +490,7 @@ static void draw_all(engine_t *e) {
       end_task(e, t, &f);
       continue;
     }
-    emit(e, c, l);
+    emit(e, c, c->out);
   }
 }
 
@@ -460,6 +529,46 @@ static void overdue(engine_t *e, double now) {
 }
 
 
+/* Publishes what each slot holds, for GET /slots (read-only: a copy
+ * under the queue's lock, as the lanes' states are). */
+static void publish_slots(engine_t *e) {
+  slot_state_t st[SERVE_SLOTS_MAX];
+  uint32_t n = e->n_slot < SERVE_SLOTS_MAX ? e->n_slot : SERVE_SLOTS_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    const choice_t *c = &e->slot[i];
+    const task_t *t = c->task;
+    slot_state_t *o = &st[i];
+    memset(o, 0, sizeof(*o));
+    o->use = t != NULL ? SLOT_PROCESSING : c->parked ? SLOT_PARKED
+           : c->orphan ? SLOT_LEAVING : SLOT_FREE;
+    o->budget = e->budget;
+    o->sinks = e->sinks;
+    o->lookahead = e->lookahead;
+    if (o->use == SLOT_FREE)
+      continue;
+    snprintf(o->session, sizeof(o->session), "%s", c->s.session);
+    o->n = c->n;
+    o->held = c->s.held;
+    if (c->s.cfg.budget >= 0 && c->s.cfg.sinks >= 0 &&
+        c->s.cfg.lookahead >= 0) {
+      o->budget = (uint32_t)c->s.cfg.budget;
+      o->sinks = (uint32_t)c->s.cfg.sinks;
+      o->lookahead = (uint32_t)c->s.cfg.lookahead;
+    }
+    if (t == NULL)
+      continue;
+    /* The task's fields the engine reads are set before it was queued,
+     * or by the engine itself (cached): no lock needed to read them. */
+    snprintf(o->task, sizeof(o->task), "%s", t->id);
+    o->choice = c->index;
+    o->n_prompt = t->n_prompt;
+    o->cached = c->index == 0 ? t->cached : 0;
+    o->tokens = c->tokens;
+    o->n_predict = t->want.n_predict;
+  }
+  tq_slots(e->q, st, n, e->budget, e->sinks, e->lookahead);
+}
+
 /* Publishes the lanes' states for /metrics and /health, at most ten times
  * a second. */
 static void publish_lanes(engine_t *e, double now, bool force) {
@@ -495,6 +604,7 @@ static void publish_lanes(engine_t *e, double now, bool force) {
   conv_counts_t cc;
   conv_counts(e, &cc);
   tq_lanes(e->q, st, n, &cc);
+  publish_slots(e);
 }
 
 /* One iteration: the answers taken back, the steps of the choices that
@@ -544,18 +654,34 @@ static void iterate(engine_t *e) {
     return;
   }
   end_failed(e);
+  pass_counts_t pc = {0};
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
-    if (c->task != NULL && c->decodes)
-      c->n = c->n < c->task->n_prompt ? (c->n == 0 ? 1 : c->n) + c->chunk
-                                      : c->n + 1;
+    if (c->task == NULL)
+      continue;
+    pc.busy++;
+    if (!c->decodes)
+      continue;
+    uint32_t was = c->n;
+    c->n = c->n < c->task->n_prompt ? (c->n == 0 ? 1 : c->n) + c->chunk
+                                    : c->n + 1;
+    if (was < c->task->n_prompt)
+      pc.prompt_tokens += c->n - was;
+    else
+      pc.gen_steps++;
+    if (c->n > pc.n_max)
+      pc.n_max = c->n;
   }
   draw_all(e);
   evd_client_stats_t cs;
   link_counts_t lc;
   lanes_counts(e->lanes, &lc, &cs);
-  tq_count(e->q, e->tokens, e->steps, e->ahead, t_evd, t2 - t1,
-           clock_now() - t0, &cs, &lc, lanes_per_session(e->lanes));
+  double t_all = clock_now() - t0;
+  tq_count(e->q, e->tokens, e->steps, e->ahead, t_evd, t2 - t1, t_all, &cs,
+           &lc, lanes_per_session(e->lanes));
+  pc.prompt_s = pc.prompt_tokens > 0 ? t_all : 0;
+  pc.gen_s = (double)pc.gen_steps * t_all;
+  tq_pass(e->q, &pc);
 }
 
 /* Ends the tasks whose client went away, before the next pass. */
@@ -583,8 +709,13 @@ static void *engine_main(void *arg) {
   publish_lanes(e, clock_now(), true);
   for (;;) {
     task_t *t;
-    while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, &stop)))
+    bool took = false;
+    while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, &stop))) {
       admit(e, t);
+      took = true;
+    }
+    if (took) /* GET /slots shows a task decoding from its start */
+      publish_lanes(e, clock_now(), true);
     if (stop)
       break;
     cancellations(e);
@@ -663,6 +794,7 @@ static void engine_free(engine_t *e) {
   free(e->slot);
   free(e->sub);
   free(e->got);
+  free(e->probs);
   free(e);
 }
 
@@ -711,7 +843,10 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   e->slot = calloc(e->n_slot, sizeof(*e->slot));
   e->sub = calloc(2 * (size_t)e->n_slot, sizeof(*e->sub));
   e->got = calloc(2 * (size_t)e->n_slot, sizeof(*e->got));
-  if (e->slot == NULL || e->sub == NULL || e->got == NULL) {
+  e->probs = calloc(1, sizeof(token_ev_t) +
+                           SERVE_PROBS_MAX * sizeof(e->probs->top[0]));
+  if (e->slot == NULL || e->sub == NULL || e->got == NULL ||
+      e->probs == NULL) {
     snprintf(err, errlen, "out of memory");
     goto fail;
   }

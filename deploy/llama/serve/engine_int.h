@@ -76,6 +76,7 @@ struct engine_s {
   uint32_t max_back;      /* the most positions a continued conversation
                              goes back */
   conv_counts_t cc;
+  token_ev_t *probs;      /* room for a drawn token's candidates */
   uint64_t gens;          /* the last generation given out */
   uint64_t key[2];        /* the digests' SipHash key (kept in --cache-dir) */
   uint32_t keep;          /* tokens a conversation keeps unfolded behind

@@ -43,6 +43,24 @@ int field_int(fields_t *f, const char *name, long long lo, long long hi,
   return 0;
 }
 
+int field_n_predict(fields_t *f, long long max, long long def,
+                    long long *out) {
+  static const char *const names[] = {"n_predict", "max_completion_tokens",
+                                      "max_tokens"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    json_t *v = get(f, names[i]);
+    if (v == NULL)
+      continue;
+    if (json_is_integer(v) && json_integer_value(v) == -1) {
+      *out = max;
+      return 0;
+    }
+    return field_int(f, names[i], 1, max, def, out);
+  }
+  *out = def;
+  return 0;
+}
+
 int field_num(fields_t *f, const char *name, double lo, double hi,
               double def, double *out) {
   json_t *v = get(f, name);
@@ -133,5 +151,36 @@ int field_unhonoured(fields_t *f, const unhonoured_t *list) {
                  "ignored (leave it out%s%s%s)", u->name,
                  u->text ? ", or send \"" : "", u->text ? u->text : "",
                  u->text ? "\"" : "");
+  return 0;
+}
+
+int field_prompt_any(fields_t *f, const site_t *site, const char *name,
+                     task_t *t) {
+  json_t *p = json_object_get(f->body, name);
+  /* A list of one prompt (a string, or a list of ids). */
+  if (json_is_array(p) && json_array_size(p) == 1 &&
+      (json_is_string(json_array_get(p, 0)) ||
+       json_is_array(json_array_get(p, 0))))
+    p = json_array_get(p, 0);
+  if (json_is_string(p))
+    return field_prompt(f, site, name, json_string_value(p),
+                        json_string_length(p), false, t);
+  size_t n = json_array_size(p);
+  if (!json_is_array(p) || n == 0)
+    return bad(f, name, "\"%s\" is required: a string, or a list of token "
+               "ids (or a list of one of either: one prompt per request)",
+               name);
+  /* Token ids, as given: the BOS is the client's to put. */
+  if ((t->prompt = malloc(n * sizeof(*t->prompt))) == NULL)
+    return bad(f, name, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    json_t *v = json_array_get(p, i);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) >= site->lm->n_vocab)
+      return bad(f, name, "\"%s\" as token ids: item %zu is not an id of "
+                 "the vocabulary (0 to %d)", name, i, site->lm->n_vocab - 1);
+    t->prompt[i] = (llama_token)json_integer_value(v);
+  }
+  t->n_prompt = (uint32_t)n;
   return 0;
 }

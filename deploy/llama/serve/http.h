@@ -1,10 +1,12 @@
 /* evictd-llama serve's HTTP side: libmicrohttpd with a thread per
- * connection (http.c: bodies, the API key, the route table), the answers
- * it sends (reply.c: JSON with jansson, the one error shape, event
+ * connection (http.c: bodies, the API key, CORS, the route table), the
+ * answers it sends (reply.c: JSON with jansson, the one error shape, event
  * streams), and the APIs that turn requests into tasks and a task's
- * events into answers (openai.c with chat.c: OpenAI's /v1; native.c:
- * llama.cpp's /completion; status.c: /health, /metrics). All formatting
- * is here; the engine only emits events. */
+ * events into answers (openai.c with chat.c: OpenAI's /v1; anthropic.c
+ * with anthropic_in.c: Anthropic's /v1/messages; native.c: llama.cpp's
+ * /completion; status.c: /health, /metrics; extra.c: llama-server's
+ * /tokenize, /detokenize, /apply-template, /props, /slots). All
+ * formatting is here; the engine only emits events. */
 #ifndef EVICTD_LLAMA_HTTP_H
 #define EVICTD_LLAMA_HTTP_H
 
@@ -26,7 +28,11 @@ typedef struct site_s {
   tq_t *q;
   const char *model;      /* the model's name in answers (--alias) */
   long long created;      /* when serve started (GET /v1/models) */
-  const char *tmpl;       /* the chat template (chat_template) */
+  struct up_chat_s *chat; /* the chat templates (llama.cpp's common) */
+  json_t *defaults;       /* the request defaults the command line set,
+                             under llama-server's names: the sampler's
+                             (--temp, ...) and a chat's (chat.c:
+                             --reasoning-format, --chat-template-kwargs) */
   struct rstore_s *responses; /* stored responses (responses.c) */
 } site_t;
 
@@ -35,6 +41,9 @@ typedef struct choice_out_s {
   evd_buf_t text;
   finish_t finish;
   uint32_t tokens;
+  uint32_t stop;          /* FIN_STOP: which of want.stop */
+  evd_buf_t drawn;        /* its EV_TOKEN events, each as a size_t length
+                             then the token_ev_t's bytes */
 } choice_out_t;
 
 typedef struct call_s call_t;
@@ -51,6 +60,8 @@ typedef struct api_s {
   const char *done;       /* the stream's last data line, or NULL */
   bool typed;             /* chunk and last give arrays of typed events
                              ("event: TYPE" frames: the Responses API) */
+  bool multi;             /* chunk may give an array of chunks, each a
+                             "data:" frame (a chat's deltas) */
   /* A stream's failure as its event(s), or NULL: OpenAI's error shape. */
   json_t *(*failed)(call_t *c, const fault_t *f);
 } api_t;
@@ -80,12 +91,28 @@ struct call_s {
   bool *seen;
   uint64_t tokens;        /* the choices' tokens, for usage */
   struct resp_s *resp;    /* the Responses API's (responses.c) */
+  struct oa_s *oa;        /* OpenAI's completions' (openai.c) */
+  struct nat_s *nat;      /* llama.cpp's /completion's (native.c) */
+  struct an_s *an;        /* Anthropic's Messages API's (anthropic.c) */
+  /* The error shape of the route's API (the status, code, param and
+   * message as reply_error_json takes them; a new reference), or NULL:
+   * OpenAI's. Set before the API key is checked, so that a 401 has it. */
+  json_t *(*errors)(unsigned status, const char *code, const char *param,
+                    const char *message);
 };
+
+/* What every OpenAI answer says it was made by (system_fingerprint). */
+#define SERVE_FINGERPRINT "evictd-llama/" EVD_LLAMA_CPP_VERSION
 
 /* ---- http.c -------------------------------------------------------------- */
 
 /* Starts libmicrohttpd on the listening socket fd. NULL on failure. */
 struct MHD_Daemon *http_start(site_t *site, int fd);
+
+/* Adds the CORS headers (--cors-origins, --cors-credentials, as
+ * llama-server sends them) to an answer of c's request: reply.c calls it
+ * on every answer it queues. */
+void http_cors(call_t *c, struct MHD_Response *rs);
 
 /* ---- reply.c ------------------------------------------------------------- */
 
@@ -95,13 +122,18 @@ enum MHD_Result reply_json(call_t *c, unsigned status, json_t *j);
 /* body[0..len) as it is (taken: malloc'd). */
 enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
                            char *body, size_t len);
+/* reply_text with one more header, name: value (both borrowed). */
+enum MHD_Result reply_text_header(call_t *c, unsigned status,
+                                  const char *type, char *body, size_t len,
+                                  const char *name, const char *value);
 
 /* The one shape of every error: {"error": {"message", "type", "param",
  * "code"}} (OpenAI's), type from the status; param may be NULL. */
 json_t *reply_error_json(unsigned status, const char *code,
                          const char *param, const char *message);
 
-/* Sends an error; a 503 says when to try again (Retry-After). */
+/* Sends an error, in the shape of the call's API (c->errors, else
+ * OpenAI's); a 503 says when to try again (Retry-After). */
 enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
                             const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -120,11 +152,17 @@ enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
 typedef struct fields_s {
   json_t *body;
   const char *bad;
-  char why[256];
+  char why[480];
 } fields_t;
 
 int field_int(fields_t *f, const char *name, long long lo, long long hi,
               long long def, long long *out);
+/* How many tokens to generate, under llama-server's names: the first of
+ * "n_predict", "max_completion_tokens" and "max_tokens" that is there and
+ * not null (llama-server's order), 1 to max, -1 meaning max (until an end
+ * token or the cap); def when none is. */
+int field_n_predict(fields_t *f, long long max, long long def,
+                    long long *out);
 int field_num(fields_t *f, const char *name, double lo, double hi,
               double def, double *out);
 int field_bool(fields_t *f, const char *name, bool def, bool *out);
@@ -146,6 +184,12 @@ typedef struct unhonoured_s {
  * whose value asks for something. */
 int field_unhonoured(fields_t *f, const unhonoured_t *list);
 
+/* The prompt of a legacy completion into t's tokens: a string, a list of
+ * one string, a list of token ids, or a list of one such list (as
+ * llama-server takes them). 0, or -1 with why set. */
+int field_prompt_any(fields_t *f, const site_t *site, const char *name,
+                     task_t *t);
+
 /* The prompt text into t's tokens (special: a chat template's text, whose
  * special tokens' text becomes those tokens); -1 with why set. */
 int field_prompt(fields_t *f, const site_t *site, const char *name,
@@ -153,14 +197,51 @@ int field_prompt(fields_t *f, const site_t *site, const char *name,
 
 /* ---- chat.c -------------------------------------------------------------- */
 
-/* The model's chat template, or "chatml" (*fallback set) when the GGUF has
- * none that llama.cpp's llama_chat_apply_template knows. */
-const char *chat_template(const lm_t *lm, bool *fallback);
+/* A chat request (its messages, tools, tool_choice, response_format, ...)
+ * through the templates (upstream.h's up_chat_apply): *out its answer,
+ * the prompt's text, what the sampler needs, how to read the text back
+ * (a new reference). 0, or -1 with f's why set (a 400). */
+int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out);
 
-/* The request's "messages" through site's template, ending where the
- * assistant's answer begins, into out. 0, or -1 with f's why set. */
+/* Messages alone through the templates, ending where the assistant's
+ * answer begins, into out. 0, or -1 with f's why set. */
 int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
                 evd_buf_t *out);
+
+/* ---- probs.c: drawn tokens and their candidates --------------------- */
+
+/* A copy of an EV_TOKEN event's bytes, aligned (the caller frees it), or
+ * NULL (too short, out of memory). */
+token_ev_t *probs_read(const char *bytes, size_t len);
+
+/* OpenAI's chat logprobs entry of t: token, logprob, bytes, top_logprobs
+ * (the first `top` candidates). */
+json_t *probs_openai(const site_t *site, const token_ev_t *t, uint32_t top);
+
+/* llama-server's completion_probabilities entry of t: logprob and
+ * top_logprobs, or with post (post_sampling_probs) prob and top_probs. */
+json_t *probs_native(const site_t *site, const token_ev_t *t, bool post);
+
+/* The legacy completions' logprobs object (probs_legacy_new) and t added
+ * to its lists; *offset is the text offset so far. */
+json_t *probs_legacy_new(void);
+void probs_legacy(const site_t *site, const token_ev_t *t, json_t *lp,
+                  size_t *offset);
+
+/* ---- sampling.c: the sampler chain ----------------------------------------- */
+
+/* A request's sampler parameters (a new object): format's (a chat
+ * template's answer, or NULL), then body's fields under llama-server's
+ * names, then the server's defaults, each only where the one before says
+ * nothing. */
+json_t *sampling_params(const site_t *site, json_t *format, json_t *body);
+
+/* Makes t's samplers (want.n, choice i seeded seed + i; the seed of
+ * params, else want.seed), want.n_probs and want.preserved from params.
+ * 0, or -1 with f's bad and why set (the shim's sentence names the
+ * field). */
+int sampling_make(fields_t *f, const site_t *site, json_t *params,
+                  task_t *t);
 
 /* ---- the routes ---------------------------------------------------------- */
 
@@ -173,6 +254,36 @@ enum MHD_Result responses_get(call_t *c, const char *id);
 enum MHD_Result responses_delete(call_t *c, const char *id);
 enum MHD_Result status_health(call_t *c);       /* status.c */
 enum MHD_Result status_metrics(call_t *c);
+enum MHD_Result extra_tokenize(call_t *c);      /* extra.c */
+enum MHD_Result extra_detokenize(call_t *c);
+enum MHD_Result extra_apply_template(call_t *c);
+enum MHD_Result extra_props(call_t *c);
+enum MHD_Result extra_slots(call_t *c);
+
+/* Anthropic's Messages API (anthropic.c): POST /v1/messages and POST
+ * /v1/messages/count_tokens. */
+enum MHD_Result anthropic_messages(call_t *c);
+enum MHD_Result anthropic_count_tokens(call_t *c);
+
+/* Anthropic's error shape, {"type": "error", "error": {"type", "message"}},
+ * the type from the status (invalid_request_error, authentication_error,
+ * not_found_error, request_too_large, overloaded_error, api_error, ...);
+ * code and param are not shown. For call_t's errors. A new reference, or
+ * NULL when out of memory. */
+json_t *anthropic_error_json(unsigned status, const char *code,
+                             const char *param, const char *message);
+
+/* Frees what anthropic.c keeps for a call. */
+void anthropic_call_free(call_t *c);
+
+/* anthropic_in.c: the Anthropic request f->body as an OpenAI chat request
+ * for chat_apply and sampling_params (*chat, a new reference): messages
+ * (system first; a user's tool results as tool messages, an assistant's
+ * tool_use blocks as its tool calls), tools, tool_choice,
+ * parallel_tool_calls, chat_template_kwargs (enable_thinking false unless
+ * given) and reasoning_format none. 0, or -1 with f's bad and why set
+ * (bad NULL: out of memory). */
+int anthropic_convert(fields_t *f, json_t **chat);
 
 /* The store of responses (store: true) that GET /v1/responses/{id}
  * answers and previous_response_id continues: the newest `max` of them.
@@ -180,8 +291,16 @@ enum MHD_Result status_metrics(call_t *c);
 struct rstore_s *responses_store_new(uint32_t max);
 void responses_store_free(struct rstore_s *r);
 
-/* Frees what responses.c keeps for a call. */
+/* Frees what responses.c and openai.c keep for a call. */
 void responses_call_free(call_t *c);
+void openai_call_free(call_t *c);
+void native_call_free(call_t *c);
+
+/* llama-server's "timings" of a finished task that predicted tokens:
+ * cache_n, prompt_n, prompt_ms, prompt_per_token_ms, prompt_per_second,
+ * predicted_n, predicted_ms, predicted_per_token_ms, predicted_per_second
+ * (native.c). */
+json_t *native_timings(const task_t *t, uint32_t predicted);
 
 /* The body as a JSON object into *out, or an answer already sent (400 or
  * 413) and -1. */

@@ -1,93 +1,249 @@
-/* POST /completion, as llama.cpp's own server answers it: {"prompt",
- * "n_predict", "stream", "temperature", "seed", "stop"} in; {"content",
- * "tokens_predicted", "tokens_evaluated", "stop_type", "session"} out, or
- * a stream of {"content", "stop": false} events ending with {"stop": true,
- * "stop_type", ...}. One choice. */
+/* POST /completion, as llama.cpp's own server answers it: {"prompt" (a
+ * string or token ids), "n_predict" (or "max_completion_tokens",
+ * "max_tokens"; -1: until an end token), "stream", the sampler's fields
+ * under llama-server's names (temperature, top_k, top_p, min_p,
+ * penalties, logit_bias, grammar, json_schema, n_probs or logprobs,
+ * seed, ...), "stop", "return_tokens", "cache_prompt"} in; {"content",
+ * "tokens", "id_slot", "stop", "model", "tokens_predicted",
+ * "tokens_evaluated", "generation_settings", "prompt", "has_new_line",
+ * "truncated", "stop_type", "stopping_word", "tokens_cached", "timings",
+ * "completion_probabilities", "session"} out, or a stream of {"content",
+ * "tokens", "stop": false, ...} events ending with {"stop": true, ...}.
+ * One choice. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "serve/http.h"
+#include "serve/upstream.h"
 
 static const char *stop_type(finish_t f) {
   return f == FIN_EOS ? "eos" : f == FIN_STOP ? "word" : "limit";
 }
 
-static json_t *chunk(call_t *c, const event_t *e, const char *text) {
-  if (e->kind == EV_TEXT)
-    return json_pack("{s:s%,s:b}", "content", text, e->len, "stop", 0);
-  return json_pack("{s:s,s:b,s:s,s:i,s:i}", "content", "", "stop", 1,
-                   "stop_type", stop_type(e->finish), "tokens_predicted",
-                   (int)e->tokens, "tokens_evaluated",
-                   (int)c->task->n_prompt);
+/* The stop string that ended the text, or "". */
+static const char *stopping_word(const task_t *t, finish_t f, uint32_t i) {
+  return f == FIN_STOP && i < t->want.n_stop ? t->want.stop[i] : "";
 }
 
-static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
-  (void)n;
-  return json_pack("{s:s%,s:i,s:i,s:s,s:s}", "content",
-                   out[0].text.data ? out[0].text.data : "", out[0].text.len,
-                   "tokens_predicted", (int)out[0].tokens,
-                   "tokens_evaluated", (int)c->task->n_prompt, "stop_type",
-                   stop_type(out[0].finish), "session", c->task->id);
+/* What /completion keeps while it answers: the request's prompt (shown
+ * back), the tokens drawn and their probabilities, the settings. */
+typedef struct nat_s {
+  json_t *prompt;
+  json_t *tokens;         /* ids, when return_tokens or streamed */
+  json_t *probs;          /* completion_probabilities, when n_probs */
+  json_t *settings;       /* generation_settings */
+  bool return_tokens;
+  bool stream;            /* every chunk says its tokens, as llama-server's */
+  bool post;              /* post_sampling_probs: probabilities, not logs */
+  bool has_new_line;
+} nat_t;
+
+void native_call_free(call_t *c) {
+  nat_t *n = c->nat;
+  if (n == NULL)
+    return;
+  json_decref(n->prompt);
+  json_decref(n->tokens);
+  json_decref(n->probs);
+  json_decref(n->settings);
+  free(n);
+  c->nat = NULL;
+}
+
+/* llama-server's timings of a task: the prompt's tokens decoded and the
+ * time they took, the tokens generated and theirs. As llama-server's, the
+ * generation's rates are over its decode steps, one fewer than its
+ * tokens: the first is drawn from the prompt's last logits. */
+json_t *native_timings(const task_t *t, uint32_t predicted) {
+  double pms = (t->t_prompt - t->t_start) * 1e3, gms = (t->t_end -
+                                                       t->t_prompt) * 1e3;
+  uint32_t pn = t->n_prompt - t->cached;
+  uint32_t steps = predicted > 0 ? predicted - 1 : 0;
+  if (t->t_prompt == 0)
+    pms = gms = 0;
+  return json_pack("{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n",
+                   (json_int_t)t->cached, "prompt_n", (json_int_t)pn,
+                   "prompt_ms", pms, "prompt_per_token_ms",
+                   pn ? pms / pn : 0.0, "prompt_per_second",
+                   pms > 0 ? pn * 1e3 / pms : 0.0, "predicted_n",
+                   (json_int_t)predicted, "predicted_ms", gms,
+                   "predicted_per_token_ms",
+                   steps ? gms / steps : 0.0,
+                   "predicted_per_second",
+                   gms > 0 ? 1e3 / gms * steps : 0.0);
+}
+
+/* A drawn token: its id (return_tokens, or a stream's chunk) and
+ * probabilities (n_probs). */
+static void take_token(call_t *c, const char *bytes, size_t len) {
+  nat_t *n = c->nat;
+  token_ev_t *t = probs_read(bytes, len);
+  if (t == NULL)
+    return;
+  if (n->return_tokens || n->stream)
+    json_array_append_new(n->tokens, json_integer(t->id));
+  if (c->task->want.n_probs > 0)
+    json_array_append_new(n->probs, probs_native(c->site, t, n->post));
+  free(t);
+}
+
+static json_t *chunk(call_t *c, const event_t *e, const char *text) {
+  nat_t *n = c->nat;
+  if (e->kind == EV_TOKEN) {
+    take_token(c, text, e->len);
+    return NULL;
+  }
+  if (e->kind == EV_TEXT) {
+    n->has_new_line = n->has_new_line || memchr(text, '\n', e->len) != NULL;
+    /* The chunk takes the tokens and probabilities since the last one. */
+    json_t *j = json_pack("{s:i,s:s%,s:o,s:b,s:i,s:i,s:I}", "index", 0,
+                          "content", text, e->len, "tokens", n->tokens,
+                          "stop", 0, "id_slot", -1, "tokens_predicted",
+                          (int)e->tokens, "tokens_evaluated",
+                          (json_int_t)c->task->n_prompt);
+    n->tokens = json_array();
+    if (j != NULL && json_array_size(n->probs) > 0) {
+      json_object_set_new(j, "completion_probabilities", n->probs);
+      n->probs = json_array();
+    }
+    return j;
+  }
+  task_t *t = c->task;
+  return json_pack(
+      "{s:i,s:s,s:[],s:i,s:b,s:s,s:i,s:I,s:O,s:O,s:b,s:b,s:s,s:s,s:I,s:o,"
+      "s:s}", "index", 0, "content", "", "tokens", "id_slot", -1, "stop", 1,
+      "model",
+      c->site->model, "tokens_predicted", (int)e->tokens,
+      "tokens_evaluated", (json_int_t)t->n_prompt, "generation_settings",
+      n->settings, "prompt", n->prompt, "has_new_line", n->has_new_line,
+      "truncated", 0,
+      "stop_type", stop_type(e->finish), "stopping_word",
+      stopping_word(t, e->finish, e->stop),
+      "tokens_cached", (json_int_t)t->cached, "timings",
+      native_timings(t, e->tokens), "session",
+      t->conv[0] ? t->conv : t->id);
+}
+
+static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n_out) {
+  nat_t *n = c->nat;
+  task_t *t = c->task;
+  (void)n_out;
+  for (size_t at = 0; at + sizeof(size_t) <= out[0].drawn.len;) {
+    size_t len;
+    memcpy(&len, out[0].drawn.data + at, sizeof(len));
+    take_token(c, out[0].drawn.data + at + sizeof(len), len);
+    at += sizeof(len) + len;
+  }
+  const char *text = out[0].text.data ? out[0].text.data : "";
+  json_t *j = json_pack(
+      "{s:i,s:s%,s:O,s:i,s:b,s:s,s:i,s:I,s:O,s:O,s:b,s:b,s:s,s:s,s:I,s:o,"
+      "s:s}", "index", 0, "content", text, out[0].text.len, "tokens",
+      n->tokens, "id_slot", -1, "stop", 1, "model", c->site->model,
+      "tokens_predicted", (int)out[0].tokens, "tokens_evaluated",
+      (json_int_t)t->n_prompt, "generation_settings", n->settings,
+      "prompt", n->prompt, "has_new_line",
+      memchr(text, '\n', out[0].text.len) != NULL, "truncated", 0,
+      "stop_type", stop_type(out[0].finish), "stopping_word",
+      stopping_word(t, out[0].finish, out[0].stop),
+      "tokens_cached", (json_int_t)t->cached, "timings",
+      native_timings(t, out[0].tokens), "session",
+      t->conv[0] ? t->conv : t->id);
+  if (j != NULL && t->want.n_probs > 0)
+    json_object_set(j, "completion_probabilities", n->probs);
+  return j;
 }
 
 static const api_t native = {.chunk = chunk, .whole = whole};
 
 /* llama-server's fields of /completion that would change the answer and
- * that serve does not honour: refused unless they ask for nothing. */
+ * that serve cannot honour: refused unless they ask for nothing. */
 static const unhonoured_t unhonoured[] = {
-    {"top_k", 0, NULL}, {"min_p", 0, NULL}, {"typical_p", 1, NULL},
-    {"repeat_penalty", 1, NULL}, {"presence_penalty", 0, NULL},
-    {"frequency_penalty", 0, NULL}, {"mirostat", 0, NULL},
-    {"dry_multiplier", 0, NULL}, {"xtc_probability", 0, NULL},
-    {"n_probs", 0, NULL}, {"logit_bias", 0, NULL}, {"grammar", 0, NULL},
-    {"json_schema", 0, NULL}, {"response_format", 0, "text"},
     {"t_max_predict_ms", 0, NULL}, {"n_indent", 0, NULL},
     {"lora", 0, NULL}, {"image_data", 0, NULL},
     {"multimodal_data", 0, NULL}, {"response_fields", 0, NULL},
-    {"return_tokens", 0, NULL}, {NULL, 0, NULL}};
+    {"n_cmpl", 1, NULL}, {"n", 1, NULL}, {NULL, 0, NULL}};
+
+/* llama-server's other name of n_probs here, "logprobs" (a count), when
+ * n_probs is not given: into params (sampling_params leaves logprobs out,
+ * a chat's boolean elsewhere). 0, or -1 with f's why set. */
+static int probs_alias(fields_t *f, json_t *body, json_t *params) {
+  json_t *np = json_object_get(body, "n_probs");
+  json_t *lp = json_object_get(body, "logprobs");
+  long long k;
+  if ((np != NULL && !json_is_null(np)) || lp == NULL || json_is_null(lp))
+    return 0;
+  if (field_int(f, "logprobs", 0, SERVE_PROBS_MAX, 0, &k) != 0)
+    return -1;
+  return json_object_set_new(params, "n_probs", json_integer(k)) == 0 ? 0
+                                                                      : -1;
+}
 
 enum MHD_Result native_completion(call_t *c) {
-  json_t *body;
+  json_t *body, *params = NULL;
   enum MHD_Result sent;
   if (http_body(c, &body, &sent) != 0)
     return sent;
   const serve_opts_t *o = c->site->o;
   fields_t f = {.body = body};
   task_t *t = task_new();
-  json_t *p = json_object_get(body, "prompt");
-  long long n_predict, seed;
+  nat_t *n = calloc(1, sizeof(*n));
+  long long n_predict;
   bool stream;
-  int bad;
-  if (t == NULL) {
-    json_decref(body);
-    return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
-  }
-  if (p == NULL || !json_is_string(p)) {
-    f.bad = "prompt";
-    snprintf(f.why, sizeof(f.why), "\"prompt\" is required, a string");
-    bad = 1;
-  } else {
-    bad = field_int(&f, "n_predict", 1, o->n_predict_max,
-                    o->n_predict_max < 128 ? o->n_predict_max : 128,
-                    &n_predict) ||
-          field_int(&f, "seed", 0, INT64_MAX, 0, &seed) ||
-          field_num(&f, "temperature", 0, 100, 0, &t->want.temp) ||
-          field_num(&f, "top_p", 0, 1, 1, &t->want.top_p) ||
-          field_unhonoured(&f, unhonoured) ||
+  int bad = t == NULL || n == NULL ? -1 : 0;
+  c->nat = n;
+  /* n_predict (or llama-server's aliases, max_completion_tokens and
+   * max_tokens); -1: until an end token, or --n-predict-max. */
+  if (bad == 0)
+    bad = field_n_predict(&f, o->n_predict_max,
+                          o->n_predict ? o->n_predict
+                          : o->n_predict_max < 128 ? o->n_predict_max : 128,
+                          &n_predict) ||
           field_bool(&f, "stream", false, &stream) ||
           field_stop(&f, "stop", 16, &t->want) ||
           field_bool(&f, "ignore_eos", false, &t->want.ignore_eos) ||
           field_bool(&f, "cache_prompt", true, &t->want.cache_prompt) ||
-          field_prompt(&f, c->site, "prompt", json_string_value(p),
-                       json_string_length(p), false, t);
+          field_bool(&f, "return_tokens", false, &n->return_tokens) ||
+          field_unhonoured(&f, unhonoured) ||
+          field_prompt_any(&f, c->site, "prompt", t);
+  if (bad == 0) {
+    t->want.n = 1;
+    t->want.n_predict = (uint32_t)n_predict;
+    /* llama-server's chunks carry their token ids whatever return_tokens
+     * says (its test_completion_stream asserts them). */
+    n->stream = stream;
+    t->want.tokens = n->return_tokens || stream;
+    t->want.seed = (uint64_t)time(NULL) ^ (uintptr_t)t;
+    n->prompt = json_incref(json_object_get(body, "prompt"));
+    n->tokens = json_array();
+    n->probs = json_array();
+    params = sampling_params(c->site, NULL, body);
+    bad = params == NULL || probs_alias(&f, body, params) ||
+          sampling_make(&f, c->site, params, t);
   }
+  if (bad == 0) {
+    char *s = NULL;
+    if (up_sampler_settings(t->want.samplers[0], &s, NULL, 0) == 0)
+      n->settings = json_loads(s, 0, NULL);
+    free(s);
+    if (n->settings == NULL)
+      n->settings = json_object();
+    n->post = json_is_true(json_object_get(n->settings,
+                                           "post_sampling_probs"));
+    json_object_set_new(n->settings, "n_predict", json_integer(n_predict));
+  }
+  json_decref(params);
   json_decref(body);
+  if (t == NULL || n == NULL) {
+    if (t != NULL)
+      tq_release(c->site->q, t);
+    return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+  }
   if (bad) {
     tq_release(c->site->q, t);
-    return reply_error(c, 400, "invalid_request", f.bad, "%s", f.why);
+    return reply_error(c, 400, "invalid_request", f.bad, "%s",
+                       f.bad ? f.why : "out of memory");
   }
-  t->want.n = 1;
-  t->want.n_predict = (uint32_t)n_predict;
-  t->want.seed = (uint64_t)seed;
   return reply_task(c, t, &native, stream);
 }

@@ -2,10 +2,14 @@
  * /v1/chat/completions, answered whole or streamed in OpenAI's chunk
  * shapes (text_completion, chat.completion.chunk with a delta) ending
  * with "data: [DONE]". n choices share one decoded prompt (the engine
- * forks it); usage counts every choice. The fields serve uses are
- * checked (a wrong type or value: 400 with the field as param); of the
- * others, those that would change the answer are refused unless they ask
- * for nothing, and the rest are ignored. */
+ * forks it); usage counts every choice. Chat requests go through
+ * llama.cpp's own templates (tools, tool_choice, response_format) and
+ * their answers through its parsers (tool_calls, in whole messages and
+ * streamed deltas); every request draws with llama-server's sampler chain
+ * (logit_bias, penalties, grammars, json_schema, logprobs). The fields
+ * serve uses are checked (a wrong type or value: 400 with the field as
+ * param); of the others, those that would change the answer and that
+ * serve cannot honour are refused, and the rest are ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +17,44 @@
 
 #include "common/clock.h"
 #include "serve/http.h"
+#include "serve/upstream.h"
 
-static const char *finish_reason(finish_t f) {
-  return f == FIN_LIMIT ? "length" : "stop";
+/* A choice's state while its answer is made (streamed or whole): the
+ * parser of its text (chat), the tool calls it made, its logprobs not yet
+ * sent, the legacy offset. */
+typedef struct oa_choice_s {
+  up_parser_t *parser;
+  bool tool_calls;
+  json_t *lp;             /* chat: entries since the last chunk; legacy:
+                             its lists */
+  size_t offset;
+} oa_choice_t;
+
+typedef struct oa_s {
+  char *parser_json;      /* the chat format's, or NULL */
+  uint32_t logprobs;      /* candidates shown per token (0: logprobs
+                             off) */
+  bool want_logprobs;
+  oa_choice_t *ch;
+  uint32_t n;
+} oa_t;
+
+void openai_call_free(call_t *c) {
+  oa_t *o = c->oa;
+  if (o == NULL)
+    return;
+  for (uint32_t i = 0; o->ch != NULL && i < o->n; i++) {
+    up_parser_free(o->ch[i].parser);
+    json_decref(o->ch[i].lp);
+  }
+  free(o->ch);
+  free(o->parser_json);
+  free(o);
+  c->oa = NULL;
+}
+
+static const char *finish_reason(finish_t f, bool tools) {
+  return tools ? "tool_calls" : f == FIN_LIMIT ? "length" : "stop";
 }
 
 /* The id of an answer and of its chunks: cmpl-TASK or chatcmpl-TASK. */
@@ -28,16 +67,19 @@ static const char *answer_id(call_t *c) {
 
 static json_t *usage(call_t *c) {
   uint64_t p = c->task->n_prompt;
-  return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)p,
+  return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)p,
                    "completion_tokens", (json_int_t)c->tokens,
-                   "total_tokens", (json_int_t)(p + c->tokens));
+                   "total_tokens", (json_int_t)(p + c->tokens),
+                   "prompt_tokens_details", "cached_tokens",
+                   (json_int_t)c->task->cached);
 }
 
 /* An answer or chunk around its choices (taken). */
 static json_t *envelope(call_t *c, const char *object, json_t *choices) {
-  return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", answer_id(c), "object",
-                   object, "created", (json_int_t)c->created, "model",
-                   c->site->model, "choices", choices);
+  return json_pack("{s:s,s:s,s:I,s:s,s:s,s:o}", "id", answer_id(c),
+                   "object", object, "created", (json_int_t)c->created,
+                   "model", c->site->model, "system_fingerprint",
+                   SERVE_FINGERPRINT, "choices", choices);
 }
 
 /* A chunk of a choice; with stream_options.include_usage it says "usage":
@@ -49,31 +91,127 @@ static json_t *choice_chunk(call_t *c, const char *object, json_t *choice) {
   return j;
 }
 
+/* ---- logprobs ------------------------------------------------------------ */
+
+/* Takes one drawn token of choice i into its logprobs. */
+static void take_token(call_t *c, uint32_t i, const char *bytes, size_t len) {
+  oa_t *o = c->oa;
+  token_ev_t *t = o->want_logprobs ? probs_read(bytes, len) : NULL;
+  if (t == NULL)
+    return;
+  oa_choice_t *ch = &o->ch[i];
+  if (c->chat) {
+    if (ch->lp == NULL)
+      ch->lp = json_array();
+    json_array_append_new(ch->lp, probs_openai(c->site, t, o->logprobs));
+  } else {
+    if (ch->lp == NULL)
+      ch->lp = probs_legacy_new();
+    probs_legacy(c->site, t, ch->lp, &ch->offset);
+  }
+  free(t);
+}
+
+/* The choice's logprobs so far (taken: the next chunk starts anew), or
+ * null when off. */
+static json_t *logprobs_of(call_t *c, uint32_t i) {
+  oa_t *o = c->oa;
+  if (!o->want_logprobs)
+    return json_null();
+  json_t *lp = o->ch[i].lp;
+  o->ch[i].lp = NULL;
+  if (c->chat)
+    return json_pack("{s:o}", "content", lp ? lp : json_array());
+  return lp ? lp : probs_legacy_new();
+}
+
 /* ---- streamed chunks ---------------------------------------------------- */
 
+/* A chat delta of choice i as its chunk. */
+static json_t *delta_chunk(call_t *c, uint32_t i, json_t *delta,
+                           const char *why) {
+  return choice_chunk(c, "chat.completion.chunk", json_pack(
+      "{s:i,s:o,s:o,s:s?}", "index", (int)i, "delta", delta, "logprobs",
+      logprobs_of(c, i), "finish_reason", why));
+}
+
+/* The deltas of choice i's next text (whole characters; at the end, len
+ * 0 and partial false), each a chunk, into out. */
+static void chat_deltas(call_t *c, uint32_t i, const char *text, size_t len,
+                        bool partial, json_t *out) {
+  oa_t *o = c->oa;
+  oa_choice_t *ch = &o->ch[i];
+  char *d = NULL, err[256];
+  if (ch->parser == NULL && o->parser_json != NULL)
+    up_parser_new(&ch->parser, o->parser_json, err, sizeof(err));
+  json_t *deltas = NULL;
+  if (ch->parser != NULL &&
+      up_parser_feed(ch->parser, text, len, partial, NULL, &d, err,
+                     sizeof(err)) == 0)
+    deltas = json_loads(d, 0, NULL);
+  else if (ch->parser == NULL && len > 0) /* no format: the text as it is */
+    deltas = json_pack("[{s:s%}]", "content", text, len);
+  else if (len > 0) /* a text the format cannot read: shown as content */
+    deltas = json_pack("[{s:s%}]", "content", text, len);
+  free(d);
+  size_t k;
+  json_t *delta;
+  json_array_foreach(deltas, k, delta) {
+    if (json_object_get(delta, "tool_calls") != NULL)
+      ch->tool_calls = true;
+    json_array_append_new(out, delta_chunk(c, i, json_incref(delta), NULL));
+  }
+  json_decref(deltas);
+}
+
 static json_t *chunk(call_t *c, const event_t *e, const char *text) {
-  json_t *ch;
-  bool first = !c->seen[e->choice];
-  c->seen[e->choice] = true;
+  if (e->kind == EV_TOKEN) {
+    take_token(c, e->choice, text, e->len);
+    return NULL;
+  }
   if (e->kind == EV_END)
     c->tokens += e->tokens;
-  const char *why = e->kind == EV_END ? finish_reason(e->finish) : NULL;
   size_t len = e->kind == EV_TEXT ? e->len : 0;
   if (!c->chat) {
-    ch = json_pack("{s:s%,s:i,s:n,s:s?}", "text", e->kind == EV_TEXT ? text
-                   : "", len, "index", (int)e->choice, "logprobs",
-                   "finish_reason", why);
-    return choice_chunk(c, "text_completion", ch);
+    const char *why = e->kind == EV_END ? finish_reason(e->finish, false)
+                                        : NULL;
+    json_t *ch = json_pack("{s:s%,s:i,s:o,s:s?}", "text",
+                           e->kind == EV_TEXT ? text : "", len, "index",
+                           (int)e->choice, "logprobs",
+                           logprobs_of(c, e->choice), "finish_reason", why);
+    json_t *j = choice_chunk(c, "text_completion", ch);
+    if (j != NULL && e->kind == EV_END)
+      json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+    return j;
   }
-  /* A choice's first delta says who speaks. */
-  json_t *delta = json_object();
-  if (first)
-    json_object_set_new(delta, "role", json_string("assistant"));
-  if (e->kind == EV_TEXT)
-    json_object_set_new(delta, "content", json_stringn(text, len));
-  ch = json_pack("{s:i,s:o,s:n,s:s?}", "index", (int)e->choice, "delta",
-                 delta, "logprobs", "finish_reason", why);
-  return choice_chunk(c, "chat.completion.chunk", ch);
+  /* The chat's chunks: the parser's deltas of the text (tool calls
+   * streamed as OpenAI's), the last with the finish reason. */
+  json_t *out = json_array();
+  /* A choice's first chunk says its role alone, content null, as
+   * llama-server's and OpenAI's do (llama-server's test_chat_completion
+   * asserts it); its logprobs stay for the text's chunks. */
+  if (!c->seen[e->choice]) {
+    c->seen[e->choice] = true;
+    json_array_append_new(out, choice_chunk(c, "chat.completion.chunk",
+        json_pack("{s:i,s:{s:s,s:n},s:n,s:n}", "index", (int)e->choice,
+                  "delta", "role", "assistant", "content", "logprobs",
+                  "finish_reason")));
+  }
+  chat_deltas(c, e->choice, text, len, e->kind != EV_END, out);
+  if (e->kind == EV_END) {
+    json_t *fin = delta_chunk(c, e->choice, json_object(),
+        finish_reason(e->finish, c->oa->ch[e->choice].tool_calls));
+    if (fin != NULL)
+      json_object_set_new(fin, "timings", native_timings(c->task,
+                                                         c->tokens));
+    json_array_append_new(out, fin);
+  }
+  if (json_array_size(out) == 1) {
+    json_t *one = json_incref(json_array_get(out, 0));
+    json_decref(out);
+    return one;
+  }
+  return out; /* several: reply.c frames each (api.multi) */
 }
 
 /* With stream_options.include_usage, a last chunk of no choices. */
@@ -89,30 +227,69 @@ static json_t *last(call_t *c) {
 
 /* ---- whole answers ------------------------------------------------------ */
 
+/* Choice i's drawn tokens into its logprobs. */
+static void take_all(call_t *c, uint32_t i, const choice_out_t *out) {
+  for (size_t at = 0; at + sizeof(size_t) <= out->drawn.len;) {
+    size_t len;
+    memcpy(&len, out->drawn.data + at, sizeof(len));
+    take_token(c, i, out->drawn.data + at + sizeof(len), len);
+    at += sizeof(len) + len;
+  }
+}
+
+/* The assistant message of choice i's whole text: the parser's (content,
+ * tool_calls, reasoning_content), else the text as content. */
+static json_t *message(call_t *c, uint32_t i, const choice_out_t *out) {
+  oa_t *o = c->oa;
+  const char *text = out->text.data ? out->text.data : "";
+  char *m = NULL, err[256];
+  json_t *msg = NULL;
+  if (o->parser_json != NULL &&
+      up_chat_parse(o->parser_json, text, out->text.len, false, &m, err,
+                    sizeof(err)) == 0)
+    msg = json_loads(m, 0, NULL);
+  free(m);
+  if (msg == NULL)
+    msg = json_pack("{s:s,s:s%}", "role", "assistant", "content", text,
+                    out->text.len);
+  if (json_array_size(json_object_get(msg, "tool_calls")) > 0)
+    o->ch[i].tool_calls = true;
+  else
+    json_object_del(msg, "tool_calls");
+  return msg;
+}
+
 static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
   json_t *choices = json_array();
   for (uint32_t i = 0; i < n; i++) {
     const char *text = out[i].text.data ? out[i].text.data : "";
     size_t len = out[i].text.len;
     c->tokens += out[i].tokens;
-    json_array_append_new(choices, c->chat
-        ? json_pack("{s:i,s:{s:s,s:s%},s:n,s:s}", "index", (int)i,
-                    "message", "role", "assistant", "content", text, len,
-                    "logprobs", "finish_reason",
-                    finish_reason(out[i].finish))
-        : json_pack("{s:s%,s:i,s:n,s:s}", "text", text, len, "index", (int)i,
-                    "logprobs", "finish_reason",
-                    finish_reason(out[i].finish)));
+    take_all(c, i, &out[i]);
+    if (c->chat) {
+      json_t *msg = message(c, i, &out[i]);
+      json_array_append_new(choices, json_pack(
+          "{s:i,s:o,s:o,s:s}", "index", (int)i, "message", msg, "logprobs",
+          logprobs_of(c, i), "finish_reason",
+          finish_reason(out[i].finish, c->oa->ch[i].tool_calls)));
+    } else {
+      json_array_append_new(choices, json_pack(
+          "{s:s%,s:i,s:o,s:s}", "text", text, len, "index", (int)i,
+          "logprobs", logprobs_of(c, i), "finish_reason",
+          finish_reason(out[i].finish, false)));
+    }
   }
   json_t *j = envelope(c, c->chat ? "chat.completion" : "text_completion",
                        choices);
-  if (j != NULL)
+  if (j != NULL) {
     json_object_set_new(j, "usage", usage(c));
+    json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+  }
   return j;
 }
 
 static const api_t openai = {.chunk = chunk, .whole = whole, .last = last,
-                             .done = "[DONE]"};
+                             .done = "[DONE]", .multi = true};
 
 /* ---- requests ----------------------------------------------------------- */
 
@@ -125,28 +302,20 @@ static uint64_t any_seed(void) {
                                 0x9e3779b97f4a7c15ULL);
 }
 
-/* Fields that would change the answer and that serve does not honour
- * (OpenAI's, and llama-server's that its clients send on these routes):
- * refused unless they ask for nothing. tool_choice and function_call need
- * no entry: without tools they choose nothing. */
+/* Fields that would change the answer and that serve cannot honour:
+ * refused unless they ask for nothing. */
 static const unhonoured_t unhonoured[] = {
-    {"logprobs", 0, NULL}, {"top_logprobs", 0, NULL},
-    {"logit_bias", 0, NULL}, {"response_format", 0, "text"},
-    {"tools", 0, NULL}, {"functions", 0, NULL},
-    {"presence_penalty", 0, NULL}, {"frequency_penalty", 0, NULL},
-    {"echo", 0, NULL}, {"best_of", 1, NULL}, {"suffix", 0, NULL},
-    {"audio", 0, NULL}, {"grammar", 0, NULL}, {"json_schema", 0, NULL},
-    {"top_k", 0, NULL}, {"min_p", 0, NULL}, {"typical_p", 1, NULL},
-    {"repeat_penalty", 1, NULL}, {"mirostat", 0, NULL},
-    {"n_probs", 0, NULL}, {"dry_multiplier", 0, NULL},
-    {"xtc_probability", 0, NULL}, {"t_max_predict_ms", 0, NULL},
-    {"n_indent", 0, NULL}, {"lora", 0, NULL}, {NULL, 0, NULL}};
+    {"functions", 0, NULL}, {"echo", 0, NULL}, {"best_of", 1, NULL},
+    {"suffix", 0, NULL},    {"audio", 0, NULL},
+    {"t_max_predict_ms", 0, NULL}, {"n_indent", 0, NULL},
+    {"lora", 0, NULL},      {NULL, 0, NULL}};
 
-/* The fields both kinds of completion take, into t; stream and
- * stream_options into c. */
+/* The fields both kinds of completion take, into t; stream, stream_options
+ * and logprobs into c. */
 static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
   const serve_opts_t *o = c->site->o;
-  long long max_tokens, n, seed;
+  long long max_tokens, n, seed, top = 0, legacy = 0;
+  bool lp = false;
   json_t *model = json_object_get(f->body, "model");
   json_t *opts = json_object_get(f->body, "stream_options");
   if (model != NULL && !json_is_null(model) && !json_is_string(model)) {
@@ -154,10 +323,9 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
     snprintf(f->why, sizeof(f->why), "\"model\" must be a string");
     return -1;
   }
-  /* max_completion_tokens is the newer name (chat), max_tokens the older. */
-  const char *mt = json_object_get(f->body, "max_completion_tokens")
-                       ? "max_completion_tokens" : "max_tokens";
-  if (field_int(f, mt, 1, o->n_predict_max, max_def, &max_tokens) ||
+  /* max_completion_tokens is the newer name (chat), max_tokens the older,
+   * and llama-server's n_predict goes before both, as there. */
+  if (field_n_predict(f, o->n_predict_max, max_def, &max_tokens) ||
       field_num(f, "temperature", 0, 2, 1, &t->want.temp) ||
       field_num(f, "top_p", 0, 1, 1, &t->want.top_p) ||
       field_int(f, "n", 1, o->parallel, 1, &n) ||
@@ -168,6 +336,25 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
       field_bool(f, "stream", false, &c->stream) ||
       field_unhonoured(f, unhonoured))
     return -1;
+  /* logprobs: chat's a boolean (with top_logprobs, 0 to 20), the legacy
+   * completions' a count (0 to 5). */
+  json_t *lpv = json_object_get(f->body, "logprobs");
+  if (c->chat) {
+    if (field_bool(f, "logprobs", false, &lp) ||
+        field_int(f, "top_logprobs", 0, 20, 0, &top))
+      return -1;
+    if (top > 0 && !lp) {
+      f->bad = "top_logprobs";
+      snprintf(f->why, sizeof(f->why), "\"top_logprobs\" needs "
+               "\"logprobs\": true");
+      return -1;
+    }
+  } else if (lpv != NULL && !json_is_null(lpv)) {
+    if (field_int(f, "logprobs", 0, 5, 0, &legacy))
+      return -1;
+    lp = true;
+    top = legacy;
+  }
   if (opts != NULL && !json_is_null(opts)) {
     fields_t g = {.body = opts};
     if (!json_is_object(opts) ||
@@ -183,13 +370,82 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
   t->want.n = (uint32_t)n;
   t->want.seed = s == NULL || json_is_null(s) ? any_seed() : (uint64_t)seed;
   c->created = (long long)time(NULL);
+  oa_t *oa = calloc(1, sizeof(*oa));
+  if (oa == NULL || (oa->ch = calloc(t->want.n, sizeof(*oa->ch))) == NULL) {
+    free(oa);
+    return -1;
+  }
+  oa->n = t->want.n;
+  oa->want_logprobs = lp;
+  oa->logprobs = (uint32_t)top;
+  c->oa = oa;
   return (c->seen = calloc(t->want.n, sizeof(*c->seen))) ? 0 : -1;
+}
+
+/* response_format as llama-server's json_schema (the sampler's grammar
+ * made of it): json_object's own "schema" (llama-server's extension),
+ * else any object; json_schema's schema. A grammar of the request's own
+ * beside it is refused, as llama-server refuses json_schema with
+ * grammar, rather than one of the two ignored. */
+static int completion_format(fields_t *f, json_t *params) {
+  json_t *rf = json_object_get(f->body, "response_format");
+  json_t *type = json_object_get(rf, "type");
+  json_t *grammar = json_object_get(params, "grammar"), *schema = NULL;
+  const char *ty = json_is_string(type) ? json_string_value(type) : "";
+  if (rf == NULL || json_is_null(rf) || strcmp(ty, "text") == 0)
+    return 0;
+  if (strcmp(ty, "json_object") == 0) {
+    schema = json_object_get(rf, "schema");
+    if (schema == NULL || json_is_null(schema))
+      schema = json_pack("{s:s}", "type", "object");
+    else if (json_is_object(schema))
+      json_incref(schema);
+    else
+      schema = NULL;
+  } else if (strcmp(ty, "json_schema") == 0) {
+    schema = json_object_get(json_object_get(rf, "json_schema"), "schema");
+    schema = json_is_object(schema) ? json_incref(schema) : NULL;
+  }
+  f->bad = "response_format";
+  if (schema == NULL) {
+    snprintf(f->why, sizeof(f->why), "\"response_format\" must be "
+             "{\"type\": \"text\"}, {\"type\": \"json_object\"} (its "
+             "\"schema\" an object if given) or {\"type\": \"json_schema\", "
+             "\"json_schema\": {\"schema\": {...}}}");
+    return -1;
+  }
+  if (json_is_string(grammar) && json_string_length(grammar) > 0) {
+    json_decref(schema);
+    snprintf(f->why, sizeof(f->why), "Cannot use both response_format and "
+             "grammar");
+    return -1;
+  }
+  f->bad = NULL;
+  return json_object_set_new(params, "json_schema", schema);
+}
+
+/* The chat format's extra stop strings added to the request's. */
+static int add_stops(fields_t *f, json_t *extra, task_t *t) {
+  size_t n = json_array_size(extra);
+  if (n == 0)
+    return 0;
+  char **s = realloc(t->want.stop, (t->want.n_stop + n) * sizeof(*s));
+  if (s == NULL)
+    return f->bad = NULL, -1;
+  t->want.stop = s;
+  for (size_t i = 0; i < n; i++) {
+    json_t *v = json_array_get(extra, i);
+    if (json_is_string(v) && json_string_length(v) > 0 &&
+        (s[t->want.n_stop] = strdup(json_string_value(v))) != NULL)
+      t->want.n_stop++;
+  }
+  return 0;
 }
 
 /* Reads a completion request of either kind into a task, then answers it
  * from the task's events. */
 static enum MHD_Result completion(call_t *c, bool chat) {
-  json_t *body;
+  json_t *body, *fmt = NULL, *params = NULL;
   enum MHD_Result sent;
   if (http_body(c, &body, &sent) != 0)
     return sent;
@@ -199,26 +455,48 @@ static enum MHD_Result completion(call_t *c, bool chat) {
   evd_buf_init(&text);
   int bad = t == NULL ? -1 : 0;
   c->chat = chat;
-  if (bad == 0 && chat) {
-    bad = chat_prompt(&f, c->site, json_object_get(body, "messages"), &text);
-  } else if (bad == 0) {
-    json_t *p = json_object_get(body, "prompt");
-    if (json_is_array(p) && json_array_size(p) == 1)
-      p = json_array_get(p, 0); /* a list of one prompt */
-    if (!json_is_string(p)) {
-      f.bad = "prompt";
-      snprintf(f.why, sizeof(f.why), "\"prompt\" is required: a string (or "
-               "a list of one: one prompt per request)");
-      bad = -1;
-    } else {
-      evd_buf_add(&text, json_string_value(p), json_string_length(p));
-    }
-  }
-  /* The chat's prompt carries the template's special tokens as text. */
   if (bad == 0)
-    bad = common(c, &f, t, chat ? c->site->o->n_predict_max : 16) ||
-          field_prompt(&f, c->site, chat ? "messages" : "prompt", text.data,
-                       text.len, chat, t);
+    bad = common(c, &f, t, c->site->o->n_predict ? c->site->o->n_predict
+                           : chat ? c->site->o->n_predict_max : 16);
+  if (bad == 0 && chat) {
+    bad = chat_apply(&f, c->site, body, &fmt);
+    if (bad == 0) {
+      json_t *p = json_object_get(fmt, "prompt");
+      evd_buf_add(&text, json_string_value(p) ? json_string_value(p) : "",
+                  json_string_length(p));
+      json_t *parser = json_object_get(fmt, "parser");
+      c->oa->parser_json = parser ? json_dumps(parser, JSON_COMPACT) : NULL;
+      bad = add_stops(&f, json_object_get(fmt, "additional_stops"), t);
+    }
+    if (bad == 0)
+      /* The chat's prompt carries the template's special tokens as
+       * text. */
+      bad = field_prompt(&f, c->site, "messages", text.data, text.len, true,
+                         t);
+  } else if (bad == 0) {
+    bad = field_prompt_any(&f, c->site, "prompt", t);
+  }
+  if (bad == 0 && (params = sampling_params(c->site, fmt, body)) == NULL)
+    bad = -1;
+  /* A response_format the chat format did not turn into a grammar of its
+   * own (a chat's grammar holds it; the generic formats leave an empty
+   * schema, or json_object without one, to the sampler). */
+  bool own = chat && json_object_get(fmt, "grammar") != NULL;
+  if (bad == 0 && !own)
+    bad = completion_format(&f, params);
+  /* A grammar of the request's own schema, not the chat format's, holds
+   * the generated text alone: the template's generation prompt, which
+   * common would feed it first (and fail on), is not in it. */
+  if (bad == 0 && chat && !own && json_object_get(params, "json_schema"))
+    json_object_del(params, "generation_prompt");
+  if (bad == 0) {
+    oa_t *oa = c->oa;
+    json_object_set_new(params, "n_probs", json_integer(
+        oa->want_logprobs ? (oa->logprobs > 0 ? oa->logprobs : 1) : 0));
+    bad = sampling_make(&f, c->site, params, t);
+  }
+  json_decref(params);
+  json_decref(fmt);
   json_decref(body);
   evd_buf_free(&text);
   if (t == NULL)

@@ -20,6 +20,12 @@
 
 enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
                            char *body, size_t len) {
+  return reply_text_header(c, status, type, body, len, NULL, NULL);
+}
+
+enum MHD_Result reply_text_header(call_t *c, unsigned status,
+                                  const char *type, char *body, size_t len,
+                                  const char *name, const char *value) {
   struct MHD_Response *rs = MHD_create_response_from_buffer(
       len, body, MHD_RESPMEM_MUST_FREE);
   if (rs == NULL) {
@@ -27,10 +33,13 @@ enum MHD_Result reply_text(call_t *c, unsigned status, const char *type,
     return MHD_NO;
   }
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  if (name != NULL)
+    MHD_add_response_header(rs, name, value);
   if (status == 503)
     MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == 405 && c->allow != NULL)
     MHD_add_response_header(rs, MHD_HTTP_HEADER_ALLOW, c->allow);
+  http_cors(c, rs);
   enum MHD_Result ok = MHD_queue_response(c->conn, status, rs);
   MHD_destroy_response(rs);
   return ok;
@@ -67,6 +76,7 @@ json_t *reply_error_json(unsigned status, const char *code,
   utf8_fix(msg);
   const char *type = status == 401 ? "authentication_error"
                    : status == 404 ? "not_found_error"
+                   : status == 501 ? "not_supported_error"
                    : status < 500 ? "invalid_request_error" : "server_error";
   return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", msg,
                    "type", type, "param", param, "code", code);
@@ -79,7 +89,8 @@ enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  return reply_json(c, status, reply_error_json(status, code, param, msg));
+  return reply_json(c, status, (c->errors ? c->errors : reply_error_json)(
+                                   status, code, param, msg));
 }
 
 /* Whether the peer closed its side (or the socket failed). */
@@ -119,6 +130,15 @@ static int frame_json(call_t *c, json_t *j) {
       evd_buf_str(&c->out, json_is_string(type) ? json_string_value(type)
                                                  : "message");
       evd_buf_str(&c->out, "\n");
+      if (s == NULL || frame(c, s) != 0)
+        rc = -1;
+      free(s);
+    }
+  } else if (c->api->multi && json_is_array(j)) {
+    size_t i;
+    json_t *one;
+    json_array_foreach(j, i, one) {
+      char *s = json_dumps(one, JSON_COMPACT);
       if (s == NULL || frame(c, s) != 0)
         rc = -1;
       free(s);
@@ -192,10 +212,14 @@ static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
     if (e->kind == EV_END) {
       o->finish = e->finish;
       o->tokens = e->tokens;
+      o->stop = e->stop;
+    } else if (e->kind == EV_TOKEN) {
+      evd_buf_add(&o->drawn, (const char *)&e->len, sizeof(e->len));
+      evd_buf_add(&o->drawn, nw->text.data + e->off, e->len);
     } else {
       evd_buf_add(&o->text, nw->text.data + e->off, e->len);
     }
-    if (o->text.oom)
+    if (o->text.oom || o->drawn.oom)
       return -1;
   }
   return 0;
@@ -230,8 +254,10 @@ static enum MHD_Result whole(call_t *c) {
   else
     rc = reply_json(c, 200, c->api->whole(c, out, n));
 done:
-  for (uint32_t i = 0; out != NULL && i < n; i++)
+  for (uint32_t i = 0; out != NULL && i < n; i++) {
     evd_buf_free(&out[i].text);
+    evd_buf_free(&out[i].drawn);
+  }
   free(out);
   return rc;
 }
@@ -263,6 +289,7 @@ enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE,
                           "text/event-stream");
   MHD_add_response_header(rs, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  http_cors(c, rs);
   enum MHD_Result ok = MHD_queue_response(c->conn, 200, rs);
   MHD_destroy_response(rs);
   return ok;

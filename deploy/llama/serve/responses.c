@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "serve/http.h"
+#include "serve/upstream.h"
 
 /* ---- the store ----------------------------------------------------------- */
 
@@ -243,6 +244,8 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     r->finish = e->finish;
     return out;
   }
+  if (e->kind == EV_TOKEN)
+    return out;
   begin(c, r, out);
   evd_buf_add(&r->text, text, e->len);
   json_array_append_new(out, event(r, "response.output_text.delta",
@@ -487,7 +490,8 @@ enum MHD_Result responses_create(call_t *c) {
   }
   if (bad == 0)
     bad = field_int(&f, "max_output_tokens", 1, o->n_predict_max,
-                    o->n_predict_max, &max_tokens) ||
+                    o->n_predict ? o->n_predict : o->n_predict_max,
+                    &max_tokens) ||
           field_num(&f, "temperature", 0, 2, 1, &t->want.temp) ||
           field_num(&f, "top_p", 0, 1, 1, &t->want.top_p) ||
           field_bool(&f, "stream", false, &c->stream) ||
@@ -559,7 +563,25 @@ enum MHD_Result responses_create(call_t *c) {
     t->want.n = 1;
     t->want.cache_prompt = true;
     t->want.seed = (uint64_t)time(NULL) ^ (uintptr_t)t;
+    /* llama-server's sampler chain, as chat's: the request's fields
+     * (temperature, top_p, and llama-server's own) over the command
+     * line's defaults; the answer repeats what it drew with. */
+    json_t *params = sampling_params(c->site, NULL, body), *set = NULL;
+    bad = params == NULL || sampling_make(&f, c->site, params, t);
+    json_decref(params);
+    char *st = NULL;
+    if (bad == 0 &&
+        up_sampler_settings(t->want.samplers[0], &st, NULL, 0) == 0)
+      set = json_loads(st, 0, NULL);
+    free(st);
+    if (set != NULL) {
+      t->want.temp = json_number_value(json_object_get(set, "temperature"));
+      t->want.top_p = json_number_value(json_object_get(set, "top_p"));
+    }
+    json_decref(set);
     c->created = (long long)time(NULL);
+  }
+  if (bad == 0) {
     random_id(r->id, sizeof(r->id), "resp_");
     random_id(r->msg_id, sizeof(r->msg_id), "msg_");
     r->echo = json_pack(

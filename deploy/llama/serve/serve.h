@@ -2,30 +2,76 @@
  * cache through evictd. Its parts: the queue (tasks.c), the engine thread
  * (engine.c), the HTTP side (http.c with reply.c, native.c, status.c),
  * and this command (serve.c: options, the listening socket, the life of
- * the process). */
+ * the process; flags.c: llama-server's flags, as llama-server means them,
+ * or refused). */
 #ifndef EVICTD_LLAMA_SERVE_H
 #define EVICTD_LLAMA_SERVE_H
 
 #include <stdint.h>
 
+#include "common/cli.h"
 #include "common/link.h"
 #include "evictd/client.h"
 #include "common/lm.h"
+
+#define SERVE_WHO "evictd-llama serve"
+
+struct json_t;
+
+/* llama-server's flags as they were given (serve/flags.c), before
+ * flags_check and flags_model settle them into serve's settings. */
+typedef struct serve_llama_s {
+  int64_t ctx;            /* -c N: every sequence's cells together (-1:
+                             not given; 0: the model's training context) */
+  int64_t ctx_slot;       /* --kv-unified-per-slot N: one's (-1: not
+                             given) */
+  int64_t batch, ubatch;  /* -b, -ub: the prefill chunk (-1: not given) */
+  int64_t keep;           /* --keep N: the prompt's tokens kept after the
+                             BOS (-1: not given) */
+  int64_t n_predict;      /* -n N (0: not given; -1: until an end token) */
+  int jinja;              /* --jinja 1 (the default), --no-jinja 0 */
+  int slots;              /* --slots 1 (the default), --no-slots 0: GET
+                             /slots answers, or 501 (extra.c) */
+  const char *chat_template;      /* --chat-template NAME|JINJA, or the
+                                     text of --chat-template-file */
+  const char *chat_template_file;
+  bool no_cache_idle;     /* --no-cache-idle-slots: as --cache-ram 0 */
+  const cli_opt_t *device; /* the first device flag given (-ngl, ...):
+                              accepted only where llama.cpp has no GPU */
+  struct json_t *defaults; /* the request defaults the flags set, under
+                              llama-server's field names (site_t's), or
+                              NULL: none (owned: serve_main frees it) */
+} serve_llama_t;
 
 typedef struct serve_opts_s {
   lm_settings_t lm;
   link_opts_t link;
   const char *listen;        /* HOST:PORT or unix:/path */
   const char *host;          /* --host and --port: llama-server's spelling */
-  uint32_t port;             /* of --listen HOST:PORT (0: not given) */
-  const char *alias;         /* the model's name in answers */
-  const char *api_key;       /* --api-key, or read from --api-key-file */
-  const char *api_key_file;
+  int64_t port;              /* of --listen HOST:PORT (0: any; -1: not
+                                given) */
+  const char *alias;         /* the model's name in answers (of -a's
+                                comma-separated names, the first in
+                                sorted order, as llama-server's) */
+  const char *api_key;       /* --api-key KEY[,KEY...] */
+  const char *api_key_file;  /* --api-key-file: a key a line, '#'
+                                lines comments */
+  char **api_keys;           /* both's keys, NULL-terminated, or NULL:
+                                none asked (http.c) */
+  /* CORS, as llama-server's flags say it (NULL: its defaults, "*",
+   * "GET, POST, DELETE, OPTIONS", "*"; credentials allowed). */
+  const char *cors_origins;  /* "*", "localhost", an origin or a list */
+  const char *cors_methods;  /* a preflight's Access-Control-Allow-Methods */
+  const char *cors_headers;  /* its Access-Control-Allow-Headers */
+  bool cors_credentials;     /* --cors-credentials: the default, said again */
+  bool no_cors_credentials;  /* --no-cors-credentials */
   evd_session_cfg_t cfg;     /* budget, sinks, lookahead (< 0: the
                                 daemon's defaults) */
   uint32_t parallel;         /* sequences decoding at once */
   uint32_t queue;            /* requests waiting beyond those */
   uint32_t n_predict_max;    /* the most tokens a choice may ask for */
+  uint32_t n_predict;        /* -n: every route's default of max tokens
+                                (0: each route's own) */
   /* Conversations (serve/convs.c): a request's sequence stays parked when
    * it ends, and a request whose tokens extend it continues it. */
   bool no_cache_prompt;      /* --no-cache-prompt: nothing kept, nothing
@@ -37,9 +83,18 @@ typedef struct serve_opts_s {
   const char *cache_dir;     /* --cache-dir: saved ones also on disk,
                                 found again after a restart */
   const char *dump;          /* --dump PREFIX: the run record (tests) */
+  serve_llama_t ls;          /* llama-server's flags */
 } serve_opts_t;
 
 /* evictd-llama serve's command line; the process exit status. */
 int serve_main(int argc, char **argv);
+
+/* ---- flags.c: llama-server's flags --------------------------------------- */
+
+/* The rows of llama-server's flags (into serve_opts_t): each means what
+ * it means to llama-server, or is accepted as changing nothing here (its
+ * help says why), or refused with its reason. */
+extern const cli_opt_t serve_llama_flags[];
+extern const size_t serve_llama_flags_n;
 
 #endif

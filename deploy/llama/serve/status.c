@@ -1,7 +1,9 @@
 /* GET /health (200 while evictd answers, "degraded" while only some
  * instances of a pool do; for probes) and GET /metrics (Prometheus text,
- * written with the daemon's prom.c). */
+ * written with the daemon's prom.c: serve's families, and llama-server's
+ * under its own names). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,7 +113,7 @@ typedef struct family_s {
 enum MHD_Result status_metrics(call_t *c) {
   stats_t s;
   evd_buf_t b;
-  tq_stats(c->site->q, &s);
+  tq_scrape(c->site->q, &s);
   const family_t one[] = {
       {"evictd_llama_requests_total", "counter", "Completion requests "
        "received.", (double)s.requests},
@@ -177,10 +179,61 @@ enum MHD_Result status_metrics(call_t *c) {
        "saved conversations dropped (least recently used first out): "
        "their sessions deleted.", (double)s.convs.dropped},
   };
+  /* llama-server's families, under its names and with its helps, so that
+   * what scrapes llama-server scrapes serve (its colons are legal names;
+   * promtool's lint says only recording rules should use them). The
+   * rates are over the time since the last scrape, as llama-server's:
+   * the prompt's positions per second of the iterations that decoded
+   * some; the generated tokens per second of each sequence's own
+   * iterations (the first token of each, drawn from the prompt's logits,
+   * costs none). serve decodes nothing speculatively: its drafts are 0. */
+  const pass_counts_t *p = &s.pass, *k = &s.bucket;
+  const family_t llamacpp[] = {
+      {"llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens "
+       "processed, excluding cached tokens", (double)p->prompt_tokens},
+      {"llamacpp:prompt_tokens_cached_total", "counter", "Number of prompt "
+       "tokens reused from the cache", (double)s.convs.reused},
+      {"llamacpp:prompt_seconds_total", "counter", "Total time spent "
+       "processing prompts", p->prompt_s},
+      {"llamacpp:tokens_predicted_total", "counter", "Number of generation "
+       "tokens processed", (double)s.tokens},
+      {"llamacpp:tokens_predicted_seconds_total", "counter", "Total time "
+       "spent generating tokens", p->gen_s},
+      {"llamacpp:n_decode_total", "counter", "Total number of llama_decode() "
+       "calls", (double)s.iterations},
+      {"llamacpp:spec_decode_num_draft_tokens_total", "counter",
+       "Speculative: Total draft tokens generated", 0},
+      {"llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+       "Speculative: Total draft tokens accepted by the target model", 0},
+      {"llamacpp:spec_decode_num_drafts_total", "counter", "Speculative: "
+       "Total speculative decoding verification steps", 0},
+      /* A counter in llama-server, a gauge here: a maximum, and promtool
+       * wants a counter's name to end in _total. */
+      {"llamacpp:n_tokens_max", "gauge", "Largest observed sequence length "
+       "(prompt + generation)", p->n_max},
+      {"llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput "
+       "in tokens/s", k->prompt_s > 0 ? (double)k->prompt_tokens / k->prompt_s
+                                       : 0},
+      {"llamacpp:predicted_tokens_seconds", "gauge", "Average generation "
+       "throughput in tokens/s", k->gen_s > 0 ? (double)k->gen_steps / k->gen_s
+                                               : 0},
+      {"llamacpp:requests_processing", "gauge", "Number of requests "
+       "processing", s.running},
+      {"llamacpp:requests_deferred", "gauge", "Number of requests deferred",
+       s.queued},
+      {"llamacpp:n_busy_slots_per_decode", "gauge", "Average number of busy "
+       "slots per llama_decode() call", (double)p->busy /
+       (s.iterations > 0 ? (double)s.iterations : 1.0)},
+  };
   evd_buf_init(&b);
   for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++) {
     evd_prom_family(&b, one[i].name, one[i].type, one[i].help);
     evd_prom_line(&b, "%s %.17g\n", one[i].name, one[i].v);
+  }
+  for (size_t i = 0; i < sizeof(llamacpp) / sizeof(llamacpp[0]); i++) {
+    evd_prom_family(&b, llamacpp[i].name, llamacpp[i].type,
+                    llamacpp[i].help);
+    evd_prom_line(&b, "%s %.17g\n", llamacpp[i].name, llamacpp[i].v);
   }
   evd_prom_family(&b, "evictd_llama_requests_finished_total", "counter",
                   "Completion requests that ended, by outcome: ok, failed, "
@@ -233,6 +286,10 @@ enum MHD_Result status_metrics(call_t *c) {
     evd_buf_free(&b);
     return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
   }
-  /* The buffer's memory is taken by the answer. */
-  return reply_text(c, 200, "text/plain; version=0.0.4", b.data, b.len);
+  /* The buffer's memory is taken by the answer. When serve started, as
+   * llama-server says it beside its metrics (its test_metrics reads it). */
+  char started[24];
+  snprintf(started, sizeof(started), "%lld", c->site->created);
+  return reply_text_header(c, 200, "text/plain; version=0.0.4", b.data,
+                           b.len, "Process-Start-Time-Unix", started);
 }

@@ -1,6 +1,8 @@
 /* evictd-llama serve's queue of tasks and their news (tasks.h). */
 #include "serve/tasks.h"
 
+#include "serve/upstream.h"
+
 #include "common/grow.h"
 #include <errno.h>
 #include <stdio.h>
@@ -58,6 +60,10 @@ task_t *task_new(void) {
 static void unref(task_t *t) {
   if (--t->refs > 0)
     return;
+  for (uint32_t i = 0; t->want.samplers != NULL && i < t->want.n; i++)
+    up_sampler_free(t->want.samplers[i]);
+  free(t->want.samplers);
+  free(t->want.preserved);
   for (uint32_t i = 0; i < t->want.n_stop; i++)
     free(t->want.stop[i]);
   free(t->want.stop);
@@ -153,6 +159,13 @@ void tq_stats(tq_t *q, stats_t *out) {
   pthread_mutex_unlock(&q->mu);
 }
 
+void tq_scrape(tq_t *q, stats_t *out) {
+  pthread_mutex_lock(&q->mu);
+  *out = q->stats;
+  memset(&q->stats.bucket, 0, sizeof(q->stats.bucket));
+  pthread_mutex_unlock(&q->mu);
+}
+
 task_t *tq_admit(tq_t *q, uint32_t room, bool idle, bool *stop) {
   task_t *t = NULL;
   pthread_mutex_lock(&q->mu);
@@ -185,6 +198,12 @@ static void emit(tq_t *q, task_t *t, event_t ev, const char *s) {
   pthread_mutex_unlock(&q->mu);
 }
 
+void tq_token(tq_t *q, task_t *t, uint32_t i, const token_ev_t *tok) {
+  emit(q, t, (event_t){.kind = EV_TOKEN, .choice = i,
+                       .len = sizeof(*tok) + tok->n * sizeof(tok->top[0])},
+       (const char *)tok);
+}
+
 void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n,
              uint64_t gen, int32_t next) {
   pthread_mutex_lock(&q->mu);
@@ -201,14 +220,17 @@ void tq_cached(tq_t *q, task_t *t, uint32_t n) {
   pthread_mutex_unlock(&q->mu);
 }
 
-void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n) {
+void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n,
+             uint32_t tokens) {
   if (n > 0)
-    emit(q, t, (event_t){.kind = EV_TEXT, .choice = i, .len = n}, s);
+    emit(q, t, (event_t){.kind = EV_TEXT, .choice = i, .len = n,
+                         .tokens = tokens}, s);
 }
 
-void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens) {
+void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens,
+            uint32_t stop) {
   emit(q, t, (event_t){.kind = EV_END, .choice = i, .finish = why,
-                       .tokens = tokens}, "");
+                       .tokens = tokens, .stop = stop}, "");
 }
 
 void tq_finish(tq_t *q, task_t *t, const fault_t *f) {
@@ -290,5 +312,36 @@ void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
   s->per_session = per_session;
   if (steps > 0)
     evd_histogram_observe(&s->evictd_rtt, evictd_s);
+  pthread_mutex_unlock(&q->mu);
+}
+
+void tq_slots(tq_t *q, const slot_state_t *st, uint32_t n, uint32_t budget,
+              uint32_t sinks, uint32_t lookahead) {
+  if (n > SERVE_SLOTS_MAX)
+    n = SERVE_SLOTS_MAX;
+  pthread_mutex_lock(&q->mu);
+  memcpy(q->stats.slots, st, n * sizeof(*st));
+  q->stats.n_slots = n;
+  q->stats.budget = budget;
+  q->stats.sinks = sinks;
+  q->stats.lookahead = lookahead;
+  pthread_mutex_unlock(&q->mu);
+}
+
+/* Adds p to *to; the longest sequence is a maximum. */
+static void pass_add(pass_counts_t *to, const pass_counts_t *p) {
+  to->prompt_tokens += p->prompt_tokens;
+  to->prompt_s += p->prompt_s;
+  to->gen_steps += p->gen_steps;
+  to->gen_s += p->gen_s;
+  to->busy += p->busy;
+  if (p->n_max > to->n_max)
+    to->n_max = p->n_max;
+}
+
+void tq_pass(tq_t *q, const pass_counts_t *p) {
+  pthread_mutex_lock(&q->mu);
+  pass_add(&q->stats.pass, p);
+  pass_add(&q->stats.bucket, p);
   pthread_mutex_unlock(&q->mu);
 }

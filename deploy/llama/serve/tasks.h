@@ -25,14 +25,38 @@ typedef enum {
   FIN_STOP     /* one of the stop strings (not part of the text) */
 } finish_t;
 
-typedef enum { EV_TEXT, EV_END } ev_kind_t;
+typedef enum {
+  EV_TEXT,
+  EV_END,
+  EV_TOKEN   /* a token drawn (want.tokens or n_probs): its bytes are a
+                token_ev_t with its candidates */
+} ev_kind_t;
+
+/* The most candidates a request may ask for per token (n_probs,
+ * top_logprobs). */
+#define SERVE_PROBS_MAX 100
+
+/* A drawn token as an EV_TOKEN event's bytes: its id, its probability,
+ * and the n most likely candidates (llama-server's n_probs), most likely
+ * first. */
+typedef struct token_ev_s {
+  int32_t id;
+  float p;
+  uint32_t n;
+  struct {
+    int32_t id;
+    float p;
+  } top[];
+} token_ev_t;
 
 typedef struct event_s {
   ev_kind_t kind;
   uint32_t choice;
   size_t off, len;        /* EV_TEXT: bytes at news.text.data + off (UTF-8) */
   finish_t finish;        /* EV_END */
-  uint32_t tokens;        /* EV_END: the tokens the choice generated */
+  uint32_t tokens;        /* the tokens the choice generated: so far
+                             (EV_TEXT), in all (EV_END) */
+  uint32_t stop;          /* EV_END with FIN_STOP: which of want.stop */
 } event_t;
 
 /* Events and their bytes. The HTTP side takes a task's by swapping its
@@ -55,6 +79,14 @@ typedef struct want_s {
   char **stop;            /* stop strings (the task owns them) */
   uint32_t n_stop;
   bool ignore_eos;        /* llama-server's: end tokens are never drawn */
+  /* llama-server's sampler chain (common's, serve/upstream.h), one per
+   * choice (seed + i), made and checked on the HTTP side; NULL: greedy or
+   * the plain temperature draw of common/sampler.c. The task owns them. */
+  struct up_sampler_s **samplers;
+  llama_token *preserved; /* tokens shown as their text (tool-call markers) */
+  uint32_t n_preserved;
+  uint32_t n_probs;       /* candidates reported per token (0: none) */
+  bool tokens;            /* each drawn token reported (EV_TOKEN) */
   bool cache_prompt;      /* llama-server's: continue a parked sequence
                              that the prompt extends (true by default) */
 } want_t;
@@ -84,6 +116,10 @@ typedef struct task_s {
                              a continuation by id decodes it first */
   uint64_t cont_gen;      /* with cont: the generation it continues */
   uint32_t cached;        /* prompt positions a conversation already held */
+  double t_start, t_prompt, t_end; /* when it was taken in, its prompt
+                                      done, it ended (clock_now; the
+                                      engine's, read once it is done):
+                                      timings */
   char id[64];            /* PREFIX-K; its sessions: ID, or ID~I for
                              choice I (a continued conversation keeps its
                              own) */
@@ -118,6 +154,46 @@ typedef struct conv_counts_s {
   uint64_t stored_bytes;
 } conv_counts_t;
 
+/* The most slots GET /slots shows (--parallel's upper bound). */
+#define SERVE_SLOTS_MAX 256
+
+/* What a slot is doing. */
+typedef enum {
+  SLOT_FREE,        /* nothing: its cells empty */
+  SLOT_PROCESSING,  /* a task's choice decodes in it */
+  SLOT_PARKED,      /* it holds a conversation no request decodes */
+  SLOT_LEAVING      /* its task ended with a step out: parked or given
+                       back when the step comes back */
+} slot_use_t;
+
+/* A slot as the engine last published it, for GET /slots. */
+typedef struct slot_state_s {
+  slot_use_t use;
+  char session[136];      /* its evictd session ("" when free) */
+  char task[64];          /* the task decoding in it ("" when none) */
+  uint32_t choice;        /* that task's choice */
+  uint32_t n;             /* positions computed */
+  uint32_t held;          /* positions the session's window holds */
+  uint32_t budget, sinks, lookahead; /* the session's window */
+  uint32_t n_prompt;      /* the task's prompt positions */
+  uint32_t cached;        /* of those, what a conversation held already */
+  uint32_t tokens;        /* generated so far */
+  uint32_t n_predict;     /* at most */
+} slot_state_t;
+
+/* llama-server's own figures (its /metrics' llamacpp: families): tokens,
+ * and the time their iterations took, counted per pass. */
+typedef struct pass_counts_s {
+  uint64_t prompt_tokens; /* prompt positions decoded */
+  double prompt_s;        /* the iterations whose pass held some */
+  uint64_t gen_steps;     /* generated tokens decoded (one per choice per
+                             pass: the first is drawn from the prompt's
+                             logits and costs no step of its own) */
+  double gen_s;           /* each such choice's iteration time, summed */
+  uint64_t busy;          /* slots a task held, summed over passes */
+  uint32_t n_max;         /* the most positions a sequence computed */
+} pass_counts_t;
+
 /* The server's counters for GET /metrics, under the queue's lock. */
 typedef struct stats_s {
   uint64_t requests;      /* submitted */
@@ -135,6 +211,12 @@ typedef struct stats_s {
   lane_state_t lanes[SERVE_LANES_MAX]; /* evictd's instances */
   uint32_t n_lanes;
   conv_counts_t convs;
+  pass_counts_t pass;     /* since the start */
+  pass_counts_t bucket;   /* since the last scrape of /metrics (its
+                             rates: llama-server's buckets) */
+  slot_state_t slots[SERVE_SLOTS_MAX]; /* GET /slots */
+  uint32_t n_slots;
+  uint32_t budget, sinks, lookahead; /* the engine's sessions' window */
 } stats_t;
 
 typedef struct tq_s {
@@ -177,6 +259,9 @@ void tq_cancel(tq_t *q, task_t *t);
 /* A copy of the counters. */
 void tq_stats(tq_t *q, stats_t *out);
 
+/* The same for a scrape of /metrics: the rates' bucket is emptied. */
+void tq_scrape(tq_t *q, stats_t *out);
+
 /* ---- the engine --------------------------------------------------------- */
 
 /* Waits (when idle) for a task to queue or the server to stop; then the
@@ -197,9 +282,14 @@ void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n,
  * cached_tokens). */
 void tq_cached(tq_t *q, task_t *t, uint32_t n);
 
+/* A drawn token of choice i of t (EV_TOKEN). */
+void tq_token(tq_t *q, task_t *t, uint32_t i, const token_ev_t *tok);
+
 /* Events of choice i of t. */
-void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n);
-void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens);
+void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n,
+             uint32_t tokens);
+void tq_end(tq_t *q, task_t *t, uint32_t i, finish_t why, uint32_t tokens,
+            uint32_t stop);
 
 /* t is done (failed when f is not NULL); drops the engine's reference. */
 void tq_finish(tq_t *q, task_t *t, const fault_t *f);
@@ -217,6 +307,14 @@ void tq_sequences(tq_t *q, uint32_t n);
  * the conversations' counts. */
 void tq_lanes(tq_t *q, const lane_state_t *st, size_t n,
               const conv_counts_t *cc);
+
+/* The slots' states (n of them, at most SERVE_SLOTS_MAX) and the window
+ * of the engine's sessions. */
+void tq_slots(tq_t *q, const slot_state_t *st, uint32_t n, uint32_t budget,
+              uint32_t sinks, uint32_t lookahead);
+
+/* Adds one pass's figures for llama-server's families. */
+void tq_pass(tq_t *q, const pass_counts_t *p);
 
 /* Adds one iteration's figures. */
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,

@@ -63,6 +63,7 @@ int text_push(text_t *t, const char *piece, size_t n, char *const *stops,
     for (size_t p = 0; sl > 0 && p + sl <= h->len && p < at; p++)
       if (memcmp(h->data + p, stops[i], sl) == 0) {
         at = p;
+        t->stop = i;
         break;
       }
   }

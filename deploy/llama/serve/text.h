@@ -16,11 +16,13 @@
 typedef struct text_s {
   evd_buf_t held;         /* bytes not shown yet */
   evd_buf_t out;          /* what push or flush returned last */
+  uint32_t stop;          /* the stop string push found (its index) */
 } text_t;
 
 /* Appends a piece; *show, *len: what may be shown now (valid until the
  * next call). Returns true when a stop string was found (what precedes it
- * is in *show; the choice ends). -1 when out of memory. */
+ * is in *show; the choice ends; t->stop says which). -1 when out of
+ * memory. */
 int text_push(text_t *t, const char *piece, size_t n, char *const *stops,
               uint32_t n_stops, const char **show, size_t *len);
 

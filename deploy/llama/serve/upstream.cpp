@@ -732,8 +732,12 @@ static void grammar_of(const json &body, const llama_vocab *vocab,
     }
   }
   /* grammar wins over json_schema when both are there: a chat's grammar
-   * (up_chat_apply's) already holds the schema. */
-  if (field(body, "json_schema") && !field(body, "grammar")) {
+   * (up_chat_apply's) already holds the schema. An empty grammar is none
+   * (llama-server would let it hide the schema). */
+  const json *g = field(body, "grammar");
+  bool grammar = g != nullptr &&
+                 !(g->is_string() && g->get<std::string>().empty());
+  if (field(body, "json_schema") && !grammar) {
     try {
       sp.grammar = {COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT,
                     json_schema_to_grammar(body.at("json_schema"))};
@@ -1003,6 +1007,13 @@ int up_sampler_sample(up_sampler_t *s, struct llama_context *ctx,
       throw std::runtime_error("llama.cpp has no logits at output " +
                                std::to_string(idx));
     *tok = common_sampler_sample(s->smpl, ctx, idx);
+    /* The token drawn is one the chain and the grammar excluded only when
+     * they excluded every one: nothing may follow. */
+    llama_token_data_array *cur = common_sampler_get_candidates(s->smpl,
+                                                                false);
+    if (cur->selected >= 0 && static_cast<size_t>(cur->selected) < cur->size &&
+        cur->data[cur->selected].logit == -INFINITY)
+      return 1;
     return 0;
   });
 }

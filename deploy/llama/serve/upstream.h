@@ -215,7 +215,10 @@ int up_sampler_accept(up_sampler_t *s, llama_token tok, bool accept_grammar,
  * grammar (common_sampler_sample: the chain first, the grammar checks the
  * token drawn and, only when it refuses it, constrains every candidate and
  * the chain draws again). It does not accept the token. Returns 0 with
- * *tok set, or -1 with err set (no token satisfies the grammar). */
+ * *tok set; 1 when every candidate was excluded (a grammar that is
+ * complete, whose only next tokens are the end tokens, while ignore_eos
+ * or a logit_bias bans them): nothing may follow, *tok is not to be
+ * taken; or -1 with err set. */
 int up_sampler_sample(up_sampler_t *s, struct llama_context *ctx,
                       int32_t idx, llama_token *tok, char *err,
                       size_t errlen);

@@ -94,7 +94,8 @@ test('completions: plain, the text of /completion', async () => {
   assert.equal(r.usage.total_tokens,
                r.usage.prompt_tokens + r.usage.completion_tokens);
   const native = await (await fetch(env.SERVE + '/completion', {
-    method: 'POST', body: JSON.stringify({ prompt: STORY, n_predict: 40 }) }))
+    method: 'POST', body: JSON.stringify({ prompt: STORY, n_predict: 40,
+                                     temperature: 0 }) }))
     .json();
   assert.equal(r.choices[0].text, native.content);
   assert.match(r.choices[0].text, /Lily/);
@@ -134,13 +135,20 @@ test('chat: plain and streamed, through the ChatML fallback', async () => {
   assert.equal(s.finish[0], r.choices[0].finish_reason);
   assert.equal(s.chunks[0].object, 'chat.completion.chunk');
   assert.equal(s.chunks[0].choices[0].delta.role, 'assistant');
-  // Content as a list of text parts is the same message.
+  // Content as a list of text parts is one message, its parts joined
+  // by newlines (as llama-server joins them).
   const parts = await main.chat.completions.create({
     messages: [CHAT[0], { role: 'user', content: [
-      { type: 'text', text: 'Tell me a story ' },
+      { type: 'text', text: 'Tell me a story' },
       { type: 'text', text: 'about a cat.' }] }],
     max_tokens: 50, temperature: 0 });
-  assert.equal(parts.choices[0].message.content, m.content);
+  const joined = await main.chat.completions.create({
+    messages: [CHAT[0], { role: 'user',
+                          content: 'Tell me a story\nabout a cat.' }],
+    max_tokens: 50, temperature: 0 });
+  assert.equal(parts.choices[0].message.content,
+               joined.choices[0].message.content);
+  assert.notEqual(parts.choices[0].message.content, m.content);
 });
 
 test('n: one prompt decoded once, then forked', async () => {

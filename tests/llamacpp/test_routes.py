@@ -1,0 +1,883 @@
+"""evictd-llama serve as a drop-in for llama-server: its paths without
+/v1 (/chat/completions, /models, /responses, /v1/health; /completions is
+llama-server's own /completion), its tokenizer and template routes
+(/tokenize, /detokenize, /apply-template), what its web UI reads (/props,
+/slots), CORS (--cors-origins and its flags, the preflight answered before
+the API key), the API key as llama-server takes it (X-Api-Key too), and
+llama-server's metric names in /metrics. The real daemon and real servers
+on stories260K ($STORIES_GGUF: llama.cpp's SentencePiece vocabulary, with
+BOS and byte tokens); every answer is checked against serve's contract,
+deploy/llama/openapi.yaml, by a validator of the JSON Schema subset the
+document uses (below), as tests/contract/serve_contract.mjs checks
+test_openai's. The expectations follow llama-server's own tests
+(tools/server/tests/unit: test_tokenize, test_security's CORS cases,
+test_template, test_metrics)."""
+
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+sys.path.insert(0, HERE)
+
+from daemon import Daemon  # noqa: E402
+import test_serve as ts  # noqa: E402
+
+STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
+    REPO, "..", "shared", "models", "stories260K.gguf")
+DOC_PATH = os.path.join(REPO, "deploy", "llama", "openapi.yaml")
+WINDOW = ["--budget", "64", "--sinks", "4", "--lookahead", "16", "--exact"]
+KEY = "sk-routes-test-key"
+BOS = 1  # stories260K's
+LLAMACPP = ["llamacpp:prompt_tokens_total",
+            "llamacpp:prompt_tokens_cached_total",
+            "llamacpp:prompt_seconds_total",
+            "llamacpp:tokens_predicted_total",
+            "llamacpp:tokens_predicted_seconds_total",
+            "llamacpp:n_decode_total", "llamacpp:n_tokens_max",
+            "llamacpp:spec_decode_num_draft_tokens_total",
+            "llamacpp:spec_decode_num_accepted_tokens_total",
+            "llamacpp:spec_decode_num_drafts_total",
+            "llamacpp:prompt_tokens_seconds",
+            "llamacpp:predicted_tokens_seconds",
+            "llamacpp:requests_processing", "llamacpp:requests_deferred",
+            "llamacpp:n_busy_slots_per_decode"]
+
+# ---- the contract: a validator of the subset of JSON Schema (OpenAPI
+# 3.0's dialect) that deploy/llama/openapi.yaml uses; a keyword it does not
+# know fails the test rather than passing unchecked.
+
+with open(DOC_PATH, encoding="utf-8") as f:
+    DOC = yaml.safe_load(f)
+
+IGNORED = {"description", "default", "title", "example", "format"}
+KNOWN = IGNORED | {"type", "nullable", "enum", "properties", "required",
+                   "additionalProperties", "items", "minItems", "maxItems",
+                   "minimum", "maximum", "minLength", "maxLength", "pattern",
+                   "oneOf", "anyOf", "allOf", "$ref", "minProperties",
+                   "maxProperties", "exclusiveMinimum", "exclusiveMaximum"}
+
+
+def resolve(ref: str) -> Any:
+    assert ref.startswith("#/"), ref
+    node: Any = DOC
+    for part in ref[2:].split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def follow(node: Any) -> Any:
+    while isinstance(node, dict) and "$ref" in node:
+        node = resolve(node["$ref"])
+    return node
+
+
+def type_ok(t: str, v: Any) -> bool:
+    if t == "object":
+        return isinstance(v, dict)
+    if t == "array":
+        return isinstance(v, list)
+    if t == "string":
+        return isinstance(v, str)
+    if t == "boolean":
+        return isinstance(v, bool)
+    if t == "integer":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    raise AssertionError("type %r" % t)
+
+
+def problems(schema: Any, v: Any, at: str = "$") -> List[str]:
+    """What is wrong with v against schema ([] when it validates)."""
+    schema = follow(schema)
+    unknown = set(k for k in schema if not k.startswith("x-")) - KNOWN
+    if unknown:
+        raise AssertionError("the validator does not know %s (at %s)"
+                             % (unknown, at))
+    if v is None and schema.get("nullable"):
+        return []
+    out: List[str] = []
+    if "type" in schema and not type_ok(schema["type"], v):
+        return ["%s: %r is not %s" % (at, v, schema["type"])]
+    if "enum" in schema and v not in schema["enum"]:
+        out.append("%s: %r not in %r" % (at, v, schema["enum"]))
+    for sub in schema.get("allOf", []):
+        out += problems(sub, v, at)
+    if "oneOf" in schema:
+        n = sum(not problems(sub, v, at) for sub in schema["oneOf"])
+        if n != 1:
+            out.append("%s: %d of oneOf match %r" % (at, n, v))
+    if "anyOf" in schema and all(problems(sub, v, at)
+                                 for sub in schema["anyOf"]):
+        out.append("%s: no anyOf matches" % at)
+    if isinstance(v, dict):
+        props = schema.get("properties", {})
+        for k in schema.get("required", []):
+            if k not in v:
+                out.append("%s: no %s" % (at, k))
+        extra = schema.get("additionalProperties", True)
+        for k, x in v.items():
+            if k in props:
+                out += problems(props[k], x, "%s.%s" % (at, k))
+            elif extra is False:
+                out.append("%s: %s is not allowed" % (at, k))
+            elif isinstance(extra, dict):
+                out += problems(extra, x, "%s.%s" % (at, k))
+        if len(v) < schema.get("minProperties", 0) or \
+                len(v) > schema.get("maxProperties", len(v)):
+            out.append("%s: %d properties" % (at, len(v)))
+    if isinstance(v, list):
+        if len(v) < schema.get("minItems", 0) or \
+                len(v) > schema.get("maxItems", len(v)):
+            out.append("%s: %d items" % (at, len(v)))
+        if "items" in schema:
+            for i, x in enumerate(v):
+                out += problems(schema["items"], x, "%s[%d]" % (at, i))
+    if isinstance(v, str):
+        if len(v) < schema.get("minLength", 0) or \
+                len(v) > schema.get("maxLength", len(v)):
+            out.append("%s: length %d" % (at, len(v)))
+        if "pattern" in schema and not re.search(schema["pattern"], v):
+            out.append("%s: %r does not match %s" % (at, v,
+                                                     schema["pattern"]))
+    if type_ok("number", v) if v is not None else False:
+        # OpenAPI 3.0's exclusiveMinimum/Maximum: booleans that make
+        # minimum and maximum strict.
+        if "minimum" in schema and (
+                v <= schema["minimum"] if schema.get("exclusiveMinimum")
+                else v < schema["minimum"]):
+            out.append("%s: %r below %r" % (at, v, schema["minimum"]))
+        if "maximum" in schema and (
+                v >= schema["maximum"] if schema.get("exclusiveMaximum")
+                else v > schema["maximum"]):
+            out.append("%s: %r above %r" % (at, v, schema["maximum"]))
+    return out
+
+
+METHODS = ["get", "put", "post", "delete", "options", "head", "patch"]
+# Declared headers an answer may leave out: the origin, when the request's
+# does not qualify.
+OPTIONAL_HEADERS = {"access-control-allow-origin"}
+
+
+class Answer:
+    def __init__(self, status: int, headers: Dict[str, str],
+                 body: bytes) -> None:
+        self.status, self.body = status, body
+        self.headers = {k.lower(): v for k, v in headers.items()}
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def header(self, name: str) -> Optional[str]:
+        return self.headers.get(name.lower())
+
+
+def contract(method: str, path: str, body: Any, a: Answer) -> None:
+    """Raises AssertionError when the answer is not one the document
+    gives for the request (its status listed, declared headers there and
+    valid, Content-Type one of its media types, the body valid; a 2xx's
+    request valid against the operation's requestBody)."""
+    where = "%s %s -> %d" % (method, path, a.status)
+    item = follow(DOC["paths"].get(path.split("?")[0]))
+    op = None
+    if method == "OPTIONS":
+        resp = DOC["components"]["responses"]["Preflight"]
+    elif item is None:
+        resp = DOC["components"]["responses"]["NotFound"]
+    elif method.lower() not in item:
+        resp = DOC["components"]["responses"]["MethodNotAllowed"]
+        takes = sorted(m.upper() for m in item if m in METHODS)
+        allow = sorted((a.header("Allow") or "").split(", "))
+        assert allow == takes, "%s: Allow %s, the path takes %s" % (
+            where, allow, takes)
+    else:
+        op = item[method.lower()]
+        resp = op["responses"].get(str(a.status))
+        assert resp is not None, "%s: status not listed (%s)" % (
+            where, list(op["responses"]))
+    resp = follow(resp)
+    for name, h in resp.get("headers", {}).items():
+        h = follow(h)
+        v = a.header(name)
+        if v is None:
+            assert name.lower() in OPTIONAL_HEADERS and \
+                not h.get("required"), "%s: no %s" % (where, name)
+            continue
+        p = problems(h["schema"], v)
+        assert not p, "%s: header %s: %s" % (where, name, p)
+    ctype = a.header("Content-Type")
+    media = resp.get("content", {}).get(ctype)
+    assert media is not None, "%s: Content-Type %s, not one of %s" % (
+        where, ctype, list(resp.get("content", {})))
+    if ctype == "application/json":
+        p = problems(media["schema"], a.json())
+        assert not p, "%s: %s\n%s" % (where, p, a.body[:1500])
+    elif ctype == "text/event-stream":
+        schema, end = media["x-event-schema"], media.get("x-stream-end")
+        for block in a.body.decode().split("\n\n"):
+            if not block.strip():
+                continue
+            assert block.startswith("data: "), block
+            if block[6:] == end:
+                break
+            e = json.loads(block[6:])
+            p = problems(DOC["components"]["schemas"]["Error"] if "error" in e
+                         else schema, e)
+            assert not p, "%s: event %s: %s" % (where, block[:300], p)
+    else:
+        p = problems(media["schema"], a.body.decode())
+        assert not p, "%s: %s" % (where, p)
+    if op is not None and a.status < 300 and body is not None and \
+            "requestBody" in op:
+        p = problems(op["requestBody"]["content"]["application/json"]
+                     ["schema"], body)
+        assert not p, "%s: serve took a request the document refuses: " \
+            "%s" % (where, p)
+
+
+def call(addr: str, method: str, path: str, body: Any = None,
+         headers: Optional[Dict[str, str]] = None,
+         raw: Optional[bytes] = None, check: bool = True) -> Answer:
+    """One exchange, checked against the contract (unless check is
+    false: a body that is not JSON, say)."""
+    c = ts.connect(addr)
+    data = raw if raw is not None else (
+        None if body is None else json.dumps(body).encode())
+    c.request(method, path, body=data, headers=headers or {})
+    r = c.getresponse()
+    a = Answer(r.status, dict(r.getheaders()), r.read())
+    c.close()
+    if check:
+        contract(method, path, body, a)
+    return a
+
+
+# ---- the servers -----------------------------------------------------------
+
+SERVERS: Dict[str, "ts.Server"] = {}
+EVD: Optional[Daemon] = None
+TMP: Optional[tempfile.TemporaryDirectory] = None
+
+
+def setUpModule() -> None:
+    global EVD, TMP
+    for path in (ts.BIN, STORIES):
+        if not os.path.exists(path):
+            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    TMP = tempfile.TemporaryDirectory(prefix="evictd-routes-")
+    ts.TMP = tempfile.TemporaryDirectory(dir=TMP.name)  # Server's logs
+    EVD = Daemon(TMP.name)
+    flags = {
+        # conversations kept (the default), two slots
+        "main": ["-np", "2"],
+        # the key, CORS for local origins only
+        "keyed": ["--api-key", KEY, "--cors-origins", "localhost"],
+        # a list of origins, no credentials
+        "list": ["--cors-origins", "http://a.example, http://b.example",
+                 "--no-cors-credentials"],
+        # one origin, the preflight's methods and headers given
+        "one": ["--cors-origins", "http://one.example", "--cors-methods",
+                "GET, POST", "--cors-headers", "Authorization, Content-Type"],
+        # any origin without credentials: *
+        "star": ["--no-cors-credentials"],
+        # fresh counters for /metrics and /slots
+        "metrics": ["-np", "2"],
+        "slots": ["-np", "2", "--queue", "4"],
+    }
+    try:
+        for name, args in flags.items():
+            SERVERS[name] = ts.Server(EVD.url, *WINDOW, *args, model=STORIES)
+    except BaseException:
+        tearDownModule()
+        raise
+
+
+def tearDownModule() -> None:
+    bad = [s.log() for s in SERVERS.values() if s.stop() != 0]
+    if EVD is not None:
+        EVD.stop()
+    if TMP is not None:
+        TMP.cleanup()
+    if bad:
+        raise AssertionError("a server did not stop cleanly:\n" +
+                             "\n".join(bad))
+
+
+def addr(name: str) -> str:
+    return SERVERS[name].addr
+
+
+def metrics(name: str) -> Dict[str, float]:
+    a = call(addr(name), "GET", "/metrics")
+    out = {}
+    for line in a.body.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+class Held:
+    """A long streamed /completion, read as it comes on a thread of its
+    own, until closed (its client then gone: the engine ends it)."""
+
+    def __init__(self, where: str, n: int = 30000) -> None:
+        self.c = ts.connect(where)
+        self.c.request("POST", "/completion", body=json.dumps(
+            {"prompt": "Once upon a time", "n_predict": n,
+             "ignore_eos": True, "stream": True}))
+        self.r = self.c.getresponse()
+        assert self.r.status == 200
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self) -> None:
+        try:
+            while self.r.read(4096):
+                pass
+        except Exception:  # noqa: BLE001 (closed under it: any of several)
+            pass
+
+    def close(self) -> None:
+        try:
+            self.c.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.c.close()
+        self.t.join(10)
+
+
+def until(what, secs: float = 20) -> Any:
+    deadline = time.monotonic() + secs
+    while True:
+        v = what()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(0.05)
+
+
+# ---- the tests -------------------------------------------------------------
+
+
+class Paths(unittest.TestCase):
+    """llama-server's paths: the same handlers as /v1's, and /completions
+    llama-server's /completion."""
+
+    def test_aliases_answer_as_their_routes(self) -> None:
+        m = addr("main")
+        chat = {"messages": [{"role": "user", "content": "Tell me a story"}],
+                "max_tokens": 24, "temperature": 0, "cache_prompt": False}
+        a = call(m, "POST", "/v1/chat/completions", chat, check=False)
+        b = call(m, "POST", "/chat/completions", chat, check=False)
+        self.assertEqual((a.status, b.status), (200, 200))
+        self.assertEqual(a.json()["choices"], b.json()["choices"])
+        self.assertEqual(b.json()["object"], "chat.completion")
+        # temperature 0: /completion's default is llama-server's 0.8, a
+        # random seed each request.
+        native = {"prompt": "Once upon a time", "n_predict": 20,
+                  "temperature": 0, "cache_prompt": False}
+        a = call(m, "POST", "/completion", native)
+        b = call(m, "POST", "/completions", native)
+        self.assertEqual(a.json()["content"], b.json()["content"])
+        # llama-server's /completions is its own, not OpenAI's
+        self.assertNotIn("choices", b.json())
+        a, b = call(m, "GET", "/v1/models"), call(m, "GET", "/models")
+        self.assertEqual(a.json(), b.json())
+        r = call(m, "POST", "/responses", {"input": "Hi.",
+                                           "max_output_tokens": 3},
+                 check=False)
+        self.assertEqual((r.status, r.json()["object"]), (200, "response"))
+        self.assertEqual(call(m, "GET", "/v1/health").json(),
+                         call(m, "GET", "/health").json())
+        # Each alias takes its route's method alone.
+        for method, path in (("GET", "/chat/completions"),
+                             ("GET", "/completions"), ("POST", "/models"),
+                             ("GET", "/responses"), ("POST", "/v1/health"),
+                             ("GET", "/tokenize"), ("GET", "/detokenize"),
+                             ("GET", "/apply-template"), ("POST", "/props"),
+                             ("POST", "/slots"), ("DELETE", "/slots")):
+            r = call(m, method, path, {} if method == "POST" else None)
+            self.assertEqual(r.status, 405, path)
+            self.assertEqual(r.json()["error"]["code"], "method_not_allowed")
+        r = call(m, "GET", "/v1/tokenize")
+        self.assertEqual(r.status, 404)
+        self.assertIn("POST /tokenize", r.json()["error"]["message"])
+
+    def test_extras_not_sent_are_refused(self) -> None:
+        # llama-server's progress events and per-chunk timings: serve
+        # sends neither, so asking for them is a 400 naming the field on
+        # every completion route, and false is the default, taken.
+        m = addr("main")
+        routes = (("/completion", {"prompt": "Hi", "n_predict": 2}),
+                  ("/v1/completions", {"prompt": "Hi", "max_tokens": 2}),
+                  ("/v1/chat/completions", {"messages": [
+                      {"role": "user", "content": "Hi"}], "max_tokens": 2}))
+        for path, body in routes:
+            for field in ("return_progress", "timings_per_token"):
+                r = call(m, "POST", path, dict(body, **{field: True}))
+                self.assertEqual((r.status, r.json()["error"]["param"]),
+                                 (400, field), (path, field))
+                r = call(m, "POST", path, dict(body, **{field: False}))
+                self.assertEqual(r.status, 200, (path, field))
+
+
+class Tokenizer(unittest.TestCase):
+
+    def tok(self, body: Any, status: int = 200) -> Any:
+        a = call(addr("main"), "POST", "/tokenize", body)
+        self.assertEqual(a.status, status, a.body)
+        return a.json()
+
+    def detok(self, body: Any, status: int = 200) -> Any:
+        a = call(addr("main"), "POST", "/detokenize", body)
+        self.assertEqual(a.status, status, a.body)
+        return a.json()
+
+    def test_tokenize_detokenize(self) -> None:
+        # test_tokenize.py's: the text back from its tokens
+        content = "What is the capital of France ?"
+        toks = self.tok({"content": content})["tokens"]
+        self.assertGreater(len(toks), 5)
+        self.assertTrue(all(isinstance(t, int) for t in toks))
+        self.assertNotEqual(toks[0], BOS)
+        self.assertEqual(self.detok({"tokens": toks})["content"].strip(),
+                         content)
+        with_bos = self.tok({"content": content, "add_special": True})
+        self.assertEqual(with_bos["tokens"], [BOS] + toks)
+        # the BOS's own text comes back, as llama-server's does
+        self.assertEqual(self.detok({"tokens": [BOS] + toks})["content"],
+                         "<s>" + self.detok({"tokens": toks})["content"])
+
+    def test_with_pieces(self) -> None:
+        content = "This is a test string with unicode 媽 and emoji 🤗"
+        toks = self.tok({"content": content, "with_pieces": True})["tokens"]
+        whole = b""
+        split = 0
+        for t in toks:
+            self.assertGreater(t["id"], 0)
+            self.assertGreater(len(t["piece"]), 0)
+            if isinstance(t["piece"], str):
+                whole += t["piece"].encode()
+            else:  # a byte token of a character: not UTF-8 alone
+                split += 1
+                whole += bytes(t["piece"])
+        self.assertGreater(split, 0)
+        self.assertEqual(whole.decode().strip(), content)
+        ids = self.tok({"content": content})["tokens"]
+        self.assertEqual([t["id"] for t in toks], ids)
+
+    def test_special_and_mixed(self) -> None:
+        self.assertEqual(self.tok({"content": "<s>"})["tokens"], [BOS])
+        self.assertNotIn(BOS, self.tok({"content": "<s>",
+                                        "parse_special": False})["tokens"])
+        hi = self.tok({"content": "Hi"})["tokens"]
+        mixed = self.tok({"content": ["Hi", 5, 6], "add_special": True})
+        self.assertEqual(mixed["tokens"], [BOS] + hi + [5, 6])
+        # the BOS only before a first string, as tokenize_mixed does
+        mixed = self.tok({"content": [5, "Hi"], "add_special": True})
+        self.assertEqual(mixed["tokens"][0], 5)
+        self.assertNotIn(BOS, mixed["tokens"])
+        self.assertEqual(self.tok({})["tokens"], [])
+        self.assertEqual(self.tok({"content": ""})["tokens"], [])
+        self.assertEqual(self.tok({"content": "", "add_special": True})
+                         ["tokens"], [BOS])
+
+    def test_detokenize_bytes(self) -> None:
+        # a byte token alone is no character: U+FFFD, as llama-server's
+        # JSON writer makes it
+        pieces = self.tok({"content": "媽", "with_pieces": True})["tokens"]
+        lone = [t["id"] for t in pieces if isinstance(t["piece"], list)]
+        self.assertTrue(lone)
+        self.assertIn("\ufffd", self.detok({"tokens": lone[:1]})["content"])
+        self.assertEqual(self.detok({"tokens": [t["id"] for t in pieces]})
+                         ["content"].strip(), "媽")
+        self.assertEqual(self.detok({})["content"], "")
+        self.assertEqual(self.detok({"tokens": []})["content"], "")
+
+    def test_refused(self) -> None:
+        for body, param in (({"content": 5}, "content"),
+                            ({"content": [1.5]}, "content"),
+                            ({"content": [True]}, "content"),
+                            ({"content": [99999]}, "content"),
+                            ({"content": [-1]}, "content"),
+                            ({"content": "x", "add_special": "yes"},
+                             "add_special"),
+                            ({"content": "x", "with_pieces": 1},
+                             "with_pieces"),
+                            ({"content": "x", "parse_special": None}, None)):
+            if param is None:  # null: the default
+                self.tok(body)
+                continue
+            e = call(addr("main"), "POST", "/tokenize", body)
+            self.assertEqual((e.status, e.json()["error"]["param"]),
+                             (400, param), body)
+        for body in ({"tokens": "1 2"}, {"tokens": [1, "2"]},
+                     {"tokens": [99999]}, {"tokens": [-3]},
+                     {"tokens": [1.0]}):
+            e = call(addr("main"), "POST", "/detokenize", body)
+            self.assertEqual((e.status, e.json()["error"]["param"]),
+                             (400, "tokens"), body)
+        for path in ("/tokenize", "/detokenize", "/apply-template"):
+            e = call(addr("main"), "POST", path, raw=b"{nope",
+                     check=False)
+            contract("POST", path, None, e)
+            self.assertEqual((e.status, e.json()["error"]["code"]),
+                             (400, "invalid_json"))
+
+
+class Template(unittest.TestCase):
+
+    def test_apply_template(self) -> None:
+        m = addr("main")
+        msgs = [{"role": "system", "content": "Book"},
+                {"role": "user", "content": "What is the best book"},
+                {"role": "assistant", "content": "It is"},
+                {"role": "user", "content": "Go on"}]
+        p = call(m, "POST", "/apply-template", {"messages": msgs}).json()
+        # stories260K has no template: ChatML, as llama-server falls back
+        self.assertEqual(p["prompt"], "".join(
+            "<|im_start|>%s\n%s<|im_end|>\n" % (x["role"], x["content"])
+            for x in msgs) + "<|im_start|>assistant\n")
+        p2 = call(m, "POST", "/apply-template",
+                  {"messages": msgs, "add_generation_prompt": False}).json()
+        self.assertFalse(p2["prompt"].endswith("assistant\n"))
+        # the prompt a chat decodes: its tokens are usage.prompt_tokens
+        toks = call(m, "POST", "/tokenize", {"content": p["prompt"],
+                                             "add_special": True}).json()
+        chat = call(m, "POST", "/v1/chat/completions",
+                    {"messages": msgs, "max_tokens": 2,
+                     "cache_prompt": False}, check=False).json()
+        self.assertEqual(chat["usage"]["prompt_tokens"],
+                         len(toks["tokens"]))
+        for body in ({"messages": []}, {"messages": "hi"}, {},
+                     {"messages": [{"role": "wizard", "content": "x"}]}):
+            e = call(m, "POST", "/apply-template", body)
+            self.assertEqual((e.status, e.json()["error"]["param"]),
+                             (400, "messages"), body)
+
+
+class Props(unittest.TestCase):
+
+    def test_props(self) -> None:
+        p = call(addr("main"), "GET", "/props").json()
+        self.assertEqual(p["total_slots"], 2)
+        self.assertEqual(p["model_path"], STORIES)
+        self.assertEqual(p["model_alias"], os.path.basename(STORIES))
+        self.assertEqual(p["default_generation_settings"]["n_ctx"], 256)
+        self.assertEqual(p["window"], {"budget": 64, "sinks": 4,
+                                       "lookahead": 16})
+        params = p["default_generation_settings"]["params"]
+        # llama-server's sampler defaults (common_params_sampling's)
+        self.assertAlmostEqual(params["temperature"], 0.8, places=6)
+        self.assertEqual((params["top_k"], params["seed"]), (40, 0xFFFFFFFF))
+        self.assertAlmostEqual(params["top_p"], 0.95, places=6)
+        self.assertIn("temperature", params["samplers"])
+        self.assertEqual(params["max_tokens"], 32768)
+        self.assertIn("<|im_start|>", p["chat_template"])
+        self.assertTrue(p["chat_template_caps"]["supports_system_role"])
+        self.assertEqual((p["bos_token"], p["eos_token"]), ("<s>", "</s>"))
+        self.assertTrue(p["build_info"].startswith("evictd-llama/"))
+        self.assertEqual(p["modalities"], {"vision": False, "video": False,
+                                           "audio": False})
+
+
+class Slots(unittest.TestCase):
+
+    def test_slots(self) -> None:
+        s = addr("slots")
+        slots = call(s, "GET", "/slots").json()
+        self.assertEqual([x["id"] for x in slots], [0, 1])
+        self.assertEqual([x["state"] for x in slots], ["idle", "idle"])
+        self.assertTrue(all(x["window"] == {"budget": 64, "sinks": 4,
+                                            "lookahead": 16} and
+                            x["n_ctx"] == 256 for x in slots))
+        # A request that ends leaves its conversation parked.
+        out = call(s, "POST", "/completion",
+                   {"prompt": "Once upon a time", "n_predict": 100,
+                    "ignore_eos": True}).json()
+        slots = call(s, "GET", "/slots").json()
+        parked = [x for x in slots if x["state"] == "parked"]
+        self.assertEqual(len(parked), 1, slots)
+        p = parked[0]
+        self.assertEqual(p["session"], out["session"])
+        self.assertFalse(p["is_processing"])
+        # the last token drawn is shown, never decoded
+        self.assertEqual(p["n"], out["tokens_evaluated"] + 100 - 1)
+        self.assertEqual(p["held"], 64)
+        self.assertNotIn("task", p)
+        # Two decoding: both processing, none idle.
+        one = Held(s)
+        try:
+            def processing():
+                got = call(s, "GET", "/slots").json()
+                busy = [x for x in got if x["is_processing"]]
+                return busy if busy and busy[0]["next_token"][0][
+                    "n_decoded"] > 0 else None
+            busy = until(processing)
+            self.assertTrue(busy)
+            b = busy[0]
+            self.assertEqual(b["state"], "processing")
+            self.assertTrue(b["task"].startswith("serve-"))
+            self.assertEqual(b["choice"], 0)
+            self.assertGreater(b["n_prompt_tokens"], 1)
+            nt = b["next_token"][0]
+            self.assertTrue(nt["has_next_token"])
+            self.assertEqual(nt["n_remain"] + nt["n_decoded"], 30000)
+            ok = call(s, "GET", "/slots?fail_on_no_slot=1")
+            self.assertEqual(ok.status, 200)
+            two = Held(s)
+            three = None
+            try:
+                self.assertTrue(until(lambda: all(
+                    x["is_processing"]
+                    for x in call(s, "GET", "/slots").json())))
+                full = call(s, "GET", "/slots?fail_on_no_slot=1")
+                self.assertEqual((full.status, full.json()["error"]["code"]),
+                                 (503, "no_slot_available"))
+                self.assertEqual(full.header("Retry-After"), "1")
+                self.assertEqual(call(s, "GET", "/slots?fail_on_no_slot=")
+                                 .status, 200)
+                m = metrics("slots")
+                self.assertEqual(m["llamacpp:requests_processing"], 2)
+                # a third waits: llama-server's "deferred"
+                three = Held(s, 5)
+                self.assertTrue(until(lambda: metrics("slots")[
+                    "llamacpp:requests_deferred"] == 1))
+            finally:
+                two.close()
+                if three is not None:
+                    three.close()
+        finally:
+            one.close()
+        # Their clients gone, their slots are given back (the third, once
+        # it decoded, parked).
+        self.assertTrue(until(lambda: not any(
+            x["is_processing"] for x in call(s, "GET", "/slots").json())))
+
+
+class Metrics(unittest.TestCase):
+
+    def test_llamacpp_families(self) -> None:
+        m0 = addr("metrics")
+        a = call(m0, "POST", "/completion",
+                 {"prompt": "Once upon a time", "n_predict": 40,
+                  "ignore_eos": True}).json()
+        n1 = a["tokens_evaluated"]
+        # The answer can come before its last iteration is counted: scrape
+        # until it is (each scrape empties the rates' bucket: their sum
+        # over the scrapes is what the iterations did).
+        scrapes: List[Dict[str, float]] = []
+
+        def counted(tokens: int) -> Dict[str, float]:
+            scrapes.append(metrics("metrics"))
+            m = scrapes[-1]
+            return m if m["llamacpp:tokens_predicted_total"] == tokens \
+                else {}
+        m = until(lambda: counted(40))
+        self.assertTrue(m, scrapes[-1])
+        for name in LLAMACPP:
+            self.assertIn(name, m)
+        self.assertEqual(m["llamacpp:prompt_tokens_total"], n1)
+        # one pass for the prompt (shorter than the lookahead), then one
+        # per token but the first (drawn from the prompt's logits)
+        self.assertEqual(m["llamacpp:n_decode_total"], 40)
+        self.assertEqual(m["llamacpp:n_decode_total"],
+                         m["evictd_llama_iterations_total"])
+        self.assertEqual(m["llamacpp:n_busy_slots_per_decode"], 1)
+        self.assertEqual(m["llamacpp:n_tokens_max"], n1 + 40 - 1)
+        self.assertEqual(m["llamacpp:prompt_tokens_cached_total"], 0)
+        for k in ("prompt_seconds_total", "tokens_predicted_seconds_total"):
+            self.assertGreater(m["llamacpp:" + k], 0, k)
+        for k in ("prompt_tokens_seconds", "predicted_tokens_seconds"):
+            self.assertGreater(sum(x["llamacpp:" + k] for x in scrapes), 0,
+                               k)
+        for k in ("requests_processing", "requests_deferred",
+                  "spec_decode_num_draft_tokens_total",
+                  "spec_decode_num_accepted_tokens_total",
+                  "spec_decode_num_drafts_total"):
+            self.assertEqual(m["llamacpp:" + k], 0, k)
+        # The rates are since the last scrape, as llama-server's: nothing
+        # decoded since, none.
+        again = metrics("metrics")
+        self.assertEqual(again["llamacpp:predicted_tokens_seconds"], 0)
+        self.assertEqual(again["llamacpp:prompt_tokens_seconds"], 0)
+        # A turn that continues the conversation: the kept tokens are
+        # cached, only the new ones decoded.
+        b = call(m0, "POST", "/completion",
+                 {"prompt": "Once upon a time" + a["content"] + " Then",
+                  "n_predict": 5, "ignore_eos": True}).json()
+        m2 = until(lambda: counted(45))
+        self.assertTrue(m2, scrapes[-1])
+        cached = m2["llamacpp:prompt_tokens_cached_total"]
+        decoded = m2["llamacpp:prompt_tokens_total"] - n1
+        self.assertGreater(cached, 0)
+        self.assertEqual(cached + decoded, b["tokens_evaluated"])
+        self.assertEqual(cached, m2["evictd_llama_prompt_tokens_reused_total"])
+
+    def test_promtool(self) -> None:
+        """promtool finds nothing in serve's families; of llama-server's,
+        only what it finds in llama-server's own: their colons (legal in
+        names, which its lint reserves for recording rules)."""
+        call(addr("metrics"), "POST", "/completion",
+             {"prompt": "Once", "n_predict": 3})
+        text = call(addr("metrics"), "GET", "/metrics").body
+        findings = ts.promtool_findings(text)
+        colon = [f for f in findings
+                 if re.fullmatch(r"llamacpp:\w+ metric names should not "
+                                 r"contain ':'", f)]
+        self.assertEqual(findings, colon)
+        self.assertEqual(sorted(f.split()[0] for f in colon),
+                         sorted(LLAMACPP))
+
+
+class Cors(unittest.TestCase):
+    """test_security.py's cases, and what llama-server's flags say."""
+
+    def preflight(self, where: str, path: str, origin: Optional[str]
+                  ) -> Answer:
+        h = {"Access-Control-Request-Method": "POST",
+             "Access-Control-Request-Headers": "Authorization"}
+        if origin is not None:
+            h["Origin"] = origin
+        a = call(addr(where), "OPTIONS", path, headers=h)
+        self.assertEqual((a.status, a.body), (200, b""))
+        return a
+
+    def test_default_any_origin_with_credentials(self) -> None:
+        for origin in ("localhost", "web.mydomain.fr", "origin"):
+            a = self.preflight("main", "/completions", origin)
+            self.assertEqual(a.header("Access-Control-Allow-Origin"), origin)
+            self.assertEqual(a.header("Access-Control-Allow-Credentials"),
+                             "true")
+            self.assertEqual(a.header("Access-Control-Allow-Methods"),
+                             "GET, POST, DELETE, OPTIONS")
+            self.assertEqual(a.header("Access-Control-Allow-Headers"), "*")
+            self.assertEqual(a.header("Vary"), "Origin")
+        # any path: the preflight answers before any route
+        self.preflight("main", "/nowhere", "http://x.example")
+        # every answer says it: JSON, errors, a stream
+        o = {"Origin": "http://web.example"}
+        for method, path, body in (("GET", "/health", None),
+                                   ("GET", "/props", None),
+                                   ("GET", "/nowhere", None),
+                                   ("POST", "/props", {}),
+                                   ("POST", "/tokenize", {"content": 1}),
+                                   ("GET", "/metrics", None),
+                                   ("POST", "/completion",
+                                    {"prompt": "Once", "n_predict": 3,
+                                     "stream": True})):
+            a = call(addr("main"), method, path, body, headers=o)
+            self.assertEqual(a.header("Access-Control-Allow-Origin"),
+                             "http://web.example", path)
+            self.assertEqual(a.header("Access-Control-Allow-Credentials"),
+                             "true", path)
+        # no Origin, none sent back
+        a = call(addr("main"), "GET", "/health")
+        self.assertIsNone(a.header("Access-Control-Allow-Origin"))
+
+    def test_localhost_and_the_key(self) -> None:
+        for origin in ("http://localhost", "http://localhost:8080",
+                       "http://127.0.0.1", "http://127.0.0.1:3000",
+                       "http://[::1]", "http://[::1]:3000",
+                       "https://localhost"):
+            a = self.preflight("keyed", "/completions", origin)
+            self.assertEqual(a.header("Access-Control-Allow-Origin"), origin)
+        for origin in ("http://web.mydomain.fr", "http://evil.com",
+                       "http://notlocalhost", "http://localhost.evil.com",
+                       "localhost", "http://localhost:", "ftp://localhost",
+                       "http://127.0.0.1.evil.com", None):
+            a = self.preflight("keyed", "/completions", origin)
+            self.assertIsNone(a.header("Access-Control-Allow-Origin"),
+                              origin)
+        # The preflight wants no key; every other route but /health does,
+        # and its 401 still says the origin.
+        k = addr("keyed")
+        local = {"Origin": "http://localhost:5173"}
+        r = call(k, "GET", "/props", headers=local)
+        self.assertEqual((r.status, r.json()["error"]["type"]),
+                         (401, "authentication_error"))
+        self.assertEqual(r.header("Access-Control-Allow-Origin"),
+                         "http://localhost:5173")
+        for h in ({"Authorization": "Bearer " + KEY},
+                  {"Authorization": KEY}, {"X-Api-Key": KEY}):
+            self.assertEqual(call(k, "GET", "/props", headers=h).status,
+                             200, h)
+        for h in ({"Authorization": "Bearer nope"}, {"X-Api-Key": "nope"},
+                  {"Authorization": "Bearer nope", "X-Api-Key": KEY},
+                  {"Authorization": "Basic " + KEY}):
+            self.assertEqual(call(k, "POST", "/completions",
+                                  {"prompt": "x"}, headers=h).status,
+                             401, h)
+        r = call(k, "POST", "/completions", {"prompt": "I believe",
+                                             "n_predict": 4},
+                 headers={"Authorization": "Bearer " + KEY})
+        self.assertIn("content", r.json())
+        for path in ("/health", "/v1/health"):
+            self.assertEqual(call(k, "GET", path).status, 200)
+        for path in ("/slots", "/metrics", "/models", "/tokenize"):
+            self.assertEqual(call(k, "POST" if path == "/tokenize" else
+                                  "GET", path, {} if path == "/tokenize"
+                                  else None).status, 401, path)
+
+    def test_a_list_without_credentials(self) -> None:
+        for origin in ("http://a.example", "http://b.example"):
+            a = self.preflight("list", "/v1/completions", origin)
+            self.assertEqual(a.header("Access-Control-Allow-Origin"), origin)
+            self.assertEqual(a.header("Access-Control-Allow-Credentials"),
+                             "false")
+            r = call(addr("list"), "GET", "/health",
+                     headers={"Origin": origin})
+            self.assertEqual(r.header("Access-Control-Allow-Origin"), origin)
+            self.assertIsNone(r.header("Access-Control-Allow-Credentials"))
+            self.assertEqual(r.header("Vary"), "Origin")
+        for origin in ("http://c.example", "http://a.example:80",
+                       "a.example", "http://a.example, http://b.example"):
+            a = self.preflight("list", "/v1/completions", origin)
+            self.assertIsNone(a.header("Access-Control-Allow-Origin"))
+
+    def test_one_origin(self) -> None:
+        # llama-server sends the one origin given, whatever the request's
+        for origin in ("http://one.example", "http://else.example", None):
+            a = self.preflight("one", "/chat/completions", origin)
+            self.assertEqual(a.header("Access-Control-Allow-Origin"),
+                             "http://one.example")
+            self.assertEqual(a.header("Access-Control-Allow-Methods"),
+                             "GET, POST")
+            self.assertEqual(a.header("Access-Control-Allow-Headers"),
+                             "Authorization, Content-Type")
+            self.assertEqual(a.header("Access-Control-Allow-Credentials"),
+                             "true")
+            self.assertIsNone(a.header("Vary"))
+        r = call(addr("one"), "GET", "/models")
+        self.assertEqual(r.header("Access-Control-Allow-Origin"),
+                         "http://one.example")
+
+    def test_star_without_credentials(self) -> None:
+        for origin in ("http://x.example", None):
+            a = self.preflight("star", "/props", origin)
+            self.assertEqual(a.header("Access-Control-Allow-Origin"), "*")
+            self.assertEqual(a.header("Access-Control-Allow-Credentials"),
+                             "false")
+            r = call(addr("star"), "GET", "/props",
+                     headers={"Origin": origin} if origin else {})
+            self.assertEqual(r.header("Access-Control-Allow-Origin"), "*")
+            self.assertIsNone(r.header("Access-Control-Allow-Credentials"))
+
+
+if __name__ == "__main__":
+    unittest.main()
