@@ -726,6 +726,15 @@ class Meaning(unittest.TestCase):
             out = s.ok("/v1/completions", {"prompt": PROMPT,
                                            "max_tokens": 1})
             self.assertEqual(out["model"], "alpha")
+            # GET /v1/models: every name, sorted and each once, as
+            # llama-server's; no --tags, none.
+            m = s.get("/v1/models")["data"][0]
+            self.assertEqual((m["id"], m["aliases"], m["tags"]),
+                             ("alpha", ["alpha", "beta", "zed"], []))
+        with Server(*QUIET, "--tags", "small, chat,small,,fim") as s:
+            m = s.get("/v1/models")["data"][0]
+            self.assertEqual((m["aliases"], m["tags"]),
+                             ([], ["chat", "fim", "small"]))
 
     def test_sampler_defaults_are_checked_at_start(self) -> None:
         for args, says in ((("--top-k", "1.5"), "--top-k: \"top_k\" must "

@@ -572,8 +572,6 @@ const cli_opt_t serve_llama_flags[] = {
     {"no-spec-draft-backend-sampling", NULL, NULL, NOOP,
      "accepted: no speculative decoding"},
     {"offline", NULL, NULL, NOOP, "accepted: serve never uses the network"},
-    {"tags", NULL, "STRING", NOOP, "accepted: informational in "
-     "llama-server too; serve shows none"},
     {"models-max", NULL, "N", NOOP, "accepted: a router's, which "
      "llama-server ignores with -m too"},
     {"models-autoload|no-models-autoload", NULL, NULL, NOOP,

@@ -113,6 +113,9 @@ static const cli_opt_t options[] = {
      "the model's name in answers and GET /v1/models: of several, the "
      "first in sorted order, as llama-server's (default: the GGUF's file "
      "name; a request may name any)"},
+    {"tags", NULL, "TAG[,TAG]", CLI_STR, OPT(tags), 0, 0, {NULL},
+     "informational tags of the model, shown by GET /v1/models as "
+     "llama-server's"},
     {"api-key", NULL, "KEY[,KEY]", CLI_STR, OPT(api_key), 0, 0, {NULL},
      "require 'Authorization: Bearer KEY' (one of them) on every route but "
      "/health (401 without)"},
@@ -437,6 +440,7 @@ static int check(serve_opts_t *o, held_t *h) {
       return bad("-a/--alias names no model");
     if ((h->alias = strndup(best, best_len)) == NULL)
       return fail("out of memory");
+    o->aliases = o->alias;
     o->alias = h->alias;
   }
   return flags_check(o, &h->template);

@@ -53,6 +53,8 @@ typedef struct serve_opts_s {
   const char *alias;         /* the model's name in answers (of -a's
                                 comma-separated names, the first in
                                 sorted order, as llama-server's) */
+  const char *aliases;       /* -a's names as given (GET /v1/models) */
+  const char *tags;          /* --tags A[,B]: GET /v1/models shows them */
   const char *api_key;       /* --api-key KEY[,KEY...] */
   const char *api_key_file;  /* --api-key-file: a key a line, '#'
                                 lines comments */
