@@ -61,7 +61,8 @@ $(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a $(B)/evictd-common.a
 # The shim's own test driver (tests/llamacpp/test_upstream.py runs it).
 $(LLAMA_OUT)/upstream_check: tests/llamacpp/upstream_check.c \
     $(LLAMA_OUT)/obj/serve/upstream.o $(LLAMA_OUT)/obj/common/lm.o \
-    $(LLAMA_OUT)/obj/common/sampler.o $(LLAMA_HDR) $(LLAMA_CONFIG)
+    $(LLAMA_OUT)/obj/common/sampler.o $(LLAMA_OUT)/obj/serve/tokcache.o \
+    $(LLAMA_HDR) $(LLAMA_CONFIG)
 	$(CC) $(CFLAGS) -iquote deploy/llama $(LLAMA_CFLAGS) \
 	  -c -o $(LLAMA_OUT)/obj/upstream_check.o $<
 	$(CXX) -o $@ $(LLAMA_OUT)/obj/upstream_check.o $(filter %.o,$^) \

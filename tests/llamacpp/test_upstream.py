@@ -597,5 +597,111 @@ class Sampling(unittest.TestCase):
         self.assertIn("JSON object", sampler("[]")["error"])
 
 
+# ---- serve's prompt cache (serve/tokcache.h) -------------------------------
+
+WORDS = ("Once upon a time there was a little girl named Lily . She loved "
+         "to play outside in the park with her dog , ! ? \" ' café naïve "
+         "日本 \t \n  x").split(" ") + ["  ", "   ", "\n", " \n", "\t "]
+
+
+def conversations(seed: int, n: int = 6, turns: int = 12,
+                  extra: List[str] = []) -> List[str]:
+    """n conversations' prompts, each turn the last prompt grown by a few
+    words (most), cut back and grown (an edited turn, a stop string the
+    client never saw), or with a word put in anywhere (an edited early
+    message): what serve meets when clients resend their histories."""
+    import random
+    rnd = random.Random(seed)
+    words = WORDS + extra
+
+    def some(k: int) -> str:
+        return "".join(rnd.choice(words) + (" " if rnd.random() < 0.8
+                                            else "") for _ in range(k))
+    texts = []
+    for _ in range(n):
+        t = some(150)
+        texts.append(t)
+        for _ in range(turns):
+            r = rnd.random()
+            if r < 0.6:
+                t += some(rnd.randint(1, 30))
+            elif r < 0.8:
+                t = t[:rnd.randint(len(t) // 2, len(t))] + some(10)
+            else:
+                i = rnd.randint(0, len(t))
+                t = t[:i] + rnd.choice(words) + t[i:]
+            texts.append(t)
+    return texts
+
+
+class PromptCache(unittest.TestCase):
+    """serve's prompt cache against llama.cpp's tokenizer on the same
+    texts: every prompt's tokens equal the whole text's tokenizing, for
+    stories260K and the llama (SPM) vocabulary llama.cpp ships, with and
+    without special tokens parsed; most continued prompts reuse a kept
+    text's tokens; a vocabulary where reuse would not be exact (BPE)
+    reuses nothing and says why."""
+
+    def cache(self, model: str, texts: List[str], special: bool,
+              entries: int = 8) -> Dict[str, Any]:
+        out = run(["tokcache", model, "1" if special else "0",
+                   str(entries)], json.dumps(texts))
+        self.assertEqual(out["mismatches"], [], (model, special))
+        self.assertEqual(len(out["reused"]), len(texts))
+        return out
+
+    def vocab(self, name: str) -> str:
+        return os.path.join(llama_tree(), "models",
+                            "ggml-vocab-%s.gguf" % name)
+
+    def test_spm_vocabularies_reuse_exactly(self) -> None:
+        for model in (STORIES, self.vocab("llama-spm")):
+            for seed in (1, 2, 3):
+                texts = conversations(seed)
+                with self.subTest(model=os.path.basename(model), seed=seed):
+                    out = self.cache(model, texts, False)
+                    self.assertTrue(out["usable"], out.get("why"))
+                    # 78 prompts, 72 of them continuing one before.
+                    self.assertGreater(out["hits"], 36, out["hits"])
+                    self.assertGreater(sum(out["reused"]), 5000)
+                    self.assertLessEqual(out["kept"], 8)
+                    self.assertLessEqual(out["bytes"], 32 << 20)
+
+    def test_special_tokens_text(self) -> None:
+        """Control tokens' text in a prompt: with special parsed it is
+        tokenized whole (nothing kept), without it the text is text."""
+        texts = conversations(4, extra=["<s>", "</s>", "<unk>"])
+        spec = self.cache(STORIES, texts, True)
+        plain = self.cache(STORIES, texts, False)
+        self.assertGreater(plain["hits"], 36)
+        with_tag = [i for i, t in enumerate(texts)
+                    if any(x in t for x in ("<s>", "</s>", "<unk>"))]
+        self.assertGreater(len(with_tag), 0)
+        for i in with_tag:
+            self.assertEqual(spec["reused"][i], 0, i)
+        # Without control tokens' text, special changes nothing.
+        clean = conversations(5)
+        self.assertGreater(self.cache(STORIES, clean, True)["hits"], 36)
+
+    def test_a_turn_reuses_the_history(self) -> None:
+        history = "Once upon a time there was a little girl named Lily. " * 40
+        turn = history + "She went to the park. "
+        out = self.cache(STORIES, [history, turn, turn + "The end."], False)
+        # The history's tokens but the last word's (parted at a space).
+        self.assertGreater(out["reused"][1], 400, out["reused"])
+        self.assertGreater(out["reused"][2], out["reused"][1])
+        self.assertEqual(out["reused"][0], 0)
+
+    def test_other_vocabularies_tokenize_whole(self) -> None:
+        texts = conversations(6, n=2)
+        for name in ("gpt-2", "llama-bpe"):
+            with self.subTest(vocab=name):
+                out = self.cache(self.vocab(name), texts, False)
+                self.assertFalse(out["usable"])
+                self.assertIn("SentencePiece", out["why"])
+                self.assertEqual(out["hits"], 0)
+                self.assertEqual(sum(out["reused"]), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

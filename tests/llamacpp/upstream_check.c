@@ -13,6 +13,13 @@
  *   upstream_check schema                              < schema.json
  *   upstream_check sampler MODEL                       < params.json
  *   upstream_check sample  MODEL PROMPT N NPROBS       < params.json
+ *   upstream_check tokcache MODEL|VOCAB SPECIAL ENTRIES < texts.json
+ *
+ * tokcache runs serve's prompt cache (serve/tokcache.h) over a list of
+ * texts, in order, and tokenizes each whole too: it prints whether the
+ * vocabulary allows reuse, the texts whose tokens differ, the tokens
+ * reused. A GGUF of a vocabulary alone (llama.cpp's models/ggml-vocab-*)
+ * loads as one.
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -22,6 +29,7 @@
 
 #include "common/lm.h"
 #include "common/sampler.h"
+#include "serve/tokcache.h"
 #include "serve/upstream.h"
 
 static char err[1024];
@@ -291,6 +299,65 @@ static int sample(const char *model, const char *prompt, int n, int nprobs) {
   return rc;
 }
 
+static int tokcache(const char *path, bool special, uint32_t entries) {
+  lm_init(false);
+  struct llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = true;
+  struct llama_model *model = llama_model_load_from_file(path, mp);
+  if (model == NULL) {
+    fprintf(stderr, "upstream_check: cannot load %s\n", path);
+    return 1;
+  }
+  lm_t lm = {.label = "vocabulary", .vocab = llama_model_get_vocab(model)};
+  char *in = slurp(stdin);
+  json_error_t je;
+  json_t *texts = json_loads(in, 0, &je);
+  free(in);
+  tokcache_t *tc = tokcache_new(&lm, entries, (size_t)32 << 20);
+  if (!json_is_array(texts) || tc == NULL) {
+    fprintf(stderr, "upstream_check: a JSON list of texts on stdin\n");
+    return 1;
+  }
+  const char *why = NULL;
+  bool usable = tokcache_usable(tc, &why);
+  json_t *bad = json_array(), *reused = json_array();
+  size_t i;
+  json_t *v;
+  json_array_foreach(texts, i, v) {
+    const char *text = json_string_value(v);
+    size_t len = json_string_length(v);
+    llama_token *a = NULL, *b = NULL;
+    uint32_t r = 0;
+    int na = tokcache_tokenize(tc, text, len, special, &a, &r);
+    int nb = lm_tokenize(&lm, text, len, special, &b);
+    if (na != nb || na < 0 ||
+        memcmp(a, b, sizeof(*a) * (size_t)(na < 0 ? 0 : na)) != 0) {
+      int at = 0;
+      while (at < na && at < nb && a[at] == b[at])
+        at++;
+      json_array_append_new(bad, json_pack("{s:I,s:i,s:i,s:i}", "text",
+                                           (json_int_t)i, "cached", na,
+                                           "whole", nb, "first_diff", at));
+    }
+    json_array_append_new(reused, json_integer(r));
+    free(a);
+    free(b);
+  }
+  tokcache_stats_t st;
+  tokcache_scrape(tc, &st);
+  json_t *o = json_pack("{s:b,s:s?,s:o,s:o,s:I,s:I,s:I}", "usable", usable,
+                        "why", why, "mismatches", bad, "reused", reused,
+                        "hits", (json_int_t)st.hits, "kept",
+                        (json_int_t)st.kept, "bytes", (json_int_t)st.bytes);
+  json_dumpf(o, stdout, 0);
+  putchar('\n');
+  json_decref(o);
+  json_decref(texts);
+  tokcache_free(tc);
+  llama_model_free(model);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "";
   char *out;
@@ -312,6 +379,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(cmd, "parse") == 0 && argc == 4)
     return parse(argv[2], atoi(argv[3]));
+  if (strcmp(cmd, "tokcache") == 0 && argc == 5)
+    return tokcache(argv[2], atoi(argv[3]) != 0, (uint32_t)atoi(argv[4]));
   if (strcmp(cmd, "sample") == 0 && argc == 6)
     return sample(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
   if (strcmp(cmd, "sampler") == 0 && argc == 3) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "serve/http.h"
+#include "serve/tokcache.h"
 
 static int bad(fields_t *f, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -113,7 +114,10 @@ int field_prompt(fields_t *f, const site_t *site, const char *name,
                  const char *text, size_t len, bool special, task_t *t) {
   /* The vocabulary is only read: tokenizing here is safe beside the
    * engine's decoding. */
-  int n = lm_tokenize(site->lm, text, len, special, &t->prompt);
+  int n = site->tokens != NULL
+              ? tokcache_tokenize(site->tokens, text, len, special,
+                                  &t->prompt, NULL)
+              : lm_tokenize(site->lm, text, len, special, &t->prompt);
   if (n <= 0)
     return bad(f, name, n == 0 ? "the prompt has no tokens (and the model "
                "adds no BOS)" : "cannot tokenize the prompt");

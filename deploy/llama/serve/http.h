@@ -34,6 +34,8 @@ typedef struct site_s {
                              (--temp, ...) and a chat's (chat.c:
                              --reasoning-format, --chat-template-kwargs) */
   struct rstore_s *responses; /* stored responses (responses.c) */
+  struct tokcache_s *tokens;  /* prompts' tokens kept for the next that
+                                 begins like them (tokcache.h) */
 } site_t;
 
 /* A task's outcome gathered for an answer that is not streamed. */

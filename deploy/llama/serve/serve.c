@@ -21,6 +21,7 @@
 #include "listen.h"
 #include "serve/engine.h"
 #include "serve/http.h"
+#include "serve/tokcache.h"
 #include "serve/upstream.h"
 
 #define WHO SERVE_WHO
@@ -28,6 +29,11 @@
 /* The stored responses kept (GET /v1/responses/{id}, previous_response_id):
  * the newest of them. */
 #define RESPONSES_MAX 1024
+/* Prompts whose tokens are kept for the next prompt that begins like one
+ * of them (a conversation resent whole at every turn): two a sequence and
+ * some, at most 32 MiB of text and tokens in all. */
+#define TOKCACHE_TEXTS(parallel) (2 * (parallel) + 8)
+#define TOKCACHE_BYTES ((size_t)32 << 20)
 
 static const char synopsis[] =
     "usage: evictd-llama serve -m MODEL.gguf [options]\n"
@@ -492,7 +498,9 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
                  .created = (long long)time(NULL),
                  .defaults = o->ls.defaults ? json_incref(o->ls.defaults)
                                             : json_object(),
-                 .responses = responses_store_new(RESPONSES_MAX)};
+                 .responses = responses_store_new(RESPONSES_MAX),
+                 .tokens = tokcache_new(&lm, TOKCACHE_TEXTS(o->parallel),
+                                        TOKCACHE_BYTES)};
   if (up_chat_new(&site.chat, lm.model, o->ls.chat_template,
                   o->ls.jinja != 0, err, sizeof(err)) != 0) {
     engine_stop(e);
@@ -500,6 +508,7 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
     lm_close(&lm);
     tq_destroy(&q);
     responses_store_free(site.responses);
+    tokcache_free(site.tokens);
     json_decref(site.defaults);
     return fail("the chat template: %s", err);
   }
@@ -509,10 +518,11 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
     fprintf(stderr, "evictd-llama serve: the model has no chat template: "
             "/v1/chat/completions uses ChatML, as llama-server does\n");
   free(info);
-  struct MHD_Daemon *d = site.responses && site.defaults
+  struct MHD_Daemon *d = site.responses && site.defaults && site.tokens
                              ? http_start(&site, fd) : NULL;
   if (d == NULL) {
     responses_store_free(site.responses);
+    tokcache_free(site.tokens);
     json_decref(site.defaults);
     up_chat_free(site.chat);
     engine_stop(e);
@@ -549,6 +559,7 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
     close(ls);
   evd_listen_cleanup(o->listen);
   responses_store_free(site.responses);
+  tokcache_free(site.tokens);
   json_decref(site.defaults);
   up_chat_free(site.chat);
   tq_destroy(&q);

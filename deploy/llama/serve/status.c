@@ -9,6 +9,7 @@
 
 #include "prom.h"
 #include "serve/http.h"
+#include "serve/tokcache.h"
 
 /* One instance's probe, on a thread of its own so that a hung instance
  * costs /health its timeout once, not once per instance. */
@@ -114,6 +115,9 @@ enum MHD_Result status_metrics(call_t *c) {
   stats_t s;
   evd_buf_t b;
   tq_scrape(c->site->q, &s);
+  tokcache_stats_t tk = {0};
+  if (c->site->tokens != NULL)
+    tokcache_scrape(c->site->tokens, &tk);
   const family_t one[] = {
       {"evictd_llama_requests_total", "counter", "Completion requests "
        "received.", (double)s.requests},
@@ -164,6 +168,14 @@ enum MHD_Result status_metrics(call_t *c) {
        (double)s.convs.reused},
       {"evictd_llama_prompt_tokens_decoded_total", "counter", "Prompt "
        "tokens decoded.", (double)s.convs.prefilled},
+      {"evictd_llama_prompt_tokenize_hits_total", "counter", "Prompts "
+       "whose text began like a kept one's: tokenized from where they part "
+       "(exact for the vocabularies that allow it).", (double)tk.hits},
+      {"evictd_llama_prompt_tokenize_reused_total", "counter", "Prompt "
+       "tokens taken from a kept prompt's, not tokenized again.",
+       (double)tk.reused},
+      {"evictd_llama_prompt_tokenize_kept_bytes", "gauge", "Bytes of the "
+       "prompts' texts and tokens kept for that.", (double)tk.bytes},
       {"evictd_llama_conversations_parked", "gauge", "Slots holding a "
        "conversation no request decodes.", s.convs.parked},
       {"evictd_llama_conversations_saved", "gauge", "Conversations saved to "
