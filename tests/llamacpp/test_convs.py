@@ -189,7 +189,8 @@ CONV_KEYS = ("evictd_llama_conversation_hits_total",
              "evictd_llama_conversations_saved_bytes",
              "evictd_llama_conversations_saved_total",
              "evictd_llama_conversations_restored_total",
-             "evictd_llama_conversations_dropped_total")
+             "evictd_llama_conversations_dropped_total",
+             "evictd_llama_prompt_tokenize_hits_total")
 
 
 def short(k: str) -> str:
@@ -603,6 +604,10 @@ class Reference(Case):
         self.assertGreater(c["saved_total"], 0)
         self.assertGreater(c["restored_total"], 0)
         self.assertEqual(c["dropped_total"], 0)
+        # Prompts that began like one before were tokenized from where
+        # they part (tokcache.h); verify() checks them against prompts
+        # tokenized whole (a --no-cache-prompt serve's).
+        self.assertGreater(c["prompt_tokenize_hits_total"], 0)
         bad, k, tokens = verify(turns, prefix, budget, sinks)
         self.assertEqual(bad, [])
         # The books' own control: a prompt said to differ in one token
@@ -650,6 +655,7 @@ class Reference(Case):
         try:
             turns = scenario(sv)
             self.assertEqual(sessions_are(self, self.evd, [sv]), 0)
+            self.assertEqual(counts(sv)["prompt_tokenize_hits_total"], 0)
         finally:
             self.assertEqual(sv.stop(), 0)
         bad, k, _ = verify(turns, prefix, budget, sinks)

@@ -150,7 +150,7 @@ static const cli_opt_t options[] = {
      "request's \"cache_prompt\": false asks neither)"},
     {"no-cache-prompt", NULL, NULL, CLI_FLAG, OPT(no_cache_prompt), 0, 0,
      {NULL}, "keep nothing between requests: every prompt is decoded "
-     "afresh"},
+     "afresh, and tokenized whole"},
     {"cache-ram", "cram", "MIB", CLI_CALL, OPT(cache_ram), 0, 0,
      {.parse = parse_cache_ram},
      "parked sequences whose slot another request needs are saved "
@@ -499,7 +499,8 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
                  .defaults = o->ls.defaults ? json_incref(o->ls.defaults)
                                             : json_object(),
                  .responses = responses_store_new(RESPONSES_MAX),
-                 .tokens = tokcache_new(&lm, TOKCACHE_TEXTS(o->parallel),
+                 .tokens = tokcache_new(&lm, o->no_cache_prompt ? 0
+                                        : TOKCACHE_TEXTS(o->parallel),
                                         TOKCACHE_BYTES)};
   if (up_chat_new(&site.chat, lm.model, o->ls.chat_template,
                   o->ls.jinja != 0, err, sizeof(err)) != 0) {

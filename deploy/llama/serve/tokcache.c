@@ -10,7 +10,7 @@
 
 /* Prompts shorter than this are tokenized whole and not kept: reuse saves
  * nothing worth a copy. */
-#define SHORT_TEXT 512
+#define SHORT_TEXT 64
 /* Spaces tried, back from where the texts part, for one the kept tokens
  * end at (every fit one should be; this bounds a vocabulary that lies). */
 #define TRIES 8
