@@ -737,3 +737,33 @@ const cli_opt_t serve_llama_flags[] = {
 };
 const size_t serve_llama_flags_n =
     sizeof(serve_llama_flags) / sizeof(serve_llama_flags[0]);
+
+json_t *flags_names(const char *list) {
+  json_t *a = json_array();
+  for (const char *p = list ? list : ""; a != NULL && *p != '\0';) {
+    size_t len = strcspn(p, ","), skip = strspn(p, " \t");
+    const char *n = p + (skip < len ? skip : len);
+    size_t k = len - (size_t)(n - p);
+    while (k > 0 && (n[k - 1] == ' ' || n[k - 1] == '\t'))
+      k--;
+    size_t at = 0, size = json_array_size(a);
+    int cmp = 1;
+    while (k > 0 && at < size) {
+      const char *e = json_string_value(json_array_get(a, at));
+      size_t el = strlen(e);
+      cmp = strncmp(n, e, k < el ? k : el);
+      if (cmp == 0)
+        cmp = k < el ? -1 : k > el;
+      if (cmp <= 0)
+        break;
+      at++;
+    }
+    if (k > 0 && (at == size || cmp != 0) &&
+        json_array_insert_new(a, at, json_stringn(n, k)) != 0) {
+      json_decref(a);
+      a = NULL;
+    }
+    p += len + (p[len] == ',');
+  }
+  return a;
+}

@@ -513,44 +513,11 @@ enum MHD_Result openai_completions(call_t *c) { return completion(c, false); }
 
 enum MHD_Result openai_chat(call_t *c) { return completion(c, true); }
 
-/* A comma-separated list's names (blanks around them dropped, empty ones
- * left out), sorted and each once, as llama-server's sets of aliases and
- * tags. NULL when out of memory. */
-static json_t *name_set(const char *list) {
-  json_t *a = json_array();
-  for (const char *p = list ? list : ""; a != NULL && *p != '\0';) {
-    size_t len = strcspn(p, ","), skip = strspn(p, " \t");
-    const char *n = p + (skip < len ? skip : len);
-    size_t k = len - (size_t)(n - p);
-    while (k > 0 && (n[k - 1] == ' ' || n[k - 1] == '\t'))
-      k--;
-    size_t at = 0, size = json_array_size(a);
-    int cmp = 1;
-    while (k > 0 && at < size) {
-      const char *e = json_string_value(json_array_get(a, at));
-      size_t el = strlen(e);
-      cmp = strncmp(n, e, k < el ? k : el);
-      if (cmp == 0)
-        cmp = k < el ? -1 : k > el;
-      if (cmp <= 0)
-        break;
-      at++;
-    }
-    if (k > 0 && (at == size || cmp != 0) &&
-        json_array_insert_new(a, at, json_stringn(n, k)) != 0) {
-      json_decref(a);
-      a = NULL;
-    }
-    p += len + (p[len] == ',');
-  }
-  return a;
-}
-
 enum MHD_Result openai_models(call_t *c) {
   const site_t *s = c->site;
   return reply_json(c, 200, json_pack(
       "{s:s,s:[{s:s,s:o,s:o,s:s,s:I,s:s}]}", "object", "list", "data", "id",
-      s->model, "aliases", name_set(s->o->aliases), "tags",
-      name_set(s->o->tags), "object", "model", "created",
+      s->model, "aliases", flags_names(s->o->aliases), "tags",
+      flags_names(s->o->tags), "object", "model", "created",
       (json_int_t)s->created, "owned_by", "evictd-llama"));
 }

@@ -7,6 +7,7 @@
 #include "serve/serve.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -425,26 +426,15 @@ static int check(serve_opts_t *o, held_t *h) {
                o->api_key_file ? "--api-key-file" : "--api-key");
   if (o->alias != NULL) {
     /* llama-server keeps its aliases sorted, and answers with the first. */
-    const char *best = NULL;
-    size_t best_len = 0;
-    for (const char *p = o->alias; *p != '\0';) {
-      size_t len = strcspn(p, ","), skip = strspn(p, " \t");
-      const char *a = p + (skip < len ? skip : len);
-      size_t n = len - (size_t)(a - p);
-      while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t'))
-        n--;
-      if (n > 0 && (best == NULL || strncmp(a, best, n < best_len ? n
-                                                          : best_len) < 0 ||
-                    (strncmp(a, best, n < best_len ? n : best_len) == 0 &&
-                     n < best_len))) {
-        best = a;
-        best_len = n;
-      }
-      p += len + (p[len] == ',');
-    }
-    if (best == NULL)
+    json_t *names = flags_names(o->alias);
+    if (names == NULL)
+      return fail("out of memory");
+    const char *first = json_string_value(json_array_get(names, 0));
+    h->alias = first != NULL ? strdup(first) : NULL;
+    json_decref(names);
+    if (first == NULL)
       return bad("-a/--alias names no model");
-    if ((h->alias = strndup(best, best_len)) == NULL)
+    if (h->alias == NULL)
       return fail("out of memory");
     o->aliases = o->alias;
     o->alias = h->alias;

@@ -99,4 +99,10 @@ int serve_main(int argc, char **argv);
 extern const cli_opt_t serve_llama_flags[];
 extern const size_t serve_llama_flags_n;
 
+/* A comma-separated list's names (blanks around them dropped, empty ones
+ * left out), sorted and each once, as llama-server keeps its aliases
+ * (-a) and tags (--tags): a JSON array of strings, NULL when out of
+ * memory. */
+struct json_t *flags_names(const char *list);
+
 #endif
