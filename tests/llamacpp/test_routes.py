@@ -387,6 +387,12 @@ class Paths(unittest.TestCase):
         self.assertEqual((a.status, b.status), (200, 200))
         self.assertEqual(a.json()["choices"], b.json()["choices"])
         self.assertEqual(b.json()["object"], "chat.completion")
+        # llama-server's b<build>-<commit> (its tests read the "b"), then
+        # serve's name; /props's build_info is the same.
+        self.assertRegex(b.json()["system_fingerprint"],
+                         r"^b0-([0-9a-f]{8}|unknown)-evictd-llama-")
+        self.assertEqual(call(m, "GET", "/props").json()["build_info"],
+                         b.json()["system_fingerprint"])
         # temperature 0: /completion's default is llama-server's 0.8, a
         # random seed each request.
         native = {"prompt": "Once upon a time", "n_predict": 20,
@@ -591,7 +597,9 @@ class Props(unittest.TestCase):
         self.assertIn("<|im_start|>", p["chat_template"])
         self.assertTrue(p["chat_template_caps"]["supports_system_role"])
         self.assertEqual((p["bos_token"], p["eos_token"]), ("<s>", "</s>"))
-        self.assertTrue(p["build_info"].startswith("evictd-llama/"))
+        # llama-server's b<build>-<commit>, then serve's name.
+        self.assertRegex(p["build_info"],
+                         r"^b0-([0-9a-f]{8}|unknown)-evictd-llama-")
         self.assertEqual(p["modalities"], {"vision": False, "video": False,
                                            "audio": False})
 

@@ -101,8 +101,14 @@ struct call_s {
                     const char *message);
 };
 
-/* What every OpenAI answer says it was made by (system_fingerprint). */
-#define SERVE_FINGERPRINT "evictd-llama/" EVD_LLAMA_CPP_VERSION
+/* What every OpenAI answer says it was made by (system_fingerprint) and
+ * /props's build_info: llama-server's "b<build>-<commit>" of the llama.cpp
+ * linked (llama.mk's EVD_LLAMA_CPP_COMMIT; the build number is 0, what
+ * llama.cpp's own build gives a tree without its git history, as the
+ * pinned npm bundle is), then serve's own name and version. Clients and
+ * llama.cpp's tests read the leading "b". */
+#define SERVE_FINGERPRINT \
+  "b0-" EVD_LLAMA_CPP_COMMIT "-evictd-llama-" EVD_CLIENT_VERSION
 
 /* ---- http.c -------------------------------------------------------------- */
 
