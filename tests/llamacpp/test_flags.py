@@ -736,6 +736,34 @@ class Meaning(unittest.TestCase):
             self.assertEqual((m["aliases"], m["tags"]),
                              ([], ["chat", "fim", "small"]))
 
+    def test_verbose_answers_carry_the_prompt(self) -> None:
+        # llama-server's --verbose: every OpenAI answer carries __verbose,
+        # /completion's answer with the decoded prompt (BOS, template);
+        # a request's "verbose" says otherwise for itself.
+        chat = {"messages": [{"role": "system", "content": "Book"},
+                             {"role": "user", "content": "Hi there"}],
+                "max_tokens": 2}
+        with Server(*QUIET, "--verbose") as s:
+            v = s.ok("/v1/chat/completions", chat)["__verbose"]
+            self.assertTrue(v["prompt"].startswith("<s> <|im_start|>system"),
+                            v["prompt"])
+            self.assertIn("Hi there<|im_end|>", v["prompt"])
+            self.assertEqual(v["tokens_predicted"], 2)
+            out = s.ok("/v1/completions", {"prompt": PROMPT,
+                                           "max_tokens": 3})
+            self.assertEqual(out["__verbose"]["content"],
+                             out["choices"][0]["text"])
+            self.assertNotIn("__verbose", s.ok("/v1/chat/completions",
+                                               dict(chat, verbose=False)))
+        with Server(*QUIET) as s:
+            self.assertNotIn("__verbose", s.ok("/v1/chat/completions", chat))
+            self.assertIn("Book", s.ok("/v1/chat/completions", dict(
+                chat, verbose=True))["__verbose"]["prompt"])
+            status, out = s.request("/v1/chat/completions",
+                                    dict(chat, verbose="yes"))
+            self.assertEqual((status, out["error"]["param"]),
+                             (400, "verbose"))
+
     def test_sampler_defaults_are_checked_at_start(self) -> None:
         for args, says in ((("--top-k", "1.5"), "--top-k: \"top_k\" must "
                             "be an integer"),

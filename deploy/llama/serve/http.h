@@ -264,6 +264,10 @@ enum MHD_Result extra_tokenize(call_t *c);      /* extra.c */
 enum MHD_Result extra_detokenize(call_t *c);
 enum MHD_Result extra_apply_template(call_t *c);
 enum MHD_Result extra_props(call_t *c);
+/* The tokens' text, each as llama-server's detokenizer shows it (a
+ * control token's own text included), as a JSON string (a byte that
+ * begins no UTF-8 character as U+FFFD); NULL when out of memory. */
+json_t *extra_text(const site_t *site, const llama_token *toks, size_t n);
 enum MHD_Result extra_slots(call_t *c);
 
 /* Anthropic's Messages API (anthropic.c): POST /v1/messages and POST
@@ -307,6 +311,14 @@ void native_call_free(call_t *c);
  * predicted_n, predicted_ms, predicted_per_token_ms, predicted_per_second
  * (native.c). */
 json_t *native_timings(const task_t *t, uint32_t predicted);
+/* llama-server's "__verbose" of an OpenAI answer (its request's
+ * "verbose", by default serve --verbose): what /completion would answer
+ * for the choice, its "prompt" the text of the prompt's tokens as
+ * decoded (the template's rendering, BOS included). text: the choice's
+ * whole text ("" in a stream, whose chunks had it, as llama-server's).
+ * A new reference, or NULL when out of memory. */
+json_t *native_verbose(call_t *c, uint32_t i, const char *text, size_t len,
+                       finish_t fin, uint32_t tokens, uint32_t stop);
 
 /* The body as a JSON object into *out, or an answer already sent (400 or
  * 413) and -1. */

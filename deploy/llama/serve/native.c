@@ -75,6 +75,23 @@ json_t *native_timings(const task_t *t, uint32_t predicted) {
                    gms > 0 ? 1e3 / gms * steps : 0.0);
 }
 
+json_t *native_verbose(call_t *c, uint32_t i, const char *text, size_t len,
+                       finish_t fin, uint32_t tokens, uint32_t stop) {
+  task_t *t = c->task;
+  json_t *prompt = extra_text(c->site, t->prompt, t->n_prompt - t->base);
+  if (prompt == NULL)
+    return NULL;
+  return json_pack(
+      "{s:i,s:s%,s:[],s:i,s:b,s:s,s:i,s:I,s:o,s:b,s:b,s:s,s:s,s:I,s:o}",
+      "index", (int)i, "content", text, len, "tokens", "id_slot", -1, "stop",
+      1, "model", c->site->model, "tokens_predicted", (int)tokens,
+      "tokens_evaluated", (json_int_t)t->n_prompt, "prompt", prompt,
+      "has_new_line", memchr(text, '\n', len) != NULL, "truncated", 0,
+      "stop_type", stop_type(fin), "stopping_word",
+      stopping_word(t, fin, stop), "tokens_cached", (json_int_t)t->cached,
+      "timings", native_timings(t, tokens));
+}
+
 /* A drawn token: its id (return_tokens, or a stream's chunk) and
  * probabilities (n_probs). */
 static void take_token(call_t *c, const char *bytes, size_t len) {

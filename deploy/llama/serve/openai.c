@@ -35,6 +35,7 @@ typedef struct oa_s {
   uint32_t logprobs;      /* candidates shown per token (0: logprobs
                              off) */
   bool want_logprobs;
+  bool verbose;           /* "__verbose" in the answer (llama-server's) */
   oa_choice_t *ch;
   uint32_t n;
 } oa_t;
@@ -182,6 +183,9 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     json_t *j = choice_chunk(c, "text_completion", ch);
     if (j != NULL && e->kind == EV_END)
       json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+    if (j != NULL && e->kind == EV_END && c->oa->verbose)
+      json_object_set_new(j, "__verbose", native_verbose(
+          c, e->choice, "", 0, e->finish, e->tokens, e->stop));
     return j;
   }
   /* The chat's chunks: the parser's deltas of the text (tool calls
@@ -204,6 +208,9 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     if (fin != NULL)
       json_object_set_new(fin, "timings", native_timings(c->task,
                                                          c->tokens));
+    if (fin != NULL && c->oa->verbose)
+      json_object_set_new(fin, "__verbose", native_verbose(
+          c, e->choice, "", 0, e->finish, e->tokens, e->stop));
     json_array_append_new(out, fin);
   }
   if (json_array_size(out) == 1) {
@@ -284,6 +291,11 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
   if (j != NULL) {
     json_object_set_new(j, "usage", usage(c));
     json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+    /* llama-server's shows the first choice's */
+    if (c->oa->verbose && n > 0)
+      json_object_set_new(j, "__verbose", native_verbose(
+          c, 0, out[0].text.data ? out[0].text.data : "", out[0].text.len,
+          out[0].finish, out[0].tokens, out[0].stop));
   }
   return j;
 }
@@ -315,7 +327,7 @@ static const unhonoured_t unhonoured[] = {
 static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
   const serve_opts_t *o = c->site->o;
   long long max_tokens, n, seed, top = 0, legacy = 0;
-  bool lp = false;
+  bool lp = false, verbose;
   json_t *model = json_object_get(f->body, "model");
   json_t *opts = json_object_get(f->body, "stream_options");
   if (model != NULL && !json_is_null(model) && !json_is_string(model)) {
@@ -334,6 +346,7 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
       field_bool(f, "ignore_eos", false, &t->want.ignore_eos) ||
       field_bool(f, "cache_prompt", true, &t->want.cache_prompt) ||
       field_bool(f, "stream", false, &c->stream) ||
+      field_bool(f, "verbose", o->lm.debug, &verbose) ||
       field_unhonoured(f, unhonoured))
     return -1;
   /* logprobs: chat's a boolean (with top_logprobs, 0 to 20), the legacy
@@ -377,6 +390,7 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
   }
   oa->n = t->want.n;
   oa->want_logprobs = lp;
+  oa->verbose = verbose;
   oa->logprobs = (uint32_t)top;
   c->oa = oa;
   return (c->seen = calloc(t->want.n, sizeof(*c->seen))) ? 0 : -1;
