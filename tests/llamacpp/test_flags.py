@@ -300,13 +300,13 @@ class CommandLine(unittest.TestCase):
         "--chat-template-kwargs", "--reasoning-format", "--reasoning",
         "--reasoning-budget", "--reasoning-effort", "--metrics", "--slots",
         "--no-slots", "--no-ui", "--cont-batching", "--context-shift",
-        "--threads-http", "--timeout", "-v", "-ngl",
+        "--threads-http", "--timeout", "-v", "-ngl", "-kvu",
     ]
     # And these are refused, each with its reason.
     REFUSED = [
         "-hf", "-hfr", "-hff", "--lora", "--embeddings", "--rerank",
         "--mmproj", "--slot-save-path", "--model-draft", "--props",
-        "--ssl-key-file", "--no-context-shift", "--webui", "-kvu",
+        "--ssl-key-file", "--no-context-shift", "--webui",
     ]
 
     @classmethod
@@ -525,6 +525,10 @@ class Meaning(unittest.TestCase):
                 (("-c", "1024", "-np", "2", "-ub", "16"),
                  {"budget": 496, "lookahead": 16, "parallel": 2}),
                 (("-c", "2048", "-np", "4", "-b", "64"),
+                 {"budget": 448, "lookahead": 64, "parallel": 4}),
+                # --kv-unified changes nothing: a sequence's cells are
+                # still its own, N/P of them.
+                (("-c", "2048", "-np", "4", "-b", "64", "--kv-unified"),
                  {"budget": 448, "lookahead": 64, "parallel": 4}),
                 (("-c", "1024", "-np", "2", "-ub", "16", "--budget", "496"),
                  {"budget": 496, "lookahead": 16}),

@@ -560,6 +560,10 @@ const cli_opt_t serve_llama_flags[] = {
      "every running request in one pass"},
     {"no-kv-unified", "no-kvu", NULL, NOOP, "accepted: what serve does (a "
      "sequence's cells are its own)"},
+    {"kv-unified", "kvu", NULL, NOOP, "accepted, changing nothing: serve's "
+     "sequences share no cells (-c N still gives each N/-np), and as a "
+     "window never fills, no request waits for or is refused by a shared "
+     "pool"},
     {"threads-http", NULL, "N", NOOP, "accepted: libmicrohttpd runs a "
      "thread per connection"},
     {"timeout", "to", "N", NOOP, "accepted: serve times no connection out "
@@ -643,8 +647,6 @@ const cli_opt_t serve_llama_flags[] = {
      "yarn-ext-factor|yarn-attn-factor|yarn-beta-slow|yarn-beta-fast", NULL,
      NULL, REFUSE, "serve runs the GGUF's own RoPE settings (its positions "
      "are the window's: see generate --positions)"},
-    {"kv-unified", "kvu", NULL, REFUSE, "serve's sequences share no cells: "
-     "each holds its own window (budget + lookahead; -c N gives each N/-np)"},
     {"no-context-shift", NULL, NULL, REFUSE, "serve's window never fills: "
      "a generation runs on past the context, evicting (--n-predict-max "
      "caps it), so there is no end of the context to stop at"},
