@@ -424,6 +424,81 @@ class Paths(unittest.TestCase):
         self.assertEqual(r.status, 404)
         self.assertIn("POST /tokenize", r.json()["error"]["message"])
 
+    def test_completion_prompts(self) -> None:
+        # llama-server's /completion prompts (test_completion's
+        # test_completion_with_tokens_input, test_json_prompt_no_mtmd):
+        # several in one request each answered, ids and strings mixed,
+        # the object {"prompt_string"}; the answer's prompt is its tokens'
+        # text.
+        m = addr("main")
+        text = "Once upon a time"
+        ids = call(m, "POST", "/tokenize", {"content": text,
+                                            "add_special": True}
+                   ).json()["tokens"]
+        base = {"n_predict": 6, "temperature": 0, "cache_prompt": False}
+        one = call(m, "POST", "/completion", dict(base, prompt=text)).json()
+        self.assertEqual(one["prompt"], "<s> " + text)
+        self.assertEqual(one["index"], 0)
+        for p in ([ids, text], [{"prompt_string": text}, ids],
+                  [text, {"prompt_string": [ids[0], text]}]):
+            a = call(m, "POST", "/completion", dict(base, prompt=p))
+            self.assertEqual(a.status, 200, (p, a.body))
+            got = a.json()
+            self.assertEqual([g["index"] for g in got], [0, 1])
+            self.assertEqual([g["content"] for g in got],
+                             [one["content"]] * 2, p)
+        # mixed: ids as given, each string tokenized where it stands (the
+        # BOS only before a string that comes first)
+        a = call(m, "POST", "/completion", dict(base, prompt=[
+            ids[0], text, ids[1]])).json()
+        self.assertEqual(a["tokens_evaluated"], len(ids) + 1)
+        for p in ({"prompt_string": text}, [{"prompt_string": text}]):
+            self.assertEqual(call(m, "POST", "/completion", dict(
+                base, prompt=p)).json()["content"], one["content"])
+        # refusals name the field, and the item of several
+        for p, says in (([text, [ids[0], -1]], "item 1"),
+                        ([text, ["a"]], "item 1"),
+                        ([[]], "must be"),
+                        ({"prompt_string": text,
+                          "multimodal_data": ["AAAA"]}, "multimodal_data"),
+                        ({"text": text}, "prompt_string")):
+            r = call(m, "POST", "/completion", dict(base, prompt=p))
+            self.assertEqual((r.status, r.json()["error"]["param"]),
+                             (400, "prompt"), p)
+            self.assertIn(says, r.json()["error"]["message"], p)
+        r = call(m, "POST", "/completion", dict(base, prompt=[text, text],
+                                                stream=True))
+        self.assertEqual((r.status, r.json()["error"]["param"]),
+                         (400, "stream"))
+        # OpenAI's route takes one prompt, as before
+        r = call(m, "POST", "/v1/completions", {"prompt": [text, text],
+                                                "max_tokens": 2})
+        self.assertEqual((r.status, r.json()["error"]["param"]),
+                         (400, "prompt"))
+
+    def test_response_fields(self) -> None:
+        # llama-server's test_completion_response_fields: the fields asked
+        # alone, each under its path; an empty list the whole answer.
+        m = addr("main")
+        body = {"prompt": "Once", "n_predict": 5, "cache_prompt": False}
+        a = call(m, "POST", "/completion", dict(body, response_fields=[
+            "content", "generation_settings/n_predict", "prompt", "nope",
+            "content/nope"])).json()
+        self.assertEqual(set(a), {"content", "generation_settings/n_predict",
+                                  "prompt"})
+        self.assertEqual(a["generation_settings/n_predict"], 5)
+        self.assertEqual(a["prompt"], "<s> Once")
+        a = call(m, "POST", "/completion", dict(body, response_fields=[]))
+        self.assertIn("generation_settings", a.json())
+        # with several prompts, each answer's
+        a = call(m, "POST", "/completion", dict(body, prompt=["a", "b"],
+                                                response_fields=["index"]))
+        self.assertEqual(a.json(), [{"index": 0}, {"index": 1}])
+        for v in ("content", [5], [""]):
+            r = call(m, "POST", "/completion", dict(body, response_fields=v))
+            self.assertEqual((r.status, r.json()["error"]["param"]),
+                             (400, "response_fields"), v)
+
     def test_extras_not_sent_are_refused(self) -> None:
         # llama-server's progress events and per-chunk timings: serve
         # sends neither, so asking for them is a 400 naming the field on

@@ -144,6 +144,16 @@ enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
                             const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Submits ts[0..k) (taken: each released here, the array the caller's)
+ * and answers, once all are done, with the list of api's whole answers
+ * of each, in order; pick(c, i) makes task i's state current (c->task is
+ * set) before api reads it. A task the queue does not take, or one that
+ * fails, ends the others and answers as a single one would. Not
+ * streamed. */
+enum MHD_Result reply_tasks(call_t *c, task_t **ts, uint32_t k,
+                            const api_t *api,
+                            void (*pick)(call_t *c, uint32_t i));
+
 /* Submits t (taken) and answers from its events with api: a stream of
  * server-sent events, or the whole answer when it is done; a client that
  * goes away cancels it. */
@@ -195,6 +205,20 @@ int field_unhonoured(fields_t *f, const unhonoured_t *list);
  * llama-server takes them). 0, or -1 with why set. */
 int field_prompt_any(fields_t *f, const site_t *site, const char *name,
                      task_t *t);
+
+/* Whether /completion's prompt p is a list of several prompts, as
+ * llama-server reads it: a non-empty list with no token id in it (one
+ * with ids is a prompt of ids and strings). */
+bool field_prompt_list(json_t *p);
+
+/* One of /completion's prompts p into t's tokens, as llama-server's
+ * tokenize_input_subprompt reads it: a string (the BOS first); token ids
+ * as given; ids and strings mixed (each string tokenized in place, the
+ * BOS before it when it comes first); an object {"prompt_string": one
+ * of those} ("multimodal_data" refused: no images). item: its index among
+ * several, which the refusal names, or -1. 0, or -1 with why set. */
+int field_prompt_of(fields_t *f, const site_t *site, const char *name,
+                    json_t *p, long item, task_t *t);
 
 /* The prompt text into t's tokens (special: a chat template's text, whose
  * special tokens' text becomes those tokens); -1 with why set. */
