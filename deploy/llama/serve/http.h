@@ -233,6 +233,11 @@ int field_prompt(fields_t *f, const site_t *site, const char *name,
  * (a new reference). 0, or -1 with f's why set (a 400). */
 int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out);
 
+/* The same, messages taken from min of them (Anthropic's route takes
+ * none, as llama-server's: the template's generation prompt alone). */
+int chat_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
+                   json_t **out);
+
 /* Messages alone through the templates, ending where the assistant's
  * answer begins, into out. 0, or -1 with f's why set. */
 int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
