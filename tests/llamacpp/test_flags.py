@@ -300,7 +300,7 @@ class CommandLine(unittest.TestCase):
         "--chat-template-kwargs", "--reasoning-format", "--reasoning",
         "--reasoning-budget", "--reasoning-effort", "--metrics", "--slots",
         "--no-slots", "--no-ui", "--cont-batching", "--context-shift",
-        "--threads-http", "--timeout", "-v", "-ngl", "-kvu",
+        "--threads-http", "--timeout", "-v", "-ngl", "-kvu", "-bs",
     ]
     # And these are refused, each with its reason.
     REFUSED = [
@@ -428,6 +428,20 @@ class CommandLine(unittest.TestCase):
         rc, err = run_serve("-m", os.path.join(TMP.name, "none.gguf"),
                             "--cache-reuse", "0")
         self.assertEqual(rc, 1, err)
+
+    def test_underscores_are_dashes(self) -> None:
+        # llama.cpp's parser reads a long flag's underscores as dashes
+        # (llama.cpp's suite starts llama-server with --backend_sampling).
+        for args in (("--backend_sampling",), ("--ctx_size", "8192"),
+                     ("--no_kv_unified",)):
+            rc, err = self.parse(args[0], 0) if len(args) == 1 else \
+                run_serve("-m", os.path.join(TMP.name, "none.gguf"), *args)
+            self.assertEqual(self.outcome(args[0], rc, err), "taken", args)
+        # a short one's are not, nor is an underscore made a known flag
+        for flag in ("-b_s", "--no_such_flag"):
+            rc, err = run_serve("-m", STORIES, flag)
+            self.assertEqual(rc, 2, flag)
+            self.assertIn("unknown option '%s'" % flag, err)
 
     def test_unknown_is_only_for_what_llama_server_lacks(self) -> None:
         # --verbose-prompt and -p are llama.cpp's, but not the server's.

@@ -574,6 +574,10 @@ const cli_opt_t serve_llama_flags[] = {
     {"no-agent", "no-ag", NULL, NOOP, "accepted: the same"},
     {"no-mmproj|no-mmproj-auto|no-mmproj-offload", NULL, NULL, NOOP,
      "accepted: serve takes text alone"},
+    {"backend-sampling", "bs", NULL, NOOP, "accepted, changing nothing: "
+     "serve draws with common's sampler chain on the CPU, and llama-server's "
+     "backend sampling draws the same tokens (its own tests assert it); "
+     "a request's \"backend_sampling\" likewise"},
     {"no-spec-draft-backend-sampling", NULL, NULL, NOOP,
      "accepted: no speculative decoding"},
     {"offline", NULL, NULL, NOOP, "accepted: serve never uses the network"},
@@ -657,8 +661,6 @@ const cli_opt_t serve_llama_flags[] = {
     {"special", "sp", NULL, REFUSE, "serve never writes control tokens' "
      "text into an answer"},
     {"spm-infill", NULL, NULL, REFUSE, "serve has no /infill route"},
-    {"backend-sampling", "bs", NULL, REFUSE, "serve samples with llama.cpp "
-     "common's sampler chain on the CPU"},
     {"no-prefill-assistant", NULL, NULL, REFUSE, "serve always continues a "
      "trailing assistant message (llama-server's default)"},
     {"skip-chat-parsing", NULL, NULL, REFUSE, "serve always reads tool "
