@@ -499,6 +499,25 @@ class Paths(unittest.TestCase):
             self.assertEqual((r.status, r.json()["error"]["param"]),
                              (400, "response_fields"), v)
 
+    def test_chat_input_tokens(self) -> None:
+        # llama-server's: the prompt a chat request decodes, counted as
+        # the chat's usage counts it; nothing decoded.
+        m = addr("main")
+        chat = {"messages": [{"role": "system", "content": "Book"},
+                             {"role": "user", "content": "What is the best "
+                              "book"}], "max_tokens": 1}
+        used = call(m, "POST", "/v1/chat/completions", chat).json()
+        for path in ("/v1/chat/completions/input_tokens",
+                     "/chat/completions/input_tokens"):
+            a = call(m, "POST", path, chat).json()
+            self.assertEqual(a, {"object": "response.input_tokens",
+                                 "input_tokens":
+                                 used["usage"]["prompt_tokens"]})
+            r = call(m, "POST", path, {"messages": []})
+            self.assertEqual((r.status, r.json()["error"]["param"]),
+                             (400, "messages"))
+            self.assertEqual(call(m, "GET", path).status, 405)
+
     def test_extras_not_sent_are_refused(self) -> None:
         # llama-server's progress events and per-chunk timings: serve
         # sends neither, so asking for them is a 400 naming the field on

@@ -283,6 +283,10 @@ int sampling_make(fields_t *f, const site_t *site, json_t *params,
 enum MHD_Result openai_models(call_t *c);       /* openai.c */
 enum MHD_Result openai_completions(call_t *c);
 enum MHD_Result openai_chat(call_t *c);
+/* POST /v1/chat/completions/input_tokens (and without /v1), llama-server's:
+ * a chat request's prompt counted, {"object": "response.input_tokens",
+ * "input_tokens"}, nothing decoded. */
+enum MHD_Result openai_input_tokens(call_t *c);
 enum MHD_Result native_completion(call_t *c);   /* native.c */
 enum MHD_Result responses_create(call_t *c);    /* responses.c */
 enum MHD_Result responses_get(call_t *c, const char *id);

@@ -527,6 +527,36 @@ enum MHD_Result openai_completions(call_t *c) { return completion(c, false); }
 
 enum MHD_Result openai_chat(call_t *c) { return completion(c, true); }
 
+enum MHD_Result openai_input_tokens(call_t *c) {
+  json_t *body, *fmt = NULL;
+  enum MHD_Result sent;
+  if (http_body(c, &body, &sent) != 0)
+    return sent;
+  fields_t f = {.body = body};
+  llama_token *toks = NULL;
+  int n = -1;
+  if (chat_apply(&f, c->site, body, &fmt) == 0) {
+    /* Tokenized as the chat's prompt is: the BOS, and the template's
+     * special tokens as themselves. */
+    json_t *p = json_object_get(fmt, "prompt");
+    n = lm_tokenize(c->site->lm, json_string_value(p) ? json_string_value(p)
+                    : "", json_string_length(p), true, &toks);
+    if (n < 0) {
+      f.bad = "messages";
+      snprintf(f.why, sizeof(f.why), "cannot tokenize the prompt");
+    }
+  }
+  free(toks);
+  json_decref(fmt);
+  json_decref(body);
+  if (n < 0)
+    return reply_error(c, 400, "invalid_request", f.bad, "%s",
+                       f.bad ? f.why : "out of memory");
+  return reply_json(c, 200, json_pack("{s:s,s:i}", "object",
+                                      "response.input_tokens",
+                                      "input_tokens", n));
+}
+
 /* A comma-separated list's names (blanks around them dropped, empty ones
  * left out), sorted and each once, as llama-server's sets of aliases and
  * tags. NULL when out of memory. */
