@@ -518,22 +518,58 @@ class Paths(unittest.TestCase):
                              (400, "messages"))
             self.assertEqual(call(m, "GET", path).status, 405)
 
-    def test_extras_not_sent_are_refused(self) -> None:
-        # llama-server's progress events and per-chunk timings: serve
-        # sends neither, so asking for them is a 400 naming the field on
-        # every completion route, and false is the default, taken.
+    def test_progress_and_timings_per_token(self) -> None:
+        # llama-server's return_progress and timings_per_token (its
+        # test_return_progress, test_chat_completion_with_timings_per_token,
+        # test_metrics_timings_on_prompt_progress): in a stream, a chunk
+        # of prompt_progress when the prompt starts and after each pass of
+        # it (--lookahead 16 here), and timings in every chunk after a
+        # choice's first; the Responses API refuses them.
         m = addr("main")
-        routes = (("/completion", {"prompt": "Hi", "n_predict": 2}),
-                  ("/v1/completions", {"prompt": "Hi", "max_tokens": 2}),
+        text = "Once upon a time there was a little girl who " * 3
+        routes = (("/completion", {"prompt": text, "n_predict": 3}),
+                  ("/v1/completions", {"prompt": text, "max_tokens": 3}),
                   ("/v1/chat/completions", {"messages": [
-                      {"role": "user", "content": "Hi"}], "max_tokens": 2}))
+                      {"role": "user", "content": text}], "max_tokens": 3,
+                      "stream_options": {"include_usage": True}}))
         for path, body in routes:
+            body = dict(body, stream=True, cache_prompt=False,
+                        return_progress=True, timings_per_token=True)
+            a = call(m, "POST", path, body)
+            self.assertEqual(a.status, 200, a.body)
+            got = [json.loads(b[6:]) for b in a.body.decode().split("\n\n")
+                   if b.startswith("data: {")]
+            prog = [g["prompt_progress"] for g in got
+                    if "prompt_progress" in g]
+            total = prog[0]["total"]
+            self.assertGreater(total, 33, path)
+            self.assertEqual(prog[0]["processed"], prog[0]["cache"])
+            self.assertEqual([p["processed"] for p in prog],
+                             [0] + list(range(17, total, 16)) + [total],
+                             path)
+            self.assertTrue(all(p["total"] == total for p in prog))
+            self.assertEqual(got[0]["timings"]["prompt_n"], 0)
+            self.assertEqual(got[0]["timings"]["prompt_ms"], 0)
+            rest = got[len(prog):]
+            if path == "/v1/chat/completions":  # the role's chunk: none
+                self.assertNotIn("timings", rest[0])
+                rest = rest[1:]
+            self.assertTrue(all("timings" in g for g in rest), (path, rest))
+            self.assertEqual(rest[-1]["timings"]["predicted_n"], 3)
+            # not streamed: nothing more, as llama-server's
+            r = call(m, "POST", path, dict(body, stream=False))
+            self.assertEqual(r.status, 200)
+            self.assertNotIn("prompt_progress", r.json())
             for field in ("return_progress", "timings_per_token"):
-                r = call(m, "POST", path, dict(body, **{field: True}))
+                r = call(m, "POST", path, dict(body, **{field: "yes"}))
                 self.assertEqual((r.status, r.json()["error"]["param"]),
                                  (400, field), (path, field))
-                r = call(m, "POST", path, dict(body, **{field: False}))
-                self.assertEqual(r.status, 200, (path, field))
+        for field in ("return_progress", "timings_per_token"):
+            r = call(m, "POST", "/v1/responses", {"input": "Hi", field: True,
+                                                  "max_output_tokens": 2},
+                     check=False)
+            self.assertEqual((r.status, r.json()["error"]["param"]),
+                             (400, field))
 
 
 class Tokenizer(unittest.TestCase):

@@ -282,3 +282,16 @@ int field_prompt_of(fields_t *f, const site_t *site, const char *name,
     return bad(f, name, "\"%s\"%s has no tokens", name, at);
   return 0;
 }
+
+int field_extras(fields_t *f, json_t *params, bool stream, bool *timings,
+                 task_t *t) {
+  bool progress;
+  if (field_bool(f, "return_progress", false, &progress) != 0 ||
+      field_bool(f, "timings_per_token", false, timings) != 0)
+    return -1;
+  /* As llama-server's: progress is sent in a stream alone. */
+  t->want.progress = progress && stream;
+  json_object_del(params, "return_progress");
+  json_object_del(params, "timings_per_token");
+  return 0;
+}

@@ -86,6 +86,8 @@ struct call_s {
    * chunk, usage */
   bool chat;
   bool usage;             /* stream_options.include_usage */
+  bool timings;           /* llama-server's timings_per_token: a stream's
+                             chunks carry the timings so far */
   char id[80];
   long long created;
   bool *seen;
@@ -195,6 +197,13 @@ typedef struct unhonoured_s {
   double same;
   const char *text;
 } unhonoured_t;
+
+/* llama-server's return_progress and timings_per_token (true or false),
+ * from f's body: EV_PROGRESS events (t->want.progress) for a stream, the
+ * timings in every chunk (*timings). Taken out of params (the sampler's),
+ * where sampling_make refuses them for the routes that read them not. */
+int field_extras(fields_t *f, json_t *params, bool stream, bool *timings,
+                 task_t *t);
 
 /* Refuses (-1, why set) the first field of list (ended by a NULL name)
  * whose value asks for something. */
@@ -344,6 +353,13 @@ void native_call_free(call_t *c);
  * predicted_n, predicted_ms, predicted_per_token_ms, predicted_per_second
  * (native.c). */
 json_t *native_timings(const task_t *t, uint32_t predicted);
+/* A stream's timings so far at event e (timings_per_token): at an
+ * EV_PROGRESS the prompt's positions computed and their time, at an
+ * EV_TEXT the prompt's and the tokens' so far. */
+json_t *native_timings_now(const task_t *t, const event_t *e);
+/* llama-server's prompt_progress of an EV_PROGRESS event: {"total",
+ * "cache", "processed", "time_ms"}. */
+json_t *native_progress(const task_t *t, const event_t *e);
 /* llama-server's "__verbose" of an OpenAI answer (its request's
  * "verbose", by default serve --verbose): what /completion would answer
  * for the choice, its "prompt" the text of the prompt's tokens as

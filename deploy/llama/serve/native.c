@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "serve/http.h"
 #include "serve/upstream.h"
 
@@ -134,6 +135,38 @@ json_t *native_verbose(call_t *c, uint32_t i, const char *text, size_t len,
       "timings", native_timings(t, tokens));
 }
 
+json_t *native_timings_now(const task_t *t, const event_t *e) {
+  double now = clock_now();
+  uint32_t cached = t->cached, pn, gn = 0;
+  double pms, gms = 0;
+  if (e->kind == EV_PROGRESS) {
+    pn = e->tokens > cached ? e->tokens - cached : 0;
+    pms = pn > 0 ? (now - t->t_start) * 1e3 : 0;
+  } else {
+    pn = t->n_prompt - cached;
+    pms = (t->t_prompt - t->t_start) * 1e3;
+    gn = e->tokens;
+    gms = (now - t->t_prompt) * 1e3;
+  }
+  uint32_t steps = gn > 0 ? gn - 1 : 0;
+  return json_pack("{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n",
+                   (json_int_t)cached, "prompt_n", (json_int_t)pn,
+                   "prompt_ms", pms, "prompt_per_token_ms",
+                   pn ? pms / pn : 0.0, "prompt_per_second",
+                   pms > 0 ? pn * 1e3 / pms : 0.0, "predicted_n",
+                   (json_int_t)gn, "predicted_ms", gms,
+                   "predicted_per_token_ms", steps ? gms / steps : 0.0,
+                   "predicted_per_second",
+                   gms > 0 ? 1e3 / gms * steps : 0.0);
+}
+
+json_t *native_progress(const task_t *t, const event_t *e) {
+  return json_pack("{s:I,s:I,s:I,s:I}", "total", (json_int_t)t->n_prompt,
+                   "cache", (json_int_t)t->cached, "processed",
+                   (json_int_t)e->tokens, "time_ms",
+                   (json_int_t)((clock_now() - t->t_start) * 1e3));
+}
+
 /* A drawn token: its id (return_tokens, or a stream's chunk) and
  * probabilities (n_probs). */
 static void take_token(call_t *c, const char *bytes, size_t len) {
@@ -154,6 +187,16 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     take_token(c, text, e->len);
     return NULL;
   }
+  if (e->kind == EV_PROGRESS) {
+    json_t *j = json_pack("{s:i,s:s,s:[],s:b,s:i,s:i,s:I,s:o}", "index", 0,
+                          "content", "", "tokens", "stop", 0, "id_slot", -1,
+                          "tokens_predicted", 0, "tokens_evaluated",
+                          (json_int_t)c->task->n_prompt, "prompt_progress",
+                          native_progress(c->task, e));
+    if (j != NULL && c->timings)
+      json_object_set_new(j, "timings", native_timings_now(c->task, e));
+    return j;
+  }
   if (e->kind == EV_TEXT) {
     n->has_new_line = n->has_new_line || memchr(text, '\n', e->len) != NULL;
     /* The chunk takes the tokens and probabilities since the last one. */
@@ -163,6 +206,8 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
                           (int)e->tokens, "tokens_evaluated",
                           (json_int_t)c->task->n_prompt);
     n->tokens = json_array();
+    if (j != NULL && c->timings)
+      json_object_set_new(j, "timings", native_timings_now(c->task, e));
     if (j != NULL && json_array_size(n->probs) > 0) {
       json_object_set_new(j, "completion_probabilities", n->probs);
       n->probs = json_array();
@@ -303,6 +348,7 @@ static int one_prompt(call_t *c, fields_t *f, json_t *p, long item,
   n->probs = json_array();
   params = sampling_params(c->site, NULL, body);
   bad = params == NULL || probs_alias(f, body, params) ||
+        field_extras(f, params, stream, &c->timings, t) ||
         sampling_make(f, c->site, params, t);
   json_decref(params);
   if (bad)

@@ -165,11 +165,30 @@ static void chat_deltas(call_t *c, uint32_t i, const char *text, size_t len,
   json_decref(deltas);
 }
 
+/* A progress event (return_progress) as a chunk: llama-server's, a chat's
+ * role delta or an empty text, with prompt_progress. */
+static json_t *progress_chunk(call_t *c, const event_t *e) {
+  json_t *j = c->chat
+      ? choice_chunk(c, "chat.completion.chunk", json_pack(
+            "{s:i,s:{s:s,s:n},s:n,s:n}", "index", 0, "delta", "role",
+            "assistant", "content", "logprobs", "finish_reason"))
+      : choice_chunk(c, "text_completion", json_pack(
+            "{s:s,s:i,s:n,s:n}", "text", "", "index", 0, "logprobs",
+            "finish_reason"));
+  if (j != NULL && c->timings)
+    json_object_set_new(j, "timings", native_timings_now(c->task, e));
+  if (j != NULL)
+    json_object_set_new(j, "prompt_progress", native_progress(c->task, e));
+  return j;
+}
+
 static json_t *chunk(call_t *c, const event_t *e, const char *text) {
   if (e->kind == EV_TOKEN) {
     take_token(c, e->choice, text, e->len);
     return NULL;
   }
+  if (e->kind == EV_PROGRESS)
+    return progress_chunk(c, e);
   if (e->kind == EV_END)
     c->tokens += e->tokens;
   size_t len = e->kind == EV_TEXT ? e->len : 0;
@@ -183,6 +202,8 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     json_t *j = choice_chunk(c, "text_completion", ch);
     if (j != NULL && e->kind == EV_END)
       json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+    else if (j != NULL && c->timings)
+      json_object_set_new(j, "timings", native_timings_now(c->task, e));
     if (j != NULL && e->kind == EV_END && c->oa->verbose)
       json_object_set_new(j, "__verbose", native_verbose(
           c, e->choice, "", 0, e->finish, e->tokens, e->stop));
@@ -201,7 +222,12 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
                   "delta", "role", "assistant", "content", "logprobs",
                   "finish_reason")));
   }
+  size_t before = json_array_size(out);
   chat_deltas(c, e->choice, text, len, e->kind != EV_END, out);
+  /* timings_per_token: the last of the text's chunks has them so far. */
+  if (e->kind == EV_TEXT && c->timings && json_array_size(out) > before)
+    json_object_set_new(json_array_get(out, json_array_size(out) - 1),
+                        "timings", native_timings_now(c->task, e));
   if (e->kind == EV_END) {
     json_t *fin = delta_chunk(c, e->choice, json_object(),
         finish_reason(e->finish, c->oa->ch[e->choice].tool_calls));
@@ -229,6 +255,9 @@ static json_t *last(call_t *c) {
                                   : "text_completion", json_array());
   if (j != NULL)
     json_object_set_new(j, "usage", usage(c));
+  /* llama-server's last chunk has the timings. */
+  if (j != NULL && c->timings)
+    json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
   return j;
 }
 
@@ -507,7 +536,8 @@ static enum MHD_Result completion(call_t *c, bool chat) {
     oa_t *oa = c->oa;
     json_object_set_new(params, "n_probs", json_integer(
         oa->want_logprobs ? (oa->logprobs > 0 ? oa->logprobs : 1) : 0));
-    bad = sampling_make(&f, c->site, params, t);
+    bad = field_extras(&f, params, c->stream, &c->timings, t) ||
+          sampling_make(&f, c->site, params, t);
   }
   json_decref(params);
   json_decref(fmt);

@@ -216,7 +216,7 @@ static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
     } else if (e->kind == EV_TOKEN) {
       evd_buf_add(&o->drawn, (const char *)&e->len, sizeof(e->len));
       evd_buf_add(&o->drawn, nw->text.data + e->off, e->len);
-    } else {
+    } else if (e->kind == EV_TEXT) { /* progress: streams' alone */
       evd_buf_add(&o->text, nw->text.data + e->off, e->len);
     }
     if (o->text.oom || o->drawn.oom)
