@@ -524,7 +524,7 @@ class Paths(unittest.TestCase):
         # test_metrics_timings_on_prompt_progress): in a stream, a chunk
         # of prompt_progress when the prompt starts and after each pass of
         # it (--lookahead 16 here), and timings in every chunk after a
-        # choice's first; the Responses API refuses them.
+        # choice's first.
         m = addr("main")
         text = "Once upon a time there was a little girl who " * 3
         routes = (("/completion", {"prompt": text, "n_predict": 3}),
@@ -564,12 +564,26 @@ class Paths(unittest.TestCase):
                 r = call(m, "POST", path, dict(body, **{field: "yes"}))
                 self.assertEqual((r.status, r.json()["error"]["param"]),
                                  (400, field), (path, field))
-        for field in ("return_progress", "timings_per_token"):
-            r = call(m, "POST", "/v1/responses", {"input": "Hi", field: True,
-                                                  "max_output_tokens": 2},
-                     check=False)
-            self.assertEqual((r.status, r.json()["error"]["param"]),
-                             (400, field))
+        # the Responses API's: response.in_progress again with the
+        # progress, timings on the deltas and the last event
+        a = call(m, "POST", "/v1/responses", {
+            "input": text, "max_output_tokens": 3, "stream": True,
+            "return_progress": True, "timings_per_token": True},
+            check=False)  # typed events: checked one by one here
+        got = [json.loads(b.split("data: ", 1)[1])
+               for b in a.body.decode().split("\n\n") if "data: " in b]
+        for g in got:
+            self.assertEqual(problems(DOC["components"]["schemas"]
+                                      ["ResponseStreamEvent"], g), [], g)
+        prog = [g for g in got if "prompt_progress" in g]
+        self.assertTrue(all(g["type"] == "response.in_progress"
+                            for g in prog))
+        self.assertEqual(prog[-1]["prompt_progress"]["processed"],
+                         prog[-1]["prompt_progress"]["total"])
+        self.assertGreater(len(prog), 2)
+        self.assertTrue(all("timings" in g for g in got
+                            if g["type"] == "response.output_text.delta"))
+        self.assertIn("timings", got[-1])
 
 
 class Tokenizer(unittest.TestCase):
