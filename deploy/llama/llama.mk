@@ -39,7 +39,13 @@ LLAMA_OBJ := $(LLAMA_SRC:deploy/llama/%.c=$(LLAMA_OUT)/obj/%.o) \
 $(LLAMA_OUT)/obj/%.o: deploy/llama/%.c $(LLAMA_HDR) $(LLAMA_CONFIG)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -iquote deploy/llama $(LLAMA_CFLAGS) \
-	  -DEVD_LLAMA_CPP_VERSION='"$(LLAMA_CPP_VERSION)"' -c -o $@ $<
+	  -DEVD_LLAMA_CPP_VERSION='"$(LLAMA_CPP_VERSION)"' \
+	  -DEVD_LLAMA_CPP_COMMIT='"$(LLAMA_CPP_COMMIT)"' -c -o $@ $<
+
+# The llama.cpp commit linked, for serve's system_fingerprint: the pinned
+# tarball's name has it (llama.cpp-COMMIT); a source tree or an installed
+# libllama (configure.sh) says none.
+LLAMA_CPP_COMMIT := $(if $(filter llama.cpp-%,$(LLAMA_CPP_VERSION)),$(LLAMA_CPP_VERSION:llama.cpp-%=%),unknown)
 
 # C++17 as llama.cpp's common is, our warnings errors as in C; common's
 # own headers come in as system ones (config.mk), so that theirs are not.

@@ -182,7 +182,7 @@ OPENAI_UNHONOURED = {"functions": 0, "echo": 0, "best_of": 1, "suffix": 0,
                      "lora": 0}
 NATIVE_UNHONOURED = {"t_max_predict_ms": 0, "n_indent": 0, "lora": 0,
                      "image_data": 0, "multimodal_data": 0,
-                     "response_fields": 0, "n_cmpl": 1, "n": 1}
+                     "n_cmpl": 1, "n": 1}
 
 # llama-server's sampler fields as serve's sampler (upstream.h's
 # up_sampler_new) reads them, each a number: (whole, lo, hi, clamped):
@@ -332,6 +332,62 @@ def prompt_any(p: Any) -> Tuple[int, bool]:
     return len(p), p == [BOS]
 
 
+def _no_ids(p: Any) -> bool:
+    """A non-empty list without token ids: a list of prompts (fields.c's
+    field_prompt_list)."""
+    return type(p) is list and len(p) > 0 and \
+        not any(type(x) is int for x in p)
+
+
+def native_one(p: Any) -> Tuple[int, bool]:
+    """One of /completion's prompts (fields.c's field_prompt_of): its size
+    and whether it is the BOS alone."""
+    if type(p) is dict:
+        if not neutral(p.get("multimodal_data"), 0, None):
+            raise Bad("prompt")
+        p = p.get("prompt_string")
+        if type(p) is not str and type(p) is not list:
+            raise Bad("prompt")
+    elif _no_ids(p):
+        raise Bad("prompt")
+    if type(p) is str:
+        return len(p.encode()), p == ""
+    if type(p) is not list or not p or any(
+            type(x) is not str and (type(x) is not int or
+                                    not 0 <= x < VOCAB) for x in p):
+        raise Bad("prompt")
+    size = sum(len(x.encode()) if type(x) is str else 1 for x in p)
+    if size == 0 and type(p[0]) is not str:
+        raise Bad("prompt")  # no tokens
+    return size, p == [BOS] or p == [""]
+
+
+def native_prompts(p: Any, queue: int) -> Tuple[int, int, bool]:
+    """/completion's prompt: how many (a list of several, each its own
+    answer), their largest size, whether the first is the BOS alone."""
+    if _no_ids(p) and len(p) > 1:
+        if len(p) > queue:
+            raise Bad("prompt")
+        sizes = [native_one(x) for x in p]
+        return len(p), max(s for s, _ in sizes), sizes[0][1]
+    if _no_ids(p):
+        p = p[0]
+    size, empty = native_one(p)
+    return 1, size, empty
+
+
+def response_fields(b: dict) -> bool:
+    """native.c's response_fields: whether the answer keeps some fields
+    alone."""
+    v = b.get("response_fields")
+    if v is None:
+        return False
+    if type(v) is not list or len(v) > 256 or \
+            any(type(x) is not str or not x for x in v):
+        raise Bad("response_fields")
+    return len(v) > 0
+
+
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
@@ -475,7 +531,15 @@ def judge_openai(b: dict, chat: bool) -> Verdict:
                    size, greedy, stops, empty)
 
 
-def judge_native(b: dict) -> Verdict:
+def judge_native(b: dict, queue: int = 1024) -> Verdict:
+    """queue: serve's --queue (test_hostile's), the most prompts a
+    request may hold."""
+    p = b.get("prompt")
+    several = _no_ids(p) and len(p) > 1
+    if several and len(p) > queue:
+        raise Bad("prompt")
+    if several and f_bool(b, "stream", False):
+        raise Bad("stream")
     tokens = f_n_predict(b, NMAX, min(NMAX, 128))
     stream = f_bool(b, "stream", False)
     stops = f_stop(b, "stop", 16)
@@ -483,15 +547,16 @@ def judge_native(b: dict) -> Verdict:
     f_bool(b, "cache_prompt", True)
     f_bool(b, "return_tokens", False)
     unhonoured(b, NATIVE_UNHONOURED)
-    size, empty = prompt_any(b.get("prompt"))
+    fields = response_fields(b)
+    k, size, empty = native_prompts(p, queue)
     p = sampler_params(b, False)
     if b.get("n_probs") is None and b.get("logprobs") is not None:
         p["n_probs"] = f_int(b, "logprobs", 0, PROBS_MAX, 0)
     sampler(p)
     temp = b.get("temperature")
     greedy = temp is not None and f32(temp) <= 0 and not NOT_ARGMAX & set(b)
-    return Verdict(200, "native", stream, 1, tokens, size, greedy, stops,
-                   empty)
+    return Verdict(200, "native-fields" if fields else "native", stream, k,
+                   tokens, size, greedy, stops, empty)
 
 
 def judge_tokenize(b: dict) -> Verdict:

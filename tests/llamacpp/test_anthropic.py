@@ -15,6 +15,7 @@ draws EOS). The expectations are llama-server's
 answer's and the events' shapes, stop reasons, usage, tool_use blocks,
 count_tokens, and every error in Anthropic's shape."""
 
+import copy
 import http.client
 import json
 import os
@@ -47,6 +48,8 @@ WINDOW = ["--budget", "256", "--sinks", "4", "--lookahead", "64"]
 TOOLS_WINDOW = ["--budget", "256", "--sinks", "4", "--lookahead", "256"]
 KEY = "sk-ant-evictd-test"
 TEMPLATE = "CohereForAI-c4ai-command-r-plus-tool_use"
+# A template with thinking (its enable_thinking, reasoning_content shown).
+THINK_TEMPLATE = "Qwen-Qwen3-0.6B"
 
 WEATHER = {"name": "get_weather", "description": "The weather of a city",
            "input_schema": {"type": "object",
@@ -110,11 +113,16 @@ def setUpModule() -> None:
     with open(os.path.join(llama_tree(), "models", "templates",
                            TEMPLATE + ".jinja")) as f:
         with_template(STORIES, tools, f.read())
+    think = os.path.join(TMP.name, "stories-think.gguf")
+    with open(os.path.join(llama_tree(), "models", "templates",
+                           THINK_TEMPLATE + ".jinja")) as f:
+        with_template(STORIES, think, f.read())
     EVD = Daemon(TMP.name)
     try:
         for name, model, args in (
                 ("plain", STORIES, WINDOW + ["-np", "4"]),
                 ("tools", tools, TOOLS_WINDOW + ["-np", "2"]),
+                ("think", think, TOOLS_WINDOW + ["-np", "1"]),
                 ("keyed", STORIES, WINDOW + ["--api-key", KEY]),
                 ("busy", STORIES, WINDOW + ["--parallel", "1", "--queue",
                                             "1"])):
@@ -182,6 +190,14 @@ def frames(text: bytes) -> List[Dict[str, Any]]:
         assert data["type"] == m.group(1), block
         out.append(data)
     return out
+
+
+def count(server: str, messages: List[Any], **body: Any) -> int:
+    """count_tokens' input_tokens for these messages."""
+    status, _, out = post(server, "/v1/messages/count_tokens",
+                          dict(body, model="m", messages=messages))
+    assert status == 200, (status, out)
+    return json.loads(out)["input_tokens"]
 
 
 def stream(server: str, **body: Any) -> List[Dict[str, Any]]:
@@ -452,6 +468,45 @@ class Messages(unittest.TestCase):
             self.assertEqual(message("plain", **body, **extra)["type"],
                              "message")
 
+    def test_empty_messages(self) -> None:
+        # llama-server's permissive reading: no messages is the template's
+        # generation prompt alone, answered.
+        out = message("plain", max_tokens=3, messages=[])
+        self.assertEqual((out["type"], out["usage"]["output_tokens"]),
+                         ("message", 3))
+        status, _, got = post("plain", "/v1/messages/count_tokens",
+                              {"model": "m", "messages": []})
+        self.assertEqual(status, 200, got)
+        self.assertGreater(json.loads(got)["input_tokens"], 0)
+
+    def test_thinking(self) -> None:
+        # llama-server's: thinking asked for turns the template's on (its
+        # reasoning_budget_tokens the budget), and an assistant's thinking
+        # blocks are its reasoning_content, which a template with thinking
+        # renders: the count grows by them.
+        out = message("think", max_tokens=4, messages=ASK, thinking={
+            "type": "enabled", "budget_tokens": 50})
+        self.assertEqual(out["type"], "message")
+        on = count("think", ASK, thinking={"type": "enabled",
+                                           "budget_tokens": 50})
+        off = count("think", ASK, thinking={"type": "disabled"})
+        # Qwen3's template closes an empty thought when thinking is off.
+        self.assertGreater(off, on)
+        said = [{"type": "text", "text": "Once upon a time."}]
+        history = [{"role": "user", "content": "Tell me a story."},
+                   {"role": "assistant", "content": said},
+                   {"role": "user", "content": "Again."}]
+        thought = copy.deepcopy(history)
+        thought[1]["content"] = [{"type": "thinking", "thinking":
+                                  "A short one, then.", "signature": ""}
+                                 ] + said
+        # the last turn's thought is shown (Qwen3 shows those after the
+        # last question alone)
+        last = history[:2]
+        last_thought = thought[:2]
+        self.assertGreater(count("think", last_thought),
+                           count("think", last))
+
     def test_billing_header(self) -> None:
         # Claude Code's system prompt stamps each request (cch=); the stamp
         # is made the same, as llama-server does, so that the next request
@@ -539,7 +594,7 @@ class Errors(unittest.TestCase):
         cases = [
             {}, but(model=None), but(model=5), but(max_tokens=None),
             but(max_tokens=0), but(max_tokens="9"), but(max_tokens=10**6),
-            but(messages=None), but(messages=[]), but(messages="hi"),
+            but(messages=None), but(messages="hi"),
             but(messages=[{"role": "system", "content": "x"}]),
             but(messages=[{"role": "user", "content": 7}]),
             but(messages=[{"role": "user", "content": []}]),
@@ -552,7 +607,10 @@ class Errors(unittest.TestCase):
             but(messages=user({"type": "tool_use", "id": "a", "name": "f",
                                "input": {}})),
             but(messages=[{"role": "assistant", "content": [
-                {"type": "thinking", "thinking": "hmm", "signature": ""}]}]),
+                {"type": "redacted_thinking", "data": "x"}]}]),
+            but(messages=[{"role": "assistant", "content": [
+                {"type": "thinking", "signature": ""}]}]),
+            but(messages=user({"type": "thinking", "thinking": "hmm"})),
             but(messages=[{"role": "assistant", "content": [
                 {"type": "tool_result", "tool_use_id": "a"}]}]),
             but(messages=[{"role": "assistant", "content": [
@@ -564,7 +622,9 @@ class Errors(unittest.TestCase):
             but(temperature=1.5), but(top_p=2), but(top_k=-1),
             but(top_k="x"), but(stream="yes"), but(stop_sequences=[""]),
             but(stop_sequences=["a"] * 17), but(stop_sequences=5),
-            but(thinking={"type": "enabled", "budget_tokens": 1024}),
+            but(thinking={"type": "enabled", "budget_tokens": "x"}),
+            but(thinking={"type": "enabled", "budget_tokens": -1}),
+            but(thinking={"type": "sometimes"}), but(thinking="on"),
             but(tools=5), but(tools=[{"name": "f"}]),
             but(tools=[{"input_schema": {}}]),
             but(tools=[{"type": "web_search_20250305", "name": "web_search"}]),
@@ -587,9 +647,9 @@ class Errors(unittest.TestCase):
                 status, _, out = post("plain", path, raw=raw)
                 anthropic_error(self, status, out, 400,
                                 "invalid_request_error")
-        for body in ({}, {"model": "m"}, {"model": "m", "messages": []},
+        for body in ({}, {"model": "m"}, {"model": "m", "messages": {}},
                      {"model": "m", "messages": ASK, "thinking": {
-                         "type": "enabled", "budget_tokens": 9}}):
+                         "type": "enabled", "budget_tokens": 9.5}}):
             status, _, out = post("plain", "/v1/messages/count_tokens", body)
             anthropic_error(self, status, out, 400, "invalid_request_error")
         # The thinking switched off is no request for it.
@@ -726,7 +786,7 @@ class Contract(unittest.TestCase):
             post("plain", "/v1/messages/count_tokens",
                  dict(model="m", messages=ASK, system="Be brief."))
             thinking = dict(ok, thinking={"type": "enabled",
-                                          "budget_tokens": 1024})
+                                          "budget_tokens": "many"})
             for bad in ({}, dict(ok, max_tokens=0), thinking):
                 post("plain", "/v1/messages", bad)
             for bad in ({}, thinking):

@@ -300,13 +300,13 @@ class CommandLine(unittest.TestCase):
         "--chat-template-kwargs", "--reasoning-format", "--reasoning",
         "--reasoning-budget", "--reasoning-effort", "--metrics", "--slots",
         "--no-slots", "--no-ui", "--cont-batching", "--context-shift",
-        "--threads-http", "--timeout", "-v", "-ngl",
+        "--threads-http", "--timeout", "-v", "-ngl", "-kvu", "-bs",
     ]
     # And these are refused, each with its reason.
     REFUSED = [
         "-hf", "-hfr", "-hff", "--lora", "--embeddings", "--rerank",
         "--mmproj", "--slot-save-path", "--model-draft", "--props",
-        "--ssl-key-file", "--no-context-shift", "--webui", "-kvu",
+        "--ssl-key-file", "--no-context-shift", "--webui",
     ]
 
     @classmethod
@@ -429,6 +429,20 @@ class CommandLine(unittest.TestCase):
                             "--cache-reuse", "0")
         self.assertEqual(rc, 1, err)
 
+    def test_underscores_are_dashes(self) -> None:
+        # llama.cpp's parser reads a long flag's underscores as dashes
+        # (llama.cpp's suite starts llama-server with --backend_sampling).
+        for args in (("--backend_sampling",), ("--ctx_size", "8192"),
+                     ("--no_kv_unified",)):
+            rc, err = self.parse(args[0], 0) if len(args) == 1 else \
+                run_serve("-m", os.path.join(TMP.name, "none.gguf"), *args)
+            self.assertEqual(self.outcome(args[0], rc, err), "taken", args)
+        # a short one's are not, nor is an underscore made a known flag
+        for flag in ("-b_s", "--no_such_flag"):
+            rc, err = run_serve("-m", STORIES, flag)
+            self.assertEqual(rc, 2, flag)
+            self.assertIn("unknown option '%s'" % flag, err)
+
     def test_unknown_is_only_for_what_llama_server_lacks(self) -> None:
         # --verbose-prompt and -p are llama.cpp's, but not the server's.
         for flag in ("--no-such-flag", "--verbose-prompt", "-p", "--frob"):
@@ -525,6 +539,10 @@ class Meaning(unittest.TestCase):
                 (("-c", "1024", "-np", "2", "-ub", "16"),
                  {"budget": 496, "lookahead": 16, "parallel": 2}),
                 (("-c", "2048", "-np", "4", "-b", "64"),
+                 {"budget": 448, "lookahead": 64, "parallel": 4}),
+                # --kv-unified changes nothing: a sequence's cells are
+                # still its own, N/P of them.
+                (("-c", "2048", "-np", "4", "-b", "64", "--kv-unified"),
                  {"budget": 448, "lookahead": 64, "parallel": 4}),
                 (("-c", "1024", "-np", "2", "-ub", "16", "--budget", "496"),
                  {"budget": 496, "lookahead": 16}),
@@ -735,6 +753,34 @@ class Meaning(unittest.TestCase):
             m = s.get("/v1/models")["data"][0]
             self.assertEqual((m["aliases"], m["tags"]),
                              ([], ["chat", "fim", "small"]))
+
+    def test_verbose_answers_carry_the_prompt(self) -> None:
+        # llama-server's --verbose: every OpenAI answer carries __verbose,
+        # /completion's answer with the decoded prompt (BOS, template);
+        # a request's "verbose" says otherwise for itself.
+        chat = {"messages": [{"role": "system", "content": "Book"},
+                             {"role": "user", "content": "Hi there"}],
+                "max_tokens": 2}
+        with Server(*QUIET, "--verbose") as s:
+            v = s.ok("/v1/chat/completions", chat)["__verbose"]
+            self.assertTrue(v["prompt"].startswith("<s> <|im_start|>system"),
+                            v["prompt"])
+            self.assertIn("Hi there<|im_end|>", v["prompt"])
+            self.assertEqual(v["tokens_predicted"], 2)
+            out = s.ok("/v1/completions", {"prompt": PROMPT,
+                                           "max_tokens": 3})
+            self.assertEqual(out["__verbose"]["content"],
+                             out["choices"][0]["text"])
+            self.assertNotIn("__verbose", s.ok("/v1/chat/completions",
+                                               dict(chat, verbose=False)))
+        with Server(*QUIET) as s:
+            self.assertNotIn("__verbose", s.ok("/v1/chat/completions", chat))
+            self.assertIn("Book", s.ok("/v1/chat/completions", dict(
+                chat, verbose=True))["__verbose"]["prompt"])
+            status, out = s.request("/v1/chat/completions",
+                                    dict(chat, verbose="yes"))
+            self.assertEqual((status, out["error"]["param"]),
+                             (400, "verbose"))
 
     def test_sampler_defaults_are_checked_at_start(self) -> None:
         for args, says in ((("--top-k", "1.5"), "--top-k: \"top_k\" must "

@@ -294,12 +294,29 @@ def degenerate() -> List[Case]:
                       [[BOS]], [""], [" "], ["a"]):
                 add("prompt %s" % json.dumps(p), path,
                     dict(prompt=p, temperature=0, **{mt: 4}, **s))
-            for p in (["a", "b"], ["a", 5], [5, "a"], [[1], [2]], [[]],
-                      [["a"]], [[[1]]], [], [VOCAB], [-1], [1.0], [True],
-                      [None], [Raw("18446744073709551616")], {},
-                      {"a": [{"b": {}}]}, None, 0, True, Raw("NaN")):
+            # llama-server's /completion takes several prompts (each its
+            # own answer, not streamed), ids and strings mixed, and an
+            # object {"prompt_string"}; OpenAI's route takes one.
+            native = path == NATIVE
+            for p, want in (
+                    (["a", "b"], 400 if stream or not native else 200),
+                    ([[1], [2]], 400 if stream or not native else 200),
+                    ([[5], {"prompt_string": "b"}],
+                     400 if stream or not native else 200),
+                    (["a", 5], 200 if native else 400),
+                    ([5, "a"], 200 if native else 400),
+                    ({"prompt_string": "a"}, 200 if native else 400),
+                    ({"prompt_string": [5, "a"]}, 200 if native else 400),
+                    ({"prompt_string": "a", "multimodal_data": ["AAAA"]},
+                     400), ({"prompt_string": 5}, 400), ([["a"]], 400),
+                    (["a", ["b"]], 400), ([[]], 400), ([[[1]]], 400),
+                    ([], 400), ([VOCAB], 400), ([-1], 400), ([1.0], 400),
+                    ([True], 400), ([None], 400),
+                    ([Raw("18446744073709551616")], 400), ({}, 400),
+                    ({"a": [{"b": {}}]}, 400), (None, 400), (0, 400),
+                    (True, 400), (Raw("NaN"), 400)):
                 add("prompt %s" % json.dumps(p, default=lambda r: r.text),
-                    path, dict(prompt=p, **{mt: 4}, **s), 400)
+                    path, dict(prompt=p, **{mt: 4}, **s), want)
             add("prompt nested 3000 deep", path,
                 dict(prompt=deep(3000), **{mt: 4}, **s), 400)
             add("junk nested 1500 deep, ignored", path,
@@ -365,7 +382,10 @@ def degenerate() -> List[Case]:
                             ({"n_probs": "2"}, 400),
                             ({"return_tokens": True}, 200),
                             ({"return_tokens": 1}, 400),
-                            ({"response_fields": ["content"]}, 400),
+                            ({"response_fields": ["content"]}, 200),
+                            ({"response_fields": "content"}, 400),
+                            ({"response_fields": [""]}, 400),
+                            ({"response_fields": []}, 200),
                             ({"lora": [{"id": 0, "scale": 1}]}, 400),
                             ({"lora": []}, 200)):
             add("/completion %s" % json.dumps(extra), NATIVE,
@@ -808,6 +828,17 @@ def ok_problem(c: Case, ctype: Optional[str], body: bytes) -> Optional[str]:
                 return None if len(j) == NP else "slots %r" % j
             return None if j["object"] == "list" and j["data"] else \
                 "models %r" % j
+        if v.route == "native-fields":
+            # response_fields: the fields asked alone, on the answer or a
+            # stream's last event.
+            if v.stream:
+                return None if ctype == "text/event-stream" and \
+                    sse(body) else "stream %r" % body[:200]
+            j = json.loads(body)
+            return None if ctype == "application/json" and \
+                all(type(x) is dict for x in (j if type(j) is list
+                                              else [j])) else \
+                "answer %r" % j
         if v.route in ("tokenize", "detokenize", "apply-template"):
             j = json.loads(body)
             key, kind = {"tokenize": ("tokens", list),
@@ -852,11 +883,16 @@ def ok_problem(c: Case, ctype: Optional[str], body: bytes) -> Optional[str]:
                 return "Content-Type %s" % ctype
             j = json.loads(body)
             if v.route == "native":
-                texts[0], ends[0] = j["content"], j["stop_type"]
-                tokens = j["tokens_predicted"]
-                if not j["session"].startswith("serve-") or \
-                        j["tokens_evaluated"] < 1:
-                    return "answer %r" % j
+                # several prompts: a list of answers, each its index's
+                if (type(j) is list) != (v.n > 1):
+                    return "%d prompts answered %r" % (v.n, body[:200])
+                for a in j if type(j) is list else [j]:
+                    i = a["index"]
+                    texts[i], ends[i] = a["content"], a["stop_type"]
+                    tokens += a["tokens_predicted"]
+                    if not a["session"].startswith("serve-") or \
+                            a["tokens_evaluated"] < 1:
+                        return "answer %r" % a
             else:
                 if j["object"] != ("chat.completion" if v.route == "chat"
                                    else "text_completion"):
@@ -1146,9 +1182,11 @@ class HostileSweep(unittest.TestCase):
             "%s: %d" % (k, v) for k, v in sorted(statuses.items(),
                                                  key=lambda x: str(x[0]))))
         # The valid completions (tasks; not the tokenizer's or template's
-        # answers).
-        valid = sum(1 for c in cases if c.want.status == 200 and
-                    c.want.route in ("chat", "completions", "native"))
+        # answers): /completion's several prompts are a task each.
+        valid = sum(c.want.n if c.want.route == "native" else 1
+                    for c in cases if c.want.status == 200 and
+                    c.want.route in ("chat", "completions", "native",
+                                     "native-fields"))
         say("valid completions: %d (%d streamed); requests to refuse: %d; "
             "mutated bodies: %d (%d valid)\n" % (
                 valid, sum(1 for c in cases if c.want.status == 200 and

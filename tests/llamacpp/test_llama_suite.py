@@ -17,7 +17,7 @@ it) must pass with serve, except those llama_suite/exceptions.json lists
 with the reason, which are deselected: they assert a context limit serve
 does not have, need a feature the issue leaves out (llama-server's
 router, MCP, images), or check a behaviour serve leaves out by design
-(--kv-unified's shared pool, a /metrics that can be off). Tests
+(a /metrics that can be off). Tests
 that need the Python openai package are counted apart. The out-of-scope
 features (embeddings, rerank, infill, LoRA, the router, MCP and /tools,
 vision and audio, slot files) must be refused cleanly: a 4xx in the one

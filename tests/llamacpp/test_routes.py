@@ -387,6 +387,12 @@ class Paths(unittest.TestCase):
         self.assertEqual((a.status, b.status), (200, 200))
         self.assertEqual(a.json()["choices"], b.json()["choices"])
         self.assertEqual(b.json()["object"], "chat.completion")
+        # llama-server's b<build>-<commit> (its tests read the "b"), then
+        # serve's name; /props's build_info is the same.
+        self.assertRegex(b.json()["system_fingerprint"],
+                         r"^b0-([0-9a-f]{8}|unknown)-evictd-llama-")
+        self.assertEqual(call(m, "GET", "/props").json()["build_info"],
+                         b.json()["system_fingerprint"])
         # temperature 0: /completion's default is llama-server's 0.8, a
         # random seed each request.
         native = {"prompt": "Once upon a time", "n_predict": 20,
@@ -418,22 +424,166 @@ class Paths(unittest.TestCase):
         self.assertEqual(r.status, 404)
         self.assertIn("POST /tokenize", r.json()["error"]["message"])
 
-    def test_extras_not_sent_are_refused(self) -> None:
-        # llama-server's progress events and per-chunk timings: serve
-        # sends neither, so asking for them is a 400 naming the field on
-        # every completion route, and false is the default, taken.
+    def test_completion_prompts(self) -> None:
+        # llama-server's /completion prompts (test_completion's
+        # test_completion_with_tokens_input, test_json_prompt_no_mtmd):
+        # several in one request each answered, ids and strings mixed,
+        # the object {"prompt_string"}; the answer's prompt is its tokens'
+        # text.
         m = addr("main")
-        routes = (("/completion", {"prompt": "Hi", "n_predict": 2}),
-                  ("/v1/completions", {"prompt": "Hi", "max_tokens": 2}),
+        text = "Once upon a time"
+        ids = call(m, "POST", "/tokenize", {"content": text,
+                                            "add_special": True}
+                   ).json()["tokens"]
+        base = {"n_predict": 6, "temperature": 0, "cache_prompt": False}
+        one = call(m, "POST", "/completion", dict(base, prompt=text)).json()
+        self.assertEqual(one["prompt"], "<s> " + text)
+        self.assertEqual(one["index"], 0)
+        for p in ([ids, text], [{"prompt_string": text}, ids],
+                  [text, {"prompt_string": [ids[0], text]}]):
+            a = call(m, "POST", "/completion", dict(base, prompt=p))
+            self.assertEqual(a.status, 200, (p, a.body))
+            got = a.json()
+            self.assertEqual([g["index"] for g in got], [0, 1])
+            self.assertEqual([g["content"] for g in got],
+                             [one["content"]] * 2, p)
+        # mixed: ids as given, each string tokenized where it stands (the
+        # BOS only before a string that comes first)
+        a = call(m, "POST", "/completion", dict(base, prompt=[
+            ids[0], text, ids[1]])).json()
+        self.assertEqual(a["tokens_evaluated"], len(ids) + 1)
+        for p in ({"prompt_string": text}, [{"prompt_string": text}]):
+            self.assertEqual(call(m, "POST", "/completion", dict(
+                base, prompt=p)).json()["content"], one["content"])
+        # refusals name the field, and the item of several
+        for p, says in (([text, [ids[0], -1]], "item 1"),
+                        ([text, ["a"]], "item 1"),
+                        ([[]], "must be"),
+                        ({"prompt_string": text,
+                          "multimodal_data": ["AAAA"]}, "multimodal_data"),
+                        ({"text": text}, "prompt_string")):
+            r = call(m, "POST", "/completion", dict(base, prompt=p))
+            self.assertEqual((r.status, r.json()["error"]["param"]),
+                             (400, "prompt"), p)
+            self.assertIn(says, r.json()["error"]["message"], p)
+        r = call(m, "POST", "/completion", dict(base, prompt=[text, text],
+                                                stream=True))
+        self.assertEqual((r.status, r.json()["error"]["param"]),
+                         (400, "stream"))
+        # OpenAI's route takes one prompt, as before
+        r = call(m, "POST", "/v1/completions", {"prompt": [text, text],
+                                                "max_tokens": 2})
+        self.assertEqual((r.status, r.json()["error"]["param"]),
+                         (400, "prompt"))
+
+    def test_response_fields(self) -> None:
+        # llama-server's test_completion_response_fields: the fields asked
+        # alone, each under its path; an empty list the whole answer.
+        m = addr("main")
+        body = {"prompt": "Once", "n_predict": 5, "cache_prompt": False}
+        a = call(m, "POST", "/completion", dict(body, response_fields=[
+            "content", "generation_settings/n_predict", "prompt", "nope",
+            "content/nope"])).json()
+        self.assertEqual(set(a), {"content", "generation_settings/n_predict",
+                                  "prompt"})
+        self.assertEqual(a["generation_settings/n_predict"], 5)
+        self.assertEqual(a["prompt"], "<s> Once")
+        a = call(m, "POST", "/completion", dict(body, response_fields=[]))
+        self.assertIn("generation_settings", a.json())
+        # with several prompts, each answer's
+        a = call(m, "POST", "/completion", dict(body, prompt=["a", "b"],
+                                                response_fields=["index"]))
+        self.assertEqual(a.json(), [{"index": 0}, {"index": 1}])
+        for v in ("content", [5], [""]):
+            r = call(m, "POST", "/completion", dict(body, response_fields=v))
+            self.assertEqual((r.status, r.json()["error"]["param"]),
+                             (400, "response_fields"), v)
+
+    def test_chat_input_tokens(self) -> None:
+        # llama-server's: the prompt a chat request decodes, counted as
+        # the chat's usage counts it; nothing decoded.
+        m = addr("main")
+        chat = {"messages": [{"role": "system", "content": "Book"},
+                             {"role": "user", "content": "What is the best "
+                              "book"}], "max_tokens": 1}
+        used = call(m, "POST", "/v1/chat/completions", chat).json()
+        for path in ("/v1/chat/completions/input_tokens",
+                     "/chat/completions/input_tokens"):
+            a = call(m, "POST", path, chat).json()
+            self.assertEqual(a, {"object": "response.input_tokens",
+                                 "input_tokens":
+                                 used["usage"]["prompt_tokens"]})
+            r = call(m, "POST", path, {"messages": []})
+            self.assertEqual((r.status, r.json()["error"]["param"]),
+                             (400, "messages"))
+            self.assertEqual(call(m, "GET", path).status, 405)
+
+    def test_progress_and_timings_per_token(self) -> None:
+        # llama-server's return_progress and timings_per_token (its
+        # test_return_progress, test_chat_completion_with_timings_per_token,
+        # test_metrics_timings_on_prompt_progress): in a stream, a chunk
+        # of prompt_progress when the prompt starts and after each pass of
+        # it (--lookahead 16 here), and timings in every chunk after a
+        # choice's first.
+        m = addr("main")
+        text = "Once upon a time there was a little girl who " * 3
+        routes = (("/completion", {"prompt": text, "n_predict": 3}),
+                  ("/v1/completions", {"prompt": text, "max_tokens": 3}),
                   ("/v1/chat/completions", {"messages": [
-                      {"role": "user", "content": "Hi"}], "max_tokens": 2}))
+                      {"role": "user", "content": text}], "max_tokens": 3,
+                      "stream_options": {"include_usage": True}}))
         for path, body in routes:
+            body = dict(body, stream=True, cache_prompt=False,
+                        return_progress=True, timings_per_token=True)
+            a = call(m, "POST", path, body)
+            self.assertEqual(a.status, 200, a.body)
+            got = [json.loads(b[6:]) for b in a.body.decode().split("\n\n")
+                   if b.startswith("data: {")]
+            prog = [g["prompt_progress"] for g in got
+                    if "prompt_progress" in g]
+            total = prog[0]["total"]
+            self.assertGreater(total, 33, path)
+            self.assertEqual(prog[0]["processed"], prog[0]["cache"])
+            self.assertEqual([p["processed"] for p in prog],
+                             [0] + list(range(17, total, 16)) + [total],
+                             path)
+            self.assertTrue(all(p["total"] == total for p in prog))
+            self.assertEqual(got[0]["timings"]["prompt_n"], 0)
+            self.assertEqual(got[0]["timings"]["prompt_ms"], 0)
+            rest = got[len(prog):]
+            if path == "/v1/chat/completions":  # the role's chunk: none
+                self.assertNotIn("timings", rest[0])
+                rest = rest[1:]
+            self.assertTrue(all("timings" in g for g in rest), (path, rest))
+            self.assertEqual(rest[-1]["timings"]["predicted_n"], 3)
+            # not streamed: nothing more, as llama-server's
+            r = call(m, "POST", path, dict(body, stream=False))
+            self.assertEqual(r.status, 200)
+            self.assertNotIn("prompt_progress", r.json())
             for field in ("return_progress", "timings_per_token"):
-                r = call(m, "POST", path, dict(body, **{field: True}))
+                r = call(m, "POST", path, dict(body, **{field: "yes"}))
                 self.assertEqual((r.status, r.json()["error"]["param"]),
                                  (400, field), (path, field))
-                r = call(m, "POST", path, dict(body, **{field: False}))
-                self.assertEqual(r.status, 200, (path, field))
+        # the Responses API's: response.in_progress again with the
+        # progress, timings on the deltas and the last event
+        a = call(m, "POST", "/v1/responses", {
+            "input": text, "max_output_tokens": 3, "stream": True,
+            "return_progress": True, "timings_per_token": True},
+            check=False)  # typed events: checked one by one here
+        got = [json.loads(b.split("data: ", 1)[1])
+               for b in a.body.decode().split("\n\n") if "data: " in b]
+        for g in got:
+            self.assertEqual(problems(DOC["components"]["schemas"]
+                                      ["ResponseStreamEvent"], g), [], g)
+        prog = [g for g in got if "prompt_progress" in g]
+        self.assertTrue(all(g["type"] == "response.in_progress"
+                            for g in prog))
+        self.assertEqual(prog[-1]["prompt_progress"]["processed"],
+                         prog[-1]["prompt_progress"]["total"])
+        self.assertGreater(len(prog), 2)
+        self.assertTrue(all("timings" in g for g in got
+                            if g["type"] == "response.output_text.delta"))
+        self.assertIn("timings", got[-1])
 
 
 class Tokenizer(unittest.TestCase):
@@ -591,7 +741,9 @@ class Props(unittest.TestCase):
         self.assertIn("<|im_start|>", p["chat_template"])
         self.assertTrue(p["chat_template_caps"]["supports_system_role"])
         self.assertEqual((p["bos_token"], p["eos_token"]), ("<s>", "</s>"))
-        self.assertTrue(p["build_info"].startswith("evictd-llama/"))
+        # llama-server's b<build>-<commit>, then serve's name.
+        self.assertRegex(p["build_info"],
+                         r"^b0-([0-9a-f]{8}|unknown)-evictd-llama-")
         self.assertEqual(p["modalities"], {"vision": False, "video": False,
                                            "audio": False})
 
@@ -732,15 +884,21 @@ class Metrics(unittest.TestCase):
     def test_promtool(self) -> None:
         """promtool finds nothing in serve's families; of llama-server's,
         only what it finds in llama-server's own: their colons (legal in
-        names, which its lint reserves for recording rules)."""
+        names, which its lint reserves for recording rules), and
+        n_tokens_max a counter whose name has no _total (llama-server's
+        type, which its test_metrics asserts)."""
         call(addr("metrics"), "POST", "/completion",
              {"prompt": "Once", "n_predict": 3})
         text = call(addr("metrics"), "GET", "/metrics").body
+        self.assertIn(b"# TYPE llamacpp:n_tokens_max counter\n", text)
         findings = ts.promtool_findings(text)
         colon = [f for f in findings
                  if re.fullmatch(r"llamacpp:\w+ metric names should not "
                                  r"contain ':'", f)]
-        self.assertEqual(findings, colon)
+        total = [f for f in findings if f.startswith(
+            "llamacpp:n_tokens_max counter metrics should have")]
+        self.assertEqual(len(total), 1, findings)
+        self.assertEqual(sorted(findings), sorted(colon + total))
         self.assertEqual(sorted(f.split()[0] for f in colon),
                          sorted(LLAMACPP))
 

@@ -232,7 +232,7 @@ class Templates(unittest.TestCase):
     def test_bad_requests_are_sentences(self) -> None:
         cases = [
             ({}, '"messages" is required'),
-            ({"messages": []}, "non-empty list"),
+            ({"messages": "hi"}, "must be a list"),
             ({"messages": [{"role": "user"}]}, '"content"'),
             ({"messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "x"}}]}]},
@@ -254,6 +254,11 @@ class Templates(unittest.TestCase):
         for request, why in cases:
             with self.subTest(request=request):
                 self.assertIn(why, apply(template(QWEN25), request)["error"])
+        # No messages at all, as llama-server takes them (its Anthropic
+        # route answers them): the generation prompt alone.
+        out = apply(template(QWEN25), {"messages": []})
+        self.assertTrue(out["prompt"].endswith("<|im_start|>assistant\n"),
+                        out)
         self.assertIn("JSON object", run(["apply", STORIES, "", "1"],
                                          "not json")["error"])
 

@@ -113,12 +113,22 @@ typedef struct cli_s {
 static void help(const cli_t *c);
 
 /* The row named by `word` ("--name" or "-alias", `=VALUE` cut off by the
- * caller), and its group's base. */
+ * caller), and its group's base. A long name's underscores are dashes, as
+ * llama.cpp's own parser reads them (--backend_sampling). */
 static const cli_opt_t *find(const cli_t *c, const char *word, size_t len,
                              void **base) {
   bool lng = len > 2 && word[1] == '-';
   const char *name = word + (lng ? 2 : 1);
   size_t n = len - (lng ? 2 : 1);
+  char dashed[128];
+  if (lng && memchr(name, '_', n) != NULL) {
+    if (n >= sizeof(dashed))
+      return NULL;
+    for (size_t k = 0; k < n; k++)
+      dashed[k] = name[k] == '_' ? '-' : name[k];
+    dashed[n] = '\0';
+    name = dashed;
+  }
   for (size_t g = 0; g < c->n_groups; g++)
     for (size_t i = 0; i < c->groups[g].n; i++) {
       const cli_opt_t *o = &c->groups[g].opts[i];

@@ -1,11 +1,12 @@
 /* Anthropic's Messages API, as llama-server has it: POST /v1/messages
- * (system, messages of text, tool_use and tool_result blocks, tools and
- * tool_choice, stop_sequences, temperature, top_p, top_k), answered whole
- * or streamed as Anthropic's typed events, and POST
+ * (system, messages of text, thinking, tool_use and tool_result blocks,
+ * tools and tool_choice, thinking, stop_sequences, temperature, top_p,
+ * top_k), answered whole or streamed as Anthropic's typed events, and POST
  * /v1/messages/count_tokens. A request becomes the OpenAI chat request
  * (anthropic_in.c) that chat.c renders through llama.cpp's templates and
  * sampling.c draws with llama-server's sampler chain; the text that comes
- * back is read by the chat format's parser into text and tool_use blocks.
+ * back is read by the chat format's parser into thinking, text and
+ * tool_use blocks.
  * Every error of these two routes is in Anthropic's shape
  * (anthropic_error_json). */
 #include <stdio.h>
@@ -46,7 +47,7 @@ json_t *anthropic_error_json(unsigned status, const char *code,
 
 /* ---- a request's state ------------------------------------------------------ */
 
-enum { BLOCK_NONE, BLOCK_TEXT, BLOCK_TOOL };
+enum { BLOCK_NONE, BLOCK_TEXT, BLOCK_TOOL, BLOCK_THINKING };
 
 typedef struct an_s {
   char id[48];            /* msg_... */
@@ -236,6 +237,13 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
     msg = json_pack("{s:s%}", "content", text, out->text.len);
   json_t *content = json_array();
   json_t *ct = json_object_get(msg, "content");
+  /* What the model thought (thinking asked for) comes first, as
+   * llama-server's; serve signs nothing, so its signature is empty. */
+  json_t *rc = json_object_get(msg, "reasoning_content");
+  if (json_string_length(rc) > 0)
+    json_array_append_new(content, json_pack(
+        "{s:s,s:O,s:s}", "type", "thinking", "thinking", rc, "signature",
+        ""));
   if (json_string_length(ct) > 0)
     json_array_append_new(content, json_pack("{s:s,s:O}", "type", "text",
                                              "text", ct));
@@ -255,6 +263,12 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
 static void close_block(an_t *a, json_t *out) {
   if (a->open == BLOCK_NONE)
     return;
+  /* Anthropic's clients want a thinking block's signature before it ends
+   * (llama-server sends this one, empty: nothing is signed). */
+  if (a->open == BLOCK_THINKING)
+    json_array_append_new(out, json_pack(
+        "{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index",
+        (int)a->index, "delta", "type", "signature_delta", "signature", ""));
   json_array_append_new(out, json_pack("{s:s,s:i}", "type",
                                        "content_block_stop", "index",
                                        (int)a->index));
@@ -288,11 +302,21 @@ static void text_events(an_t *a, const char *text, size_t len, json_t *out) {
       "{s:s,s:s%}", "type", "text_delta", "text", text, len)));
 }
 
-/* One OpenAI chat delta of the parser's (content, tool_calls) as
- * Anthropic's events: one block open at a time, a tool call's block
- * started with its id and name, its arguments as input_json_delta. */
+/* One OpenAI chat delta of the parser's (reasoning_content, content,
+ * tool_calls) as Anthropic's events: one block open at a time, thinking
+ * as thinking_delta, a tool call's block started with its id and name,
+ * its arguments as input_json_delta. */
 static void delta_events(an_t *a, json_t *delta, json_t *out) {
   json_t *content = json_object_get(delta, "content");
+  json_t *thought = json_object_get(delta, "reasoning_content");
+  if (json_string_length(thought) > 0) {
+    if (a->open != BLOCK_THINKING)
+      open_block(a, out, BLOCK_THINKING, json_pack(
+          "{s:s,s:s,s:s}", "type", "thinking", "thinking", "", "signature",
+          ""));
+    json_array_append_new(out, block_delta(a, json_pack(
+        "{s:s,s:O}", "type", "thinking_delta", "thinking", thought)));
+  }
   if (json_is_string(content))
     text_events(a, json_string_value(content), json_string_length(content),
                 out);
@@ -449,7 +473,7 @@ enum MHD_Result anthropic_messages(call_t *c) {
   int bad = t == NULL || a == NULL ? -1 : 0;
   if (bad == 0)
     bad = anthropic_convert(&f, &chat) || own_fields(c, &f, t);
-  if (bad == 0 && (bad = chat_apply(&f, c->site, chat, &fmt)) == 0) {
+  if (bad == 0 && (bad = chat_apply_min(&f, c->site, chat, 0, &fmt)) == 0) {
     json_t *p = json_object_get(fmt, "prompt");
     json_t *parser = json_object_get(fmt, "parser");
     a->parser_json = parser ? json_dumps(parser, JSON_COMPACT) : NULL;
@@ -503,7 +527,7 @@ enum MHD_Result anthropic_count_tokens(call_t *c) {
   llama_token *toks = NULL;
   int n = -1;
   if (anthropic_convert(&f, &chat) == 0 &&
-      chat_apply(&f, c->site, chat, &fmt) == 0) {
+      chat_apply_min(&f, c->site, chat, 0, &fmt) == 0) {
     /* Tokenized as a request's prompt is: the BOS, and the template's
      * special tokens as themselves. */
     json_t *p = json_object_get(fmt, "prompt");

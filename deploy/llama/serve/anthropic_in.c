@@ -2,6 +2,7 @@
  * body as the OpenAI chat request chat_apply renders, each block checked,
  * what serve cannot honour refused with a sentence that says where. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ static int refuse(fields_t *f, const char *field, const char *fmt, ...) {
 
 /* Blocks serve cannot take: named, so that the refusal says which. */
 static const char *const unsupported_blocks[] = {
-    "image", "document", "thinking", "redacted_thinking", "search_result",
+    "image", "document", "redacted_thinking", "search_result",
     "server_tool_use", "web_search_tool_result", "container_upload",
     "mcp_tool_use", "mcp_tool_result", NULL};
 
@@ -35,7 +36,7 @@ static int unsupported_block(fields_t *f, const char *field, const char *at,
                     "server: it would change the answer, so it is refused "
                     "rather than ignored", at, type);
   return refuse(f, field, "%s: a content block's \"type\" must be \"text\", "
-                "\"tool_use\" or \"tool_result\"", at);
+                "\"thinking\", \"tool_use\" or \"tool_result\"", at);
 }
 
 /* llama-server's: Claude Code's system prompt begins with a line whose cch=
@@ -157,7 +158,8 @@ static int tool_result(fields_t *f, const char *at, json_t *b, json_t *msgs) {
 
 /* Message i, Anthropic's, as OpenAI's messages appended to msgs: a user's
  * text as a user message and its tool results as tool messages, in their
- * order; an assistant's text and tool calls as one message. */
+ * order; an assistant's text, thinking (its reasoning_content, the
+ * blocks' joined, as llama-server's) and tool calls as one message. */
 static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
   json_t *role = json_object_get(m, "role"), *content = json_object_get(m,
                                                                         "content");
@@ -176,8 +178,9 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
   if (!json_is_array(content) || json_array_size(content) == 0)
     return refuse(f, "messages", "%s: \"content\" must be a string or a "
                   "list of content blocks (text, tool_use, tool_result)", at);
-  evd_buf_t text;
+  evd_buf_t text, reasoning;
   evd_buf_init(&text);
+  evd_buf_init(&reasoning);
   json_t *calls = json_array();
   bool any_text = false;
   int rc = 0;
@@ -198,6 +201,14 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
         evd_buf_chr(&text, '\n');
       evd_buf_add(&text, json_string_value(t), json_string_length(t));
       any_text = true;
+    } else if (strcmp(ty, "thinking") == 0 && assistant) {
+      json_t *th = json_object_get(b, "thinking");
+      if (!json_is_string(th)) {
+        rc = refuse(f, "messages", "%s: a thinking block needs "
+                    "\"thinking\": a string", where);
+        break;
+      }
+      evd_buf_add(&reasoning, json_string_value(th), json_string_length(th));
     } else if (strcmp(ty, "tool_use") == 0 && assistant) {
       if ((rc = tool_use(f, where, b, calls)) != 0)
         break;
@@ -208,7 +219,8 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
       any_text = false;
       if ((rc = tool_result(f, where, b, msgs)) != 0)
         break;
-    } else if (strcmp(ty, "tool_use") == 0 || strcmp(ty, "tool_result") == 0) {
+    } else if (strcmp(ty, "tool_use") == 0 || strcmp(ty, "tool_result") == 0 ||
+               strcmp(ty, "thinking") == 0) {
       rc = refuse(f, "messages", "%s: a %s block belongs in %s message",
                   where, ty, user ? "an assistant's" : "a user's");
       break;
@@ -217,19 +229,23 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
       break;
     }
   }
-  if (rc == 0 && text.oom)
+  if (rc == 0 && (text.oom || reasoning.oom))
     rc = refuse(f, NULL, "out of memory");
   if (rc == 0 && assistant) {
     json_t *msg = json_pack("{s:s,s:s%}", "role", "assistant", "content",
                             text.data ? text.data : "", text.len);
     if (json_array_size(calls) > 0)
       json_object_set(msg, "tool_calls", calls);
+    if (reasoning.len > 0)
+      json_object_set_new(msg, "reasoning_content", json_stringn(
+          reasoning.data, reasoning.len));
     json_array_append_new(msgs, msg);
   } else if (rc == 0 && any_text) {
     push_text(msgs, "user", &text);
   }
   json_decref(calls);
   evd_buf_free(&text);
+  evd_buf_free(&reasoning);
   return rc;
 }
 
@@ -324,22 +340,30 @@ int anthropic_convert(fields_t *f, json_t **chat) {
   json_t *meta = json_object_get(body, "metadata");
   json_t *kwargs = json_object_get(body, "chat_template_kwargs");
   json_t *think_type = json_object_get(thinking, "type");
+  json_t *budget = json_object_get(thinking, "budget_tokens");
+  const char *tt = json_is_string(think_type) ? json_string_value(think_type)
+                                              : "";
+  bool think = strcmp(tt, "enabled") == 0;
   *chat = NULL;
   if (!json_is_string(model))
     return refuse(f, "model", "\"model\" is required: a string (one model "
                   "is served: any name will do)");
+  /* None is llama-server's permissive reading: the template's generation
+   * prompt alone. */
   size_t n = json_array_size(messages);
-  if (!json_is_array(messages) || n == 0 || n > 4096)
-    return refuse(f, "messages", "\"messages\" is required: a list of 1 to "
-                  "4096 messages {\"role\": \"user\"|\"assistant\", "
+  if (!json_is_array(messages) || n > 4096)
+    return refuse(f, "messages", "\"messages\" is required: a list of up "
+                  "to 4096 messages {\"role\": \"user\"|\"assistant\", "
                   "\"content\"}");
   if (thinking != NULL && !json_is_null(thinking) &&
-      !(json_is_string(think_type) &&
-        strcmp(json_string_value(think_type), "disabled") == 0))
-    return refuse(f, "thinking", "\"thinking\" is not supported by this "
-                  "server: it would change the answer, so it is refused "
-                  "rather than ignored (leave it out, or send {\"type\": "
-                  "\"disabled\"})");
+      (!json_is_object(thinking) ||
+       (!think && strcmp(tt, "disabled") != 0) ||
+       (budget != NULL && !json_is_null(budget) &&
+        (!json_is_integer(budget) || json_integer_value(budget) < 0 ||
+         json_integer_value(budget) > INT32_MAX))))
+    return refuse(f, "thinking", "\"thinking\" must be {\"type\": "
+                  "\"enabled\", \"budget_tokens\": N} (N a whole number "
+                  "from 0) or {\"type\": \"disabled\"}");
   if (meta != NULL && !json_is_null(meta) &&
       (!json_is_object(meta) ||
        (json_object_get(meta, "user_id") != NULL &&
@@ -353,12 +377,18 @@ int anthropic_convert(fields_t *f, json_t **chat) {
   if (field_unhonoured(f, unhonoured) != 0)
     return -1;
   /* No thinking asked for: a template with a reasoning block is told so,
-   * and what the model writes stays text (no thinking blocks, which
-   * this server does not take back either). */
+   * and what the model writes stays text. Thinking asked for, as
+   * llama-server: the template's thinking on, what the model thinks read
+   * apart (thinking blocks), within budget_tokens (10000 when not given,
+   * as there; the reasoning budget of upstream.h). */
   json_t *c = json_pack("{s:[],s:s,s:{s:b}}", "messages", "reasoning_format",
-                        "none", "chat_template_kwargs", "enable_thinking", 0);
+                        think ? "deepseek" : "none", "chat_template_kwargs",
+                        "enable_thinking", think);
   if (c == NULL)
     return refuse(f, NULL, "out of memory");
+  if (think)
+    json_object_set_new(c, "reasoning_budget_tokens", json_integer(
+        json_is_integer(budget) ? json_integer_value(budget) : 10000));
   json_t *msgs = json_object_get(c, "messages");
   if (json_is_object(kwargs))
     json_object_update(json_object_get(c, "chat_template_kwargs"), kwargs);

@@ -49,15 +49,20 @@ static json_t *with_defaults(const site_t *site, json_t *body) {
 }
 
 int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out) {
+  return chat_apply_min(f, site, body, 1, out);
+}
+
+int chat_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
+                   json_t **out) {
   static const char *const roles[] = {"system", "developer", "user",
                                       "assistant", "tool", NULL};
   json_t *messages = json_object_get(body, "messages");
   size_t n = json_array_size(messages);
   *out = NULL;
-  if (!json_is_array(messages) || n == 0 || n > 4096) {
+  if (!json_is_array(messages) || n < min || n > 4096) {
     f->bad = "messages";
-    snprintf(f->why, sizeof(f->why), "\"messages\" must be a list of 1 to "
-             "4096 messages");
+    snprintf(f->why, sizeof(f->why), "\"messages\" must be a list of %zu "
+             "to 4096 messages", min);
     return -1;
   }
   /* The roles serve's contract names; common checks the rest. */

@@ -250,6 +250,8 @@ static void admit(engine_t *e, task_t *t) {
     if (k == 0) {
       tq_cached(e->q, t, m);
       t->t_start = clock_now();
+      if (t->want.progress)
+        tq_progress(e->q, t, m);
     }
     c->lane = lanes_route(e->lanes, c->s.session, (uint32_t)c->s.id);
     if (m == 0)
@@ -669,6 +671,9 @@ static void iterate(engine_t *e) {
       pc.prompt_tokens += c->n - was;
     else
       pc.gen_steps++;
+    if (was < c->task->n_prompt && c->index == 0 && c->task->want.progress)
+      tq_progress(e->q, c->task, c->n < c->task->n_prompt
+                                     ? c->n : c->task->n_prompt);
     if (c->n > pc.n_max)
       pc.n_max = c->n;
   }

@@ -193,6 +193,27 @@ enum MHD_Result extra_tokenize(call_t *c) {
   return reply_json(c, 200, json_pack("{s:o}", "tokens", list));
 }
 
+json_t *extra_text(const site_t *site, const llama_token *toks, size_t n) {
+  evd_buf_t text;
+  char *buf = NULL;
+  size_t cap = 0;
+  int bad = 0;
+  evd_buf_init(&text);
+  for (size_t i = 0; !bad && i < n; i++) {
+    int len = piece(site, toks[i], &buf, &cap);
+    if (len < 0)
+      bad = 1;
+    else
+      evd_buf_add(&text, buf, (size_t)len);
+  }
+  free(buf);
+  json_t *s = bad || text.oom ? NULL
+                              : utf8_string(text.data ? text.data : "",
+                                            text.len);
+  evd_buf_free(&text);
+  return s;
+}
+
 /* POST /detokenize {"tokens": [ids]}: {"content"}, every token's text
  * (control tokens' own included) one after the other. */
 enum MHD_Result extra_detokenize(call_t *c) {
@@ -217,25 +238,15 @@ enum MHD_Result extra_detokenize(call_t *c) {
                          "to %d)", i, c->site->lm->n_vocab - 1);
     }
   }
-  evd_buf_t text;
-  char *buf = NULL;
-  size_t cap = 0;
-  int bad = 0;
-  evd_buf_init(&text);
+  size_t n = json_array_size(tokens);
+  llama_token *toks = malloc((n ? n : 1) * sizeof(*toks));
   json_array_foreach(tokens, i, v) {
-    int len = piece(c->site, (llama_token)json_integer_value(v), &buf, &cap);
-    if (len < 0) {
-      bad = 1;
-      break;
-    }
-    evd_buf_add(&text, buf, (size_t)len);
+    if (toks != NULL)
+      toks[i] = (llama_token)json_integer_value(v);
   }
-  free(buf);
   json_decref(body);
-  json_t *s = bad || text.oom ? NULL
-                              : utf8_string(text.data ? text.data : "",
-                                            text.len);
-  evd_buf_free(&text);
+  json_t *s = toks != NULL ? extra_text(c->site, toks, n) : NULL;
+  free(toks);
   if (s == NULL)
     return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
   return reply_json(c, 200, json_pack("{s:o}", "content", s));

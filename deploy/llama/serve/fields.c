@@ -188,3 +188,114 @@ int field_prompt_any(fields_t *f, const site_t *site, const char *name,
   t->n_prompt = (uint32_t)n;
   return 0;
 }
+
+bool field_prompt_list(json_t *p) {
+  size_t i;
+  json_t *v;
+  if (!json_is_array(p) || json_array_size(p) == 0)
+    return false;
+  json_array_foreach(p, i, v) {
+    if (json_is_integer(v))
+      return false;
+  }
+  return true;
+}
+
+/* Appends text's tokens (the BOS before them when bos) to t's prompt of
+ * *cap; -1 when it cannot be tokenized or memory runs out. */
+static int add_text(const site_t *site, json_t *s, bool bos, task_t *t,
+                    size_t *cap) {
+  llama_token *toks = NULL;
+  int n = (bos ? lm_tokenize : lm_tokenize_more)(
+      site->lm, json_string_value(s), json_string_length(s), false, &toks);
+  if (n < 0)
+    return -1;
+  if (t->n_prompt + (size_t)n > *cap) {
+    size_t want = (*cap ? *cap * 2 : 64) + (size_t)n;
+    llama_token *p = realloc(t->prompt, want * sizeof(*p));
+    if (p == NULL) {
+      free(toks);
+      return -1;
+    }
+    t->prompt = p;
+    *cap = want;
+  }
+  if (n > 0)
+    memcpy(t->prompt + t->n_prompt, toks, (size_t)n * sizeof(*toks));
+  t->n_prompt += (uint32_t)n;
+  free(toks);
+  return 0;
+}
+
+int field_prompt_of(fields_t *f, const site_t *site, const char *name,
+                    json_t *p, long item, task_t *t) {
+  char at[48] = "";
+  if (item >= 0)
+    snprintf(at, sizeof(at), " item %ld", item);
+  if (json_is_object(p)) {
+    json_t *media = json_object_get(p, "multimodal_data");
+    if (media != NULL && !json_is_null(media) &&
+        !(json_is_array(media) && json_array_size(media) == 0))
+      return bad(f, name, "\"%s\"%s: \"multimodal_data\" is not supported: "
+                 "the model takes text alone", name, at);
+    p = json_object_get(p, "prompt_string");
+    if (!json_is_string(p) && !json_is_array(p))
+      return bad(f, name, "\"%s\"%s: an object prompt needs "
+                 "\"prompt_string\" (a string, or token ids and strings)",
+                 name, at);
+  } else if (field_prompt_list(p)) { /* in a list, or one of one */
+    return bad(f, name, "\"%s\"%s: a list of strings is a list of prompts, "
+               "which cannot be one of several", name, at);
+  }
+  if (json_is_string(p))
+    return field_prompt(f, site, name, json_string_value(p),
+                        json_string_length(p), false, t);
+  size_t n = json_array_size(p), cap = 0, i;
+  json_t *v;
+  if (!json_is_array(p) || n == 0)
+    return bad(f, name, "\"%s\"%s must be a string, token ids (strings "
+               "among them tokenized), an object {\"prompt_string\"}, or a "
+               "list of such prompts", name, at);
+  /* Token ids as given (the BOS is the client's to put), each string
+   * tokenized where it stands: the BOS before it when it comes first, as
+   * llama-server's tokenize_mixed. */
+  t->n_prompt = 0;
+  json_array_foreach(p, i, v) {
+    if (json_is_string(v)) {
+      if (add_text(site, v, i == 0, t, &cap) != 0)
+        return bad(f, name, "\"%s\"%s: cannot tokenize its string %zu",
+                   name, at, i);
+      continue;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) >= site->lm->n_vocab)
+      return bad(f, name, "\"%s\"%s as token ids: item %zu is neither an "
+                 "id of the vocabulary (0 to %d) nor a string", name, at, i,
+                 site->lm->n_vocab - 1);
+    if (t->n_prompt == cap) {
+      size_t want = cap ? cap * 2 : n;
+      llama_token *q = realloc(t->prompt, want * sizeof(*q));
+      if (q == NULL)
+        return bad(f, name, "out of memory");
+      t->prompt = q;
+      cap = want;
+    }
+    t->prompt[t->n_prompt++] = (llama_token)json_integer_value(v);
+  }
+  if (t->n_prompt == 0)
+    return bad(f, name, "\"%s\"%s has no tokens", name, at);
+  return 0;
+}
+
+int field_extras(fields_t *f, json_t *params, bool stream, bool *timings,
+                 task_t *t) {
+  bool progress;
+  if (field_bool(f, "return_progress", false, &progress) != 0 ||
+      field_bool(f, "timings_per_token", false, timings) != 0)
+    return -1;
+  /* As llama-server's: progress is sent in a stream alone. */
+  t->want.progress = progress && stream;
+  json_object_del(params, "return_progress");
+  json_object_del(params, "timings_per_token");
+  return 0;
+}

@@ -548,7 +548,8 @@ const cli_opt_t serve_llama_flags[] = {
     {"no-cache-idle-slots", NULL, NULL, CLI_FLAG, LS(no_cache_idle), 0, 0,
      {NULL}, "none saved: --cache-ram 0"},
     {"verbose|log-verbose", "v", NULL, CLI_FLAG, OPT(lm.debug), 0, 0, {NULL},
-     "llama.cpp's whole log, as --debug"},
+     "llama.cpp's whole log, as --debug; and answers carry __verbose "
+     "(a request's \"verbose\" says otherwise for itself)"},
     {"metrics", NULL, NULL, NOOP, "accepted: GET /metrics is always on"},
     {"slots", NULL, NULL, ROW(slots, set_const, "1"),
      "GET /slots answers (the default)"},
@@ -559,6 +560,10 @@ const cli_opt_t serve_llama_flags[] = {
      "every running request in one pass"},
     {"no-kv-unified", "no-kvu", NULL, NOOP, "accepted: what serve does (a "
      "sequence's cells are its own)"},
+    {"kv-unified", "kvu", NULL, NOOP, "accepted, changing nothing: serve's "
+     "sequences share no cells (-c N still gives each N/-np), and as a "
+     "window never fills, no request waits for or is refused by a shared "
+     "pool"},
     {"threads-http", NULL, "N", NOOP, "accepted: libmicrohttpd runs a "
      "thread per connection"},
     {"timeout", "to", "N", NOOP, "accepted: serve times no connection out "
@@ -569,6 +574,10 @@ const cli_opt_t serve_llama_flags[] = {
     {"no-agent", "no-ag", NULL, NOOP, "accepted: the same"},
     {"no-mmproj|no-mmproj-auto|no-mmproj-offload", NULL, NULL, NOOP,
      "accepted: serve takes text alone"},
+    {"backend-sampling", "bs", NULL, NOOP, "accepted, changing nothing: "
+     "serve draws with common's sampler chain on the CPU, and llama-server's "
+     "backend sampling draws the same tokens (its own tests assert it); "
+     "a request's \"backend_sampling\" likewise"},
     {"no-spec-draft-backend-sampling", NULL, NULL, NOOP,
      "accepted: no speculative decoding"},
     {"offline", NULL, NULL, NOOP, "accepted: serve never uses the network"},
@@ -642,8 +651,6 @@ const cli_opt_t serve_llama_flags[] = {
      "yarn-ext-factor|yarn-attn-factor|yarn-beta-slow|yarn-beta-fast", NULL,
      NULL, REFUSE, "serve runs the GGUF's own RoPE settings (its positions "
      "are the window's: see generate --positions)"},
-    {"kv-unified", "kvu", NULL, REFUSE, "serve's sequences share no cells: "
-     "each holds its own window (budget + lookahead; -c N gives each N/-np)"},
     {"no-context-shift", NULL, NULL, REFUSE, "serve's window never fills: "
      "a generation runs on past the context, evicting (--n-predict-max "
      "caps it), so there is no end of the context to stop at"},
@@ -654,8 +661,6 @@ const cli_opt_t serve_llama_flags[] = {
     {"special", "sp", NULL, REFUSE, "serve never writes control tokens' "
      "text into an answer"},
     {"spm-infill", NULL, NULL, REFUSE, "serve has no /infill route"},
-    {"backend-sampling", "bs", NULL, REFUSE, "serve samples with llama.cpp "
-     "common's sampler chain on the CPU"},
     {"no-prefill-assistant", NULL, NULL, REFUSE, "serve always continues a "
      "trailing assistant message (llama-server's default)"},
     {"skip-chat-parsing", NULL, NULL, REFUSE, "serve always reads tool "

@@ -23,6 +23,8 @@ typedef struct route_s {
 static const route_t routes[] = {
     {"/v1/chat/completions", "POST", openai_chat, false},
     {"/chat/completions", "POST", openai_chat, false},
+    {"/v1/chat/completions/input_tokens", "POST", openai_input_tokens, false},
+    {"/chat/completions/input_tokens", "POST", openai_input_tokens, false},
     {"/v1/completions", "POST", openai_completions, false},
     {"/v1/models", "GET", openai_models, false},
     {"/models", "GET", openai_models, false},

@@ -88,6 +88,8 @@ struct call_s {
    * chunk, usage */
   bool chat;
   bool usage;             /* stream_options.include_usage */
+  bool timings;           /* llama-server's timings_per_token: a stream's
+                             chunks carry the timings so far */
   char id[80];
   long long created;
   bool *seen;
@@ -103,8 +105,14 @@ struct call_s {
                     const char *message);
 };
 
-/* What every OpenAI answer says it was made by (system_fingerprint). */
-#define SERVE_FINGERPRINT "evictd-llama/" EVD_LLAMA_CPP_VERSION
+/* What every OpenAI answer says it was made by (system_fingerprint) and
+ * /props's build_info: llama-server's "b<build>-<commit>" of the llama.cpp
+ * linked (llama.mk's EVD_LLAMA_CPP_COMMIT; the build number is 0, what
+ * llama.cpp's own build gives a tree without its git history, as the
+ * pinned npm bundle is), then serve's own name and version. Clients and
+ * llama.cpp's tests read the leading "b". */
+#define SERVE_FINGERPRINT \
+  "b0-" EVD_LLAMA_CPP_COMMIT "-evictd-llama-" EVD_CLIENT_VERSION
 
 /* ---- http.c -------------------------------------------------------------- */
 
@@ -139,6 +147,16 @@ json_t *reply_error_json(unsigned status, const char *code,
 enum MHD_Result reply_error(call_t *c, unsigned status, const char *code,
                             const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+
+/* Submits ts[0..k) (taken: each released here, the array the caller's)
+ * and answers, once all are done, with the list of api's whole answers
+ * of each, in order; pick(c, i) makes task i's state current (c->task is
+ * set) before api reads it. A task the queue does not take, or one that
+ * fails, ends the others and answers as a single one would. Not
+ * streamed. */
+enum MHD_Result reply_tasks(call_t *c, task_t **ts, uint32_t k,
+                            const api_t *api,
+                            void (*pick)(call_t *c, uint32_t i));
 
 /* Submits t (taken) and answers from its events with api: a stream of
  * server-sent events, or the whole answer when it is done; a client that
@@ -182,6 +200,13 @@ typedef struct unhonoured_s {
   const char *text;
 } unhonoured_t;
 
+/* llama-server's return_progress and timings_per_token (true or false),
+ * from f's body: EV_PROGRESS events (t->want.progress) for a stream, the
+ * timings in every chunk (*timings). Taken out of params (the sampler's),
+ * where sampling_make refuses them for the routes that read them not. */
+int field_extras(fields_t *f, json_t *params, bool stream, bool *timings,
+                 task_t *t);
+
 /* Refuses (-1, why set) the first field of list (ended by a NULL name)
  * whose value asks for something. */
 int field_unhonoured(fields_t *f, const unhonoured_t *list);
@@ -191,6 +216,20 @@ int field_unhonoured(fields_t *f, const unhonoured_t *list);
  * llama-server takes them). 0, or -1 with why set. */
 int field_prompt_any(fields_t *f, const site_t *site, const char *name,
                      task_t *t);
+
+/* Whether /completion's prompt p is a list of several prompts, as
+ * llama-server reads it: a non-empty list with no token id in it (one
+ * with ids is a prompt of ids and strings). */
+bool field_prompt_list(json_t *p);
+
+/* One of /completion's prompts p into t's tokens, as llama-server's
+ * tokenize_input_subprompt reads it: a string (the BOS first); token ids
+ * as given; ids and strings mixed (each string tokenized in place, the
+ * BOS before it when it comes first); an object {"prompt_string": one
+ * of those} ("multimodal_data" refused: no images). item: its index among
+ * several, which the refusal names, or -1. 0, or -1 with why set. */
+int field_prompt_of(fields_t *f, const site_t *site, const char *name,
+                    json_t *p, long item, task_t *t);
 
 /* The prompt text into t's tokens (special: a chat template's text, whose
  * special tokens' text becomes those tokens); -1 with why set. */
@@ -204,6 +243,11 @@ int field_prompt(fields_t *f, const site_t *site, const char *name,
  * the prompt's text, what the sampler needs, how to read the text back
  * (a new reference). 0, or -1 with f's why set (a 400). */
 int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out);
+
+/* The same, messages taken from min of them (Anthropic's route takes
+ * none, as llama-server's: the template's generation prompt alone). */
+int chat_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
+                   json_t **out);
 
 /* Messages alone through the templates, ending where the assistant's
  * answer begins, into out. 0, or -1 with f's why set. */
@@ -250,6 +294,10 @@ int sampling_make(fields_t *f, const site_t *site, json_t *params,
 enum MHD_Result openai_models(call_t *c);       /* openai.c */
 enum MHD_Result openai_completions(call_t *c);
 enum MHD_Result openai_chat(call_t *c);
+/* POST /v1/chat/completions/input_tokens (and without /v1), llama-server's:
+ * a chat request's prompt counted, {"object": "response.input_tokens",
+ * "input_tokens"}, nothing decoded. */
+enum MHD_Result openai_input_tokens(call_t *c);
 enum MHD_Result native_completion(call_t *c);   /* native.c */
 enum MHD_Result responses_create(call_t *c);    /* responses.c */
 enum MHD_Result responses_get(call_t *c, const char *id);
@@ -260,6 +308,10 @@ enum MHD_Result extra_tokenize(call_t *c);      /* extra.c */
 enum MHD_Result extra_detokenize(call_t *c);
 enum MHD_Result extra_apply_template(call_t *c);
 enum MHD_Result extra_props(call_t *c);
+/* The tokens' text, each as llama-server's detokenizer shows it (a
+ * control token's own text included), as a JSON string (a byte that
+ * begins no UTF-8 character as U+FFFD); NULL when out of memory. */
+json_t *extra_text(const site_t *site, const llama_token *toks, size_t n);
 enum MHD_Result extra_slots(call_t *c);
 
 /* Anthropic's Messages API (anthropic.c): POST /v1/messages and POST
@@ -303,6 +355,21 @@ void native_call_free(call_t *c);
  * predicted_n, predicted_ms, predicted_per_token_ms, predicted_per_second
  * (native.c). */
 json_t *native_timings(const task_t *t, uint32_t predicted);
+/* A stream's timings so far at event e (timings_per_token): at an
+ * EV_PROGRESS the prompt's positions computed and their time, at an
+ * EV_TEXT the prompt's and the tokens' so far. */
+json_t *native_timings_now(const task_t *t, const event_t *e);
+/* llama-server's prompt_progress of an EV_PROGRESS event: {"total",
+ * "cache", "processed", "time_ms"}. */
+json_t *native_progress(const task_t *t, const event_t *e);
+/* llama-server's "__verbose" of an OpenAI answer (its request's
+ * "verbose", by default serve --verbose): what /completion would answer
+ * for the choice, its "prompt" the text of the prompt's tokens as
+ * decoded (the template's rendering, BOS included). text: the choice's
+ * whole text ("" in a stream, whose chunks had it, as llama-server's).
+ * A new reference, or NULL when out of memory. */
+json_t *native_verbose(call_t *c, uint32_t i, const char *text, size_t len,
+                       finish_t fin, uint32_t tokens, uint32_t stop);
 
 /* The body as a JSON object into *out, or an answer already sent (400 or
  * 413) and -1. */

@@ -1,20 +1,24 @@
 /* POST /completion, as llama.cpp's own server answers it: {"prompt" (a
- * string or token ids), "n_predict" (or "max_completion_tokens",
+ * string, token ids, both mixed, an object {"prompt_string"}, or a list of
+ * several such prompts, each its own answer), "n_predict" (or "max_completion_tokens",
  * "max_tokens"; -1: until an end token), "stream", the sampler's fields
  * under llama-server's names (temperature, top_k, top_p, min_p,
  * penalties, logit_bias, grammar, json_schema, n_probs or logprobs,
- * seed, ...), "stop", "return_tokens", "cache_prompt"} in; {"content",
+ * seed, ...), "stop", "return_tokens", "cache_prompt", "response_fields"}
+ * in; {"content",
  * "tokens", "id_slot", "stop", "model", "tokens_predicted",
  * "tokens_evaluated", "generation_settings", "prompt", "has_new_line",
  * "truncated", "stop_type", "stopping_word", "tokens_cached", "timings",
  * "completion_probabilities", "session"} out, or a stream of {"content",
  * "tokens", "stop": false, ...} events ending with {"stop": true, ...}.
- * One choice. */
+ * One choice a prompt; several prompts, a list of answers (not streamed).
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "serve/http.h"
 #include "serve/upstream.h"
 
@@ -27,10 +31,13 @@ static const char *stopping_word(const task_t *t, finish_t f, uint32_t i) {
   return f == FIN_STOP && i < t->want.n_stop ? t->want.stop[i] : "";
 }
 
-/* What /completion keeps while it answers: the request's prompt (shown
- * back), the tokens drawn and their probabilities, the settings. */
+/* What /completion keeps while it answers a prompt: the tokens drawn and
+ * their probabilities, the settings. */
 typedef struct nat_s {
-  json_t *prompt;
+  struct nat_s *more;     /* the next prompt's, of several */
+  task_t *task;           /* several prompts: this one's (borrowed) */
+  uint32_t index;         /* its prompt's among several */
+  json_t *fields;         /* response_fields: the paths answered, or NULL */
   json_t *tokens;         /* ids, when return_tokens or streamed */
   json_t *probs;          /* completion_probabilities, when n_probs */
   json_t *settings;       /* generation_settings */
@@ -40,16 +47,52 @@ typedef struct nat_s {
   bool has_new_line;
 } nat_t;
 
+static void nat_free(nat_t *n) {
+  while (n != NULL) {
+    nat_t *next = n->more;
+    json_decref(n->fields);
+    json_decref(n->tokens);
+    json_decref(n->probs);
+    json_decref(n->settings);
+    free(n);
+    n = next;
+  }
+}
+
 void native_call_free(call_t *c) {
-  nat_t *n = c->nat;
-  if (n == NULL)
-    return;
-  json_decref(n->prompt);
-  json_decref(n->tokens);
-  json_decref(n->probs);
-  json_decref(n->settings);
-  free(n);
+  nat_free(c->nat);
   c->nat = NULL;
+}
+
+/* The prompt as llama-server shows it: its tokens' text, BOS and control
+ * tokens included. */
+static json_t *prompt_text(call_t *c) {
+  const task_t *t = c->task;
+  return extra_text(c->site, t->prompt, t->n_prompt - t->base);
+}
+
+/* llama-server's response_fields: of the answer j (taken), the values at
+ * the paths asked ("a/b": b inside a), each under its path; a path that
+ * leads nowhere is left out. The whole answer without them. */
+static json_t *only_fields(json_t *j, json_t *paths) {
+  if (j == NULL || json_array_size(paths) == 0)
+    return j;
+  json_t *out = json_object(), *p;
+  size_t i;
+  json_array_foreach(paths, i, p) {
+    const char *path = json_string_value(p), *at = path;
+    json_t *v = j;
+    while (v != NULL && at != NULL) {
+      const char *end = strchr(at, '/');
+      size_t len = end ? (size_t)(end - at) : strlen(at);
+      v = json_is_object(v) ? json_object_getn(v, at, len) : NULL;
+      at = end ? end + 1 : NULL;
+    }
+    if (v != NULL)
+      json_object_set(out, path, v);
+  }
+  json_decref(j);
+  return out;
 }
 
 /* llama-server's timings of a task: the prompt's tokens decoded and the
@@ -75,6 +118,55 @@ json_t *native_timings(const task_t *t, uint32_t predicted) {
                    gms > 0 ? 1e3 / gms * steps : 0.0);
 }
 
+json_t *native_verbose(call_t *c, uint32_t i, const char *text, size_t len,
+                       finish_t fin, uint32_t tokens, uint32_t stop) {
+  task_t *t = c->task;
+  json_t *prompt = extra_text(c->site, t->prompt, t->n_prompt - t->base);
+  if (prompt == NULL)
+    return NULL;
+  return json_pack(
+      "{s:i,s:s%,s:[],s:i,s:b,s:s,s:i,s:I,s:o,s:b,s:b,s:s,s:s,s:I,s:o}",
+      "index", (int)i, "content", text, len, "tokens", "id_slot", -1, "stop",
+      1, "model", c->site->model, "tokens_predicted", (int)tokens,
+      "tokens_evaluated", (json_int_t)t->n_prompt, "prompt", prompt,
+      "has_new_line", memchr(text, '\n', len) != NULL, "truncated", 0,
+      "stop_type", stop_type(fin), "stopping_word",
+      stopping_word(t, fin, stop), "tokens_cached", (json_int_t)t->cached,
+      "timings", native_timings(t, tokens));
+}
+
+json_t *native_timings_now(const task_t *t, const event_t *e) {
+  double now = clock_now();
+  uint32_t cached = t->cached, pn, gn = 0;
+  double pms, gms = 0;
+  if (e->kind == EV_PROGRESS) {
+    pn = e->tokens > cached ? e->tokens - cached : 0;
+    pms = pn > 0 ? (now - t->t_start) * 1e3 : 0;
+  } else {
+    pn = t->n_prompt - cached;
+    pms = (t->t_prompt - t->t_start) * 1e3;
+    gn = e->tokens;
+    gms = (now - t->t_prompt) * 1e3;
+  }
+  uint32_t steps = gn > 0 ? gn - 1 : 0;
+  return json_pack("{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n",
+                   (json_int_t)cached, "prompt_n", (json_int_t)pn,
+                   "prompt_ms", pms, "prompt_per_token_ms",
+                   pn ? pms / pn : 0.0, "prompt_per_second",
+                   pms > 0 ? pn * 1e3 / pms : 0.0, "predicted_n",
+                   (json_int_t)gn, "predicted_ms", gms,
+                   "predicted_per_token_ms", steps ? gms / steps : 0.0,
+                   "predicted_per_second",
+                   gms > 0 ? 1e3 / gms * steps : 0.0);
+}
+
+json_t *native_progress(const task_t *t, const event_t *e) {
+  return json_pack("{s:I,s:I,s:I,s:I}", "total", (json_int_t)t->n_prompt,
+                   "cache", (json_int_t)t->cached, "processed",
+                   (json_int_t)e->tokens, "time_ms",
+                   (json_int_t)((clock_now() - t->t_start) * 1e3));
+}
+
 /* A drawn token: its id (return_tokens, or a stream's chunk) and
  * probabilities (n_probs). */
 static void take_token(call_t *c, const char *bytes, size_t len) {
@@ -95,6 +187,16 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     take_token(c, text, e->len);
     return NULL;
   }
+  if (e->kind == EV_PROGRESS) {
+    json_t *j = json_pack("{s:i,s:s,s:[],s:b,s:i,s:i,s:I,s:o}", "index", 0,
+                          "content", "", "tokens", "stop", 0, "id_slot", -1,
+                          "tokens_predicted", 0, "tokens_evaluated",
+                          (json_int_t)c->task->n_prompt, "prompt_progress",
+                          native_progress(c->task, e));
+    if (j != NULL && c->timings)
+      json_object_set_new(j, "timings", native_timings_now(c->task, e));
+    return j;
+  }
   if (e->kind == EV_TEXT) {
     n->has_new_line = n->has_new_line || memchr(text, '\n', e->len) != NULL;
     /* The chunk takes the tokens and probabilities since the last one. */
@@ -104,6 +206,8 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
                           (int)e->tokens, "tokens_evaluated",
                           (json_int_t)c->task->n_prompt);
     n->tokens = json_array();
+    if (j != NULL && c->timings)
+      json_object_set_new(j, "timings", native_timings_now(c->task, e));
     if (j != NULL && json_array_size(n->probs) > 0) {
       json_object_set_new(j, "completion_probabilities", n->probs);
       n->probs = json_array();
@@ -111,19 +215,19 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     return j;
   }
   task_t *t = c->task;
-  return json_pack(
-      "{s:i,s:s,s:[],s:i,s:b,s:s,s:i,s:I,s:O,s:O,s:b,s:b,s:s,s:s,s:I,s:o,"
+  return only_fields(json_pack(
+      "{s:i,s:s,s:[],s:i,s:b,s:s,s:i,s:I,s:O,s:o,s:b,s:b,s:s,s:s,s:I,s:o,"
       "s:s}", "index", 0, "content", "", "tokens", "id_slot", -1, "stop", 1,
       "model",
       c->site->model, "tokens_predicted", (int)e->tokens,
       "tokens_evaluated", (json_int_t)t->n_prompt, "generation_settings",
-      n->settings, "prompt", n->prompt, "has_new_line", n->has_new_line,
+      n->settings, "prompt", prompt_text(c), "has_new_line", n->has_new_line,
       "truncated", 0,
       "stop_type", stop_type(e->finish), "stopping_word",
       stopping_word(t, e->finish, e->stop),
       "tokens_cached", (json_int_t)t->cached, "timings",
       native_timings(t, e->tokens), "session",
-      t->conv[0] ? t->conv : t->id);
+      t->conv[0] ? t->conv : t->id), n->fields);
 }
 
 static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n_out) {
@@ -138,12 +242,12 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n_out) {
   }
   const char *text = out[0].text.data ? out[0].text.data : "";
   json_t *j = json_pack(
-      "{s:i,s:s%,s:O,s:i,s:b,s:s,s:i,s:I,s:O,s:O,s:b,s:b,s:s,s:s,s:I,s:o,"
-      "s:s}", "index", 0, "content", text, out[0].text.len, "tokens",
-      n->tokens, "id_slot", -1, "stop", 1, "model", c->site->model,
+      "{s:i,s:s%,s:O,s:i,s:b,s:s,s:i,s:I,s:O,s:o,s:b,s:b,s:s,s:s,s:I,s:o,"
+      "s:s}", "index", (int)n->index, "content", text, out[0].text.len,
+      "tokens", n->tokens, "id_slot", -1, "stop", 1, "model", c->site->model,
       "tokens_predicted", (int)out[0].tokens, "tokens_evaluated",
       (json_int_t)t->n_prompt, "generation_settings", n->settings,
-      "prompt", n->prompt, "has_new_line",
+      "prompt", prompt_text(c), "has_new_line",
       memchr(text, '\n', out[0].text.len) != NULL, "truncated", 0,
       "stop_type", stop_type(out[0].finish), "stopping_word",
       stopping_word(t, out[0].finish, out[0].stop),
@@ -152,7 +256,7 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n_out) {
       t->conv[0] ? t->conv : t->id);
   if (j != NULL && t->want.n_probs > 0)
     json_object_set(j, "completion_probabilities", n->probs);
-  return j;
+  return only_fields(j, n->fields);
 }
 
 static const api_t native = {.chunk = chunk, .whole = whole};
@@ -162,8 +266,8 @@ static const api_t native = {.chunk = chunk, .whole = whole};
 static const unhonoured_t unhonoured[] = {
     {"t_max_predict_ms", 0, NULL}, {"n_indent", 0, NULL},
     {"lora", 0, NULL}, {"image_data", 0, NULL},
-    {"multimodal_data", 0, NULL}, {"response_fields", 0, NULL},
-    {"n_cmpl", 1, NULL}, {"n", 1, NULL}, {NULL, 0, NULL}};
+    {"multimodal_data", 0, NULL}, {"n_cmpl", 1, NULL}, {"n", 1, NULL},
+    {NULL, 0, NULL}};
 
 /* llama-server's other name of n_probs here, "logprobs" (a count), when
  * n_probs is not given: into params (sampling_params leaves logprobs out,
@@ -180,70 +284,163 @@ static int probs_alias(fields_t *f, json_t *body, json_t *params) {
                                                                       : -1;
 }
 
+/* response_fields: a list of paths (strings), or null. */
+static int response_fields(fields_t *f, json_t **out) {
+  json_t *v = json_object_get(f->body, "response_fields"), *p;
+  size_t i;
+  *out = NULL;
+  if (v == NULL || json_is_null(v))
+    return 0;
+  if (!json_is_array(v) || json_array_size(v) > 256)
+    goto bad;
+  json_array_foreach(v, i, p) {
+    if (!json_is_string(p) || json_string_length(p) == 0)
+      goto bad;
+  }
+  *out = json_array_size(v) > 0 ? json_incref(v) : NULL;
+  return 0;
+bad:
+  f->bad = "response_fields";
+  snprintf(f->why, sizeof(f->why), "\"response_fields\" must be a list of "
+           "up to 256 paths (\"a\", \"a/b\")");
+  return -1;
+}
+
+/* One prompt's task and state (p: the prompt; item: its index among
+ * several, or -1). 0, or -1 with f's why set (or none: out of memory). */
+static int one_prompt(call_t *c, fields_t *f, json_t *p, long item,
+                      task_t **tp, nat_t **np) {
+  const serve_opts_t *o = c->site->o;
+  json_t *body = f->body, *params = NULL;
+  task_t *t = *tp = task_new();
+  nat_t *n = *np = calloc(1, sizeof(*n));
+  long long n_predict;
+  bool stream;
+  if (t == NULL || n == NULL)
+    return -1;
+  n->index = item < 0 ? 0 : (uint32_t)item;
+  n->task = t;
+  /* n_predict (or llama-server's aliases, max_completion_tokens and
+   * max_tokens); -1: until an end token, or --n-predict-max. */
+  int bad = field_n_predict(f, o->n_predict_max,
+                            o->n_predict ? o->n_predict
+                            : o->n_predict_max < 128 ? o->n_predict_max
+                                                     : 128,
+                            &n_predict) ||
+            field_bool(f, "stream", false, &stream) ||
+            field_stop(f, "stop", 16, &t->want) ||
+            field_bool(f, "ignore_eos", false, &t->want.ignore_eos) ||
+            field_bool(f, "cache_prompt", true, &t->want.cache_prompt) ||
+            field_bool(f, "return_tokens", false, &n->return_tokens) ||
+            field_unhonoured(f, unhonoured) ||
+            response_fields(f, &n->fields) ||
+            field_prompt_of(f, c->site, "prompt", p, item, t);
+  if (bad)
+    return -1;
+  t->want.n = 1;
+  t->want.n_predict = (uint32_t)n_predict;
+  /* llama-server's chunks carry their token ids whatever return_tokens
+   * says (its test_completion_stream asserts them). */
+  n->stream = stream;
+  t->want.tokens = n->return_tokens || stream;
+  t->want.seed = (uint64_t)time(NULL) ^ (uintptr_t)t;
+  n->tokens = json_array();
+  n->probs = json_array();
+  params = sampling_params(c->site, NULL, body);
+  bad = params == NULL || probs_alias(f, body, params) ||
+        field_extras(f, params, stream, &c->timings, t) ||
+        sampling_make(f, c->site, params, t);
+  json_decref(params);
+  if (bad)
+    return -1;
+  char *s = NULL;
+  if (up_sampler_settings(t->want.samplers[0], &s, NULL, 0) == 0)
+    n->settings = json_loads(s, 0, NULL);
+  free(s);
+  if (n->settings == NULL)
+    n->settings = json_object();
+  n->post = json_is_true(json_object_get(n->settings,
+                                         "post_sampling_probs"));
+  json_object_set_new(n->settings, "n_predict", json_integer(n_predict));
+  return 0;
+}
+
+/* Several prompts: answer i's state made current. */
+static void pick(call_t *c, uint32_t i) {
+  nat_t *n = c->nat;
+  while (n != NULL && n->index != i)
+    n = n->more;
+  /* The first is kept at the list's head for native_call_free. */
+  if (n != NULL && n != c->nat) {
+    nat_t *prev = c->nat;
+    while (prev->more != n)
+      prev = prev->more;
+    prev->more = n->more;
+    n->more = c->nat;
+    c->nat = n;
+  }
+}
+
 enum MHD_Result native_completion(call_t *c) {
-  json_t *body, *params = NULL;
+  json_t *body;
   enum MHD_Result sent;
   if (http_body(c, &body, &sent) != 0)
     return sent;
-  const serve_opts_t *o = c->site->o;
   fields_t f = {.body = body};
-  task_t *t = task_new();
-  nat_t *n = calloc(1, sizeof(*n));
-  long long n_predict;
-  bool stream;
-  int bad = t == NULL || n == NULL ? -1 : 0;
-  c->nat = n;
-  /* n_predict (or llama-server's aliases, max_completion_tokens and
-   * max_tokens); -1: until an end token, or --n-predict-max. */
-  if (bad == 0)
-    bad = field_n_predict(&f, o->n_predict_max,
-                          o->n_predict ? o->n_predict
-                          : o->n_predict_max < 128 ? o->n_predict_max : 128,
-                          &n_predict) ||
-          field_bool(&f, "stream", false, &stream) ||
-          field_stop(&f, "stop", 16, &t->want) ||
-          field_bool(&f, "ignore_eos", false, &t->want.ignore_eos) ||
-          field_bool(&f, "cache_prompt", true, &t->want.cache_prompt) ||
-          field_bool(&f, "return_tokens", false, &n->return_tokens) ||
-          field_unhonoured(&f, unhonoured) ||
-          field_prompt_any(&f, c->site, "prompt", t);
-  if (bad == 0) {
-    t->want.n = 1;
-    t->want.n_predict = (uint32_t)n_predict;
-    /* llama-server's chunks carry their token ids whatever return_tokens
-     * says (its test_completion_stream asserts them). */
-    n->stream = stream;
-    t->want.tokens = n->return_tokens || stream;
-    t->want.seed = (uint64_t)time(NULL) ^ (uintptr_t)t;
-    n->prompt = json_incref(json_object_get(body, "prompt"));
-    n->tokens = json_array();
-    n->probs = json_array();
-    params = sampling_params(c->site, NULL, body);
-    bad = params == NULL || probs_alias(&f, body, params) ||
-          sampling_make(&f, c->site, params, t);
+  json_t *prompt = json_object_get(body, "prompt");
+  bool several = field_prompt_list(prompt), stream = false;
+  size_t k = several ? json_array_size(prompt) : 1;
+  /* A list of one prompt is that prompt, answered alone (llama-server's
+   * single answer). */
+  if (several && k == 1)
+    several = false, prompt = json_array_get(prompt, 0);
+  task_t **ts = calloc(k, sizeof(*ts));
+  int bad = ts == NULL ? -1 : 0;
+  /* Several prompts are several tasks, all queued at once. */
+  if (bad == 0 && several && k > c->site->o->queue) {
+    f.bad = "prompt";
+    snprintf(f.why, sizeof(f.why), "\"prompt\" holds %zu prompts: at most "
+             "%u (--queue) in one request", k, c->site->o->queue);
+    bad = -1;
   }
-  if (bad == 0) {
-    char *s = NULL;
-    if (up_sampler_settings(t->want.samplers[0], &s, NULL, 0) == 0)
-      n->settings = json_loads(s, 0, NULL);
-    free(s);
-    if (n->settings == NULL)
-      n->settings = json_object();
-    n->post = json_is_true(json_object_get(n->settings,
-                                           "post_sampling_probs"));
-    json_object_set_new(n->settings, "n_predict", json_integer(n_predict));
+  if (bad == 0 && several && field_bool(&f, "stream", false, &stream))
+    bad = -1;
+  if (bad == 0 && stream) {
+    f.bad = "stream";
+    snprintf(f.why, sizeof(f.why), "several prompts in one request are "
+             "answered whole here: \"stream\" must be false (or send one "
+             "prompt per request)");
+    bad = -1;
   }
-  json_decref(params);
+  for (size_t i = 0; bad == 0 && i < k; i++) {
+    nat_t *n = NULL;
+    bad = one_prompt(c, &f, several ? json_array_get(prompt, i) : prompt,
+                     several ? (long)i : -1, &ts[i], &n);
+    if (n != NULL) { /* kept in order, for native_call_free */
+      nat_t **at = &c->nat;
+      while (*at != NULL)
+        at = &(*at)->more;
+      *at = n;
+    }
+    if (ts[i] == NULL || n == NULL)
+      bad = -1, f.bad = NULL;
+  }
   json_decref(body);
-  if (t == NULL || n == NULL) {
-    if (t != NULL)
-      tq_release(c->site->q, t);
-    return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+  if (bad != 0) {
+    for (size_t i = 0; ts != NULL && i < k; i++)
+      if (ts[i] != NULL)
+        tq_release(c->site->q, ts[i]);
+    free(ts);
+    if (f.bad == NULL)
+      return reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+    return reply_error(c, 400, "invalid_request", f.bad, "%s", f.why);
   }
-  if (bad) {
-    tq_release(c->site->q, t);
-    return reply_error(c, 400, "invalid_request", f.bad, "%s",
-                       f.bad ? f.why : "out of memory");
+  if (!several) {
+    task_t *t = ts[0];
+    free(ts);
+    return reply_task(c, t, &native, c->nat->stream);
   }
-  return reply_task(c, t, &native, stream);
+  enum MHD_Result rc = reply_tasks(c, ts, (uint32_t)k, &native, pick);
+  free(ts);
+  return rc;
 }

@@ -35,6 +35,7 @@ typedef struct oa_s {
   uint32_t logprobs;      /* candidates shown per token (0: logprobs
                              off) */
   bool want_logprobs;
+  bool verbose;           /* "__verbose" in the answer (llama-server's) */
   oa_choice_t *ch;
   uint32_t n;
 } oa_t;
@@ -164,11 +165,30 @@ static void chat_deltas(call_t *c, uint32_t i, const char *text, size_t len,
   json_decref(deltas);
 }
 
+/* A progress event (return_progress) as a chunk: llama-server's, a chat's
+ * role delta or an empty text, with prompt_progress. */
+static json_t *progress_chunk(call_t *c, const event_t *e) {
+  json_t *j = c->chat
+      ? choice_chunk(c, "chat.completion.chunk", json_pack(
+            "{s:i,s:{s:s,s:n},s:n,s:n}", "index", 0, "delta", "role",
+            "assistant", "content", "logprobs", "finish_reason"))
+      : choice_chunk(c, "text_completion", json_pack(
+            "{s:s,s:i,s:n,s:n}", "text", "", "index", 0, "logprobs",
+            "finish_reason"));
+  if (j != NULL && c->timings)
+    json_object_set_new(j, "timings", native_timings_now(c->task, e));
+  if (j != NULL)
+    json_object_set_new(j, "prompt_progress", native_progress(c->task, e));
+  return j;
+}
+
 static json_t *chunk(call_t *c, const event_t *e, const char *text) {
   if (e->kind == EV_TOKEN) {
     take_token(c, e->choice, text, e->len);
     return NULL;
   }
+  if (e->kind == EV_PROGRESS)
+    return progress_chunk(c, e);
   if (e->kind == EV_END)
     c->tokens += e->tokens;
   size_t len = e->kind == EV_TEXT ? e->len : 0;
@@ -182,6 +202,11 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     json_t *j = choice_chunk(c, "text_completion", ch);
     if (j != NULL && e->kind == EV_END)
       json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+    else if (j != NULL && c->timings)
+      json_object_set_new(j, "timings", native_timings_now(c->task, e));
+    if (j != NULL && e->kind == EV_END && c->oa->verbose)
+      json_object_set_new(j, "__verbose", native_verbose(
+          c, e->choice, "", 0, e->finish, e->tokens, e->stop));
     return j;
   }
   /* The chat's chunks: the parser's deltas of the text (tool calls
@@ -197,13 +222,21 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
                   "delta", "role", "assistant", "content", "logprobs",
                   "finish_reason")));
   }
+  size_t before = json_array_size(out);
   chat_deltas(c, e->choice, text, len, e->kind != EV_END, out);
+  /* timings_per_token: the last of the text's chunks has them so far. */
+  if (e->kind == EV_TEXT && c->timings && json_array_size(out) > before)
+    json_object_set_new(json_array_get(out, json_array_size(out) - 1),
+                        "timings", native_timings_now(c->task, e));
   if (e->kind == EV_END) {
     json_t *fin = delta_chunk(c, e->choice, json_object(),
         finish_reason(e->finish, c->oa->ch[e->choice].tool_calls));
     if (fin != NULL)
       json_object_set_new(fin, "timings", native_timings(c->task,
                                                          c->tokens));
+    if (fin != NULL && c->oa->verbose)
+      json_object_set_new(fin, "__verbose", native_verbose(
+          c, e->choice, "", 0, e->finish, e->tokens, e->stop));
     json_array_append_new(out, fin);
   }
   if (json_array_size(out) == 1) {
@@ -222,6 +255,9 @@ static json_t *last(call_t *c) {
                                   : "text_completion", json_array());
   if (j != NULL)
     json_object_set_new(j, "usage", usage(c));
+  /* llama-server's last chunk has the timings. */
+  if (j != NULL && c->timings)
+    json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
   return j;
 }
 
@@ -284,6 +320,11 @@ static json_t *whole(call_t *c, const choice_out_t *out, uint32_t n) {
   if (j != NULL) {
     json_object_set_new(j, "usage", usage(c));
     json_object_set_new(j, "timings", native_timings(c->task, c->tokens));
+    /* llama-server's shows the first choice's */
+    if (c->oa->verbose && n > 0)
+      json_object_set_new(j, "__verbose", native_verbose(
+          c, 0, out[0].text.data ? out[0].text.data : "", out[0].text.len,
+          out[0].finish, out[0].tokens, out[0].stop));
   }
   return j;
 }
@@ -315,7 +356,7 @@ static const unhonoured_t unhonoured[] = {
 static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
   const serve_opts_t *o = c->site->o;
   long long max_tokens, n, seed, top = 0, legacy = 0;
-  bool lp = false;
+  bool lp = false, verbose;
   json_t *model = json_object_get(f->body, "model");
   json_t *opts = json_object_get(f->body, "stream_options");
   if (model != NULL && !json_is_null(model) && !json_is_string(model)) {
@@ -334,6 +375,7 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
       field_bool(f, "ignore_eos", false, &t->want.ignore_eos) ||
       field_bool(f, "cache_prompt", true, &t->want.cache_prompt) ||
       field_bool(f, "stream", false, &c->stream) ||
+      field_bool(f, "verbose", o->lm.debug, &verbose) ||
       field_unhonoured(f, unhonoured))
     return -1;
   /* logprobs: chat's a boolean (with top_logprobs, 0 to 20), the legacy
@@ -377,6 +419,7 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
   }
   oa->n = t->want.n;
   oa->want_logprobs = lp;
+  oa->verbose = verbose;
   oa->logprobs = (uint32_t)top;
   c->oa = oa;
   return (c->seen = calloc(t->want.n, sizeof(*c->seen))) ? 0 : -1;
@@ -493,7 +536,8 @@ static enum MHD_Result completion(call_t *c, bool chat) {
     oa_t *oa = c->oa;
     json_object_set_new(params, "n_probs", json_integer(
         oa->want_logprobs ? (oa->logprobs > 0 ? oa->logprobs : 1) : 0));
-    bad = sampling_make(&f, c->site, params, t);
+    bad = field_extras(&f, params, c->stream, &c->timings, t) ||
+          sampling_make(&f, c->site, params, t);
   }
   json_decref(params);
   json_decref(fmt);
@@ -512,6 +556,36 @@ static enum MHD_Result completion(call_t *c, bool chat) {
 enum MHD_Result openai_completions(call_t *c) { return completion(c, false); }
 
 enum MHD_Result openai_chat(call_t *c) { return completion(c, true); }
+
+enum MHD_Result openai_input_tokens(call_t *c) {
+  json_t *body, *fmt = NULL;
+  enum MHD_Result sent;
+  if (http_body(c, &body, &sent) != 0)
+    return sent;
+  fields_t f = {.body = body};
+  llama_token *toks = NULL;
+  int n = -1;
+  if (chat_apply(&f, c->site, body, &fmt) == 0) {
+    /* Tokenized as the chat's prompt is: the BOS, and the template's
+     * special tokens as themselves. */
+    json_t *p = json_object_get(fmt, "prompt");
+    n = lm_tokenize(c->site->lm, json_string_value(p) ? json_string_value(p)
+                    : "", json_string_length(p), true, &toks);
+    if (n < 0) {
+      f.bad = "messages";
+      snprintf(f.why, sizeof(f.why), "cannot tokenize the prompt");
+    }
+  }
+  free(toks);
+  json_decref(fmt);
+  json_decref(body);
+  if (n < 0)
+    return reply_error(c, 400, "invalid_request", f.bad, "%s",
+                       f.bad ? f.why : "out of memory");
+  return reply_json(c, 200, json_pack("{s:s,s:i}", "object",
+                                      "response.input_tokens",
+                                      "input_tokens", n));
+}
 
 enum MHD_Result openai_models(call_t *c) {
   const site_t *s = c->site;

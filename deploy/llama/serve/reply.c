@@ -216,7 +216,7 @@ static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
     } else if (e->kind == EV_TOKEN) {
       evd_buf_add(&o->drawn, (const char *)&e->len, sizeof(e->len));
       evd_buf_add(&o->drawn, nw->text.data + e->off, e->len);
-    } else {
+    } else if (e->kind == EV_TEXT) { /* progress: streams' alone */
       evd_buf_add(&o->text, nw->text.data + e->off, e->len);
     }
     if (o->text.oom || o->drawn.oom)
@@ -225,16 +225,16 @@ static int gather(choice_out_t *out, uint32_t n, const news_t *nw) {
   return 0;
 }
 
-static enum MHD_Result whole(call_t *c) {
-  task_t *t = c->task;
+/* Gathers task t's events into out[0..t->want.n) until it is done,
+ * looking at the client's socket every WAIT_MS. 0; -1 out of memory; 1
+ * the client went away (t cancelled). */
+static int collect(call_t *c, task_t *t, choice_out_t *out) {
   uint32_t n = t->want.n;
-  choice_out_t *out = calloc(n, sizeof(*out));
-  enum MHD_Result rc;
-  int bad = out == NULL;
   double looked = clock_now();
-  for (task_state_t st = TASK_QUEUED; !bad && st != TASK_DONE;) {
+  for (task_state_t st = TASK_QUEUED; st != TASK_DONE;) {
     st = tq_take(c->site->q, t, &c->news, WAIT_MS);
-    bad = gather(out, n, &c->news) != 0;
+    if (gather(out, n, &c->news) != 0)
+      return -1;
     /* The socket is looked at every WAIT_MS, news or not: while tokens
      * flow there is news at every take, and a client gone would be
      * noticed only once its whole answer was made. */
@@ -242,23 +242,99 @@ static enum MHD_Result whole(call_t *c) {
     if (st != TASK_DONE && now - looked >= WAIT_MS / 1e3 &&
         (looked = now, peer_gone(c->fd))) {
       tq_cancel(c->site->q, t);
-      rc = MHD_NO; /* nobody to answer */
-      goto done;
+      return 1;
     }
   }
-  if (bad)
+  return 0;
+}
+
+static void outs_free(choice_out_t *out, uint32_t n) {
+  for (uint32_t i = 0; out != NULL && i < n; i++) {
+    evd_buf_free(&out[i].text);
+    evd_buf_free(&out[i].drawn);
+  }
+  free(out);
+}
+
+static enum MHD_Result whole(call_t *c) {
+  task_t *t = c->task;
+  uint32_t n = t->want.n;
+  choice_out_t *out = calloc(n, sizeof(*out));
+  int got = out == NULL ? -1 : collect(c, t, out);
+  enum MHD_Result rc;
+  if (got == 1)
+    rc = MHD_NO; /* nobody to answer */
+  else if (got != 0)
     rc = reply_error(c, 500, "out_of_memory", NULL, "out of memory");
   else if (t->failed)
     rc = reply_error(c, (unsigned)t->fault.status, t->fault.code, NULL, "%s",
                      t->fault.msg);
   else
     rc = reply_json(c, 200, c->api->whole(c, out, n));
-done:
-  for (uint32_t i = 0; out != NULL && i < n; i++) {
-    evd_buf_free(&out[i].text);
-    evd_buf_free(&out[i].drawn);
+  outs_free(out, n);
+  return rc;
+}
+
+/* The 503 of a task the queue did not take. */
+static enum MHD_Result refused(call_t *c, int q) {
+  if (q == TQ_STOPPING)
+    return reply_error(c, 503, "shutting_down", NULL,
+                       "the server is shutting down");
+  return reply_error(c, 503, "busy", NULL, "too many requests are "
+                     "waiting (--queue %u): try again later",
+                     c->site->o->queue);
+}
+
+enum MHD_Result reply_tasks(call_t *c, task_t **ts, uint32_t k,
+                            const api_t *api,
+                            void (*pick)(call_t *c, uint32_t i)) {
+  uint32_t sent = 0;
+  int q = 0;
+  while (sent < k && (q = tq_submit(c->site->q, ts[sent])) == 0)
+    sent++;
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  c->fd = ci != NULL ? ci->connect_fd : -1;
+  c->api = api;
+  c->stream = false;
+  json_t *list = json_array();
+  enum MHD_Result rc = MHD_YES;
+  bool over = sent < k;
+  if (over)
+    rc = refused(c, q);
+  /* In order: a later task runs meanwhile, its news kept for it. */
+  for (uint32_t i = 0; !over && i < k; i++) {
+    task_t *t = ts[i];
+    choice_out_t *out = calloc(t->want.n, sizeof(*out));
+    int got = out == NULL ? -1 : collect(c, t, out);
+    c->task = t;
+    pick(c, i);
+    if (got == 1) {
+      rc = MHD_NO, over = true; /* nobody to answer */
+    } else if (got != 0) {
+      rc = reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+      over = true;
+    } else if (t->failed) {
+      rc = reply_error(c, (unsigned)t->fault.status, t->fault.code, NULL,
+                       "%s", t->fault.msg);
+      over = true;
+    } else if (json_array_append_new(list, api->whole(c, out,
+                                                      t->want.n)) != 0) {
+      rc = reply_error(c, 500, "out_of_memory", NULL, "out of memory");
+      over = true;
+    }
+    outs_free(out, t->want.n);
+    c->task = NULL;
   }
-  free(out);
+  if (json_array_size(list) == k)
+    rc = reply_json(c, 200, json_incref(list));
+  json_decref(list);
+  /* Those not done are ended (a failure, a client gone). */
+  for (uint32_t i = 0; i < k; i++) {
+    if (i < sent)
+      tq_cancel(c->site->q, ts[i]);
+    tq_release(c->site->q, ts[i]);
+  }
   return rc;
 }
 
@@ -267,12 +343,7 @@ enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
   int q = tq_submit(c->site->q, t);
   if (q != 0) {
     tq_release(c->site->q, t);
-    if (q == TQ_STOPPING)
-      return reply_error(c, 503, "shutting_down", NULL,
-                         "the server is shutting down");
-    return reply_error(c, 503, "busy", NULL, "too many requests are "
-                       "waiting (--queue %u): try again later",
-                       c->site->o->queue);
+    return refused(c, q);
   }
   c->task = t;
   c->api = api;

@@ -239,6 +239,18 @@ static void begin(call_t *c, resp_t *r, json_t *out) {
 static json_t *chunk(call_t *c, const event_t *e, const char *text) {
   resp_t *r = c->resp;
   json_t *out = json_array();
+  /* return_progress: llama-server's response.in_progress again, with
+   * prompt_progress (and the timings so far with timings_per_token). */
+  if (e->kind == EV_PROGRESS) {
+    begin(c, r, out);
+    json_t *ev = event(r, "response.in_progress", json_pack(
+        "{s:o,s:o}", "response", response(c, r, false), "prompt_progress",
+        native_progress(c->task, e)));
+    if (ev != NULL && c->timings)
+      json_object_set_new(ev, "timings", native_timings_now(c->task, e));
+    json_array_append_new(out, ev);
+    return out;
+  }
   if (e->kind == EV_END) {
     c->tokens += e->tokens;
     r->finish = e->finish;
@@ -248,10 +260,13 @@ static json_t *chunk(call_t *c, const event_t *e, const char *text) {
     return out;
   begin(c, r, out);
   evd_buf_add(&r->text, text, e->len);
-  json_array_append_new(out, event(r, "response.output_text.delta",
+  json_t *ev = event(r, "response.output_text.delta",
       json_pack("{s:s,s:i,s:i,s:s%,s:[]}", "item_id", r->msg_id,
                 "output_index", 0, "content_index", 0, "delta", text,
-                e->len, "logprobs")));
+                e->len, "logprobs"));
+  if (ev != NULL && c->timings)
+    json_object_set_new(ev, "timings", native_timings_now(c->task, e));
+  json_array_append_new(out, ev);
   return out;
 }
 
@@ -276,10 +291,14 @@ static json_t *last(call_t *c) {
                                                   : "completed"))));
   json_t *resp = response(c, r, true);
   keep(c, r, resp);
-  json_array_append_new(out, event(r, r->finish == FIN_LIMIT
-                                          ? "response.incomplete"
-                                          : "response.completed",
-                                   json_pack("{s:o}", "response", resp)));
+  json_t *ev = event(r, r->finish == FIN_LIMIT ? "response.incomplete"
+                                               : "response.completed",
+                     json_pack("{s:o}", "response", resp));
+  /* timings_per_token: the last event has the whole answer's, as
+   * llama-server's. */
+  if (ev != NULL && c->timings)
+    json_object_set_new(ev, "timings", native_timings(c->task, c->tokens));
+  json_array_append_new(out, ev);
   return out;
 }
 
@@ -567,7 +586,9 @@ enum MHD_Result responses_create(call_t *c) {
      * (temperature, top_p, and llama-server's own) over the command
      * line's defaults; the answer repeats what it drew with. */
     json_t *params = sampling_params(c->site, NULL, body), *set = NULL;
-    bad = params == NULL || sampling_make(&f, c->site, params, t);
+    bad = params == NULL ||
+          field_extras(&f, params, c->stream, &c->timings, t) ||
+          sampling_make(&f, c->site, params, t);
     json_decref(params);
     char *st = NULL;
     if (bad == 0 &&

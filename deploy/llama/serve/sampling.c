@@ -80,8 +80,9 @@ int sampling_make(fields_t *f, const site_t *site, json_t *params,
                   task_t *t) {
   char err[400];
   uint32_t n = t->want.n;
-  /* llama-server's extra answers serve does not send (progress events
-   * during the prompt, timings in every chunk): refused, not ignored. */
+  /* llama-server's extra answers (progress events during the prompt,
+   * timings in every chunk): the routes that send them took them out
+   * (field_extras); the others refuse them, not ignore them. */
   static const char *const unsent[] = {"return_progress",
                                        "timings_per_token", NULL};
   for (size_t i = 0; unsent[i] != NULL; i++) {
@@ -89,7 +90,7 @@ int sampling_make(fields_t *f, const site_t *site, json_t *params,
     if (v != NULL && !json_is_false(v) && !json_is_null(v)) {
       f->bad = unsent[i];
       snprintf(f->why, sizeof(f->why), "\"%s\" is not supported: this "
-               "server sends no such events (false or leave it out)",
+               "route sends no such events (false or leave it out)",
                unsent[i]);
       return -1;
     }

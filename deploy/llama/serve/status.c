@@ -219,9 +219,10 @@ enum MHD_Result status_metrics(call_t *c) {
        "Speculative: Total draft tokens accepted by the target model", 0},
       {"llamacpp:spec_decode_num_drafts_total", "counter", "Speculative: "
        "Total speculative decoding verification steps", 0},
-      /* A counter in llama-server, a gauge here: a maximum, and promtool
-       * wants a counter's name to end in _total. */
-      {"llamacpp:n_tokens_max", "gauge", "Largest observed sequence length "
+      /* A maximum, which only grows, typed a counter as llama-server types
+       * it (clients and llama.cpp's test_metrics read the type); promtool
+       * finds its name without _total in llama-server's too. */
+      {"llamacpp:n_tokens_max", "counter", "Largest observed sequence length "
        "(prompt + generation)", p->n_max},
       {"llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput "
        "in tokens/s", k->prompt_s > 0 ? (double)k->prompt_tokens / k->prompt_s

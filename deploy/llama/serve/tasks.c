@@ -220,6 +220,10 @@ void tq_cached(tq_t *q, task_t *t, uint32_t n) {
   pthread_mutex_unlock(&q->mu);
 }
 
+void tq_progress(tq_t *q, task_t *t, uint32_t n) {
+  emit(q, t, (event_t){.kind = EV_PROGRESS, .tokens = n}, "");
+}
+
 void tq_text(tq_t *q, task_t *t, uint32_t i, const char *s, size_t n,
              uint32_t tokens) {
   if (n > 0)

@@ -28,8 +28,11 @@ typedef enum {
 typedef enum {
   EV_TEXT,
   EV_END,
-  EV_TOKEN   /* a token drawn (want.tokens or n_probs): its bytes are a
+  EV_TOKEN,  /* a token drawn (want.tokens or n_probs): its bytes are a
                 token_ev_t with its candidates */
+  EV_PROGRESS /* want.progress: the prompt's positions computed so far
+                 (tokens), once when it starts (those a conversation held)
+                 and after each pass of it */
 } ev_kind_t;
 
 /* The most candidates a request may ask for per token (n_probs,
@@ -89,6 +92,7 @@ typedef struct want_s {
   bool tokens;            /* each drawn token reported (EV_TOKEN) */
   bool cache_prompt;      /* llama-server's: continue a parked sequence
                              that the prompt extends (true by default) */
+  bool progress;          /* llama-server's return_progress: EV_PROGRESS */
 } want_t;
 
 typedef enum { TASK_QUEUED, TASK_RUNNING, TASK_DONE } task_state_t;
@@ -281,6 +285,10 @@ void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n,
 /* The prompt positions a continued conversation held for t (usage's
  * cached_tokens). */
 void tq_cached(tq_t *q, task_t *t, uint32_t n);
+
+/* With want.progress: the prompt's first n positions are computed (an
+ * EV_PROGRESS event). */
+void tq_progress(tq_t *q, task_t *t, uint32_t n);
 
 /* A drawn token of choice i of t (EV_TOKEN). */
 void tq_token(tq_t *q, task_t *t, uint32_t i, const token_ev_t *tok);

@@ -254,10 +254,12 @@ int up_chat_info(const up_chat_t *t, char **out_json, char *err,
 }
 
 /* The checks llama-server makes of the messages before common parses
- * them (oaicompat_chat_params_parse); media are not served here. */
+ * them (oaicompat_chat_params_parse); media are not served here. None at
+ * all is llama-server's to take too: chat.c says which routes want some
+ * (chat_apply_min). */
 static void check_messages(const json &messages) {
-  if (!messages.is_array() || messages.empty())
-    throw bad("\"messages\" must be a non-empty list of messages");
+  if (!messages.is_array())
+    throw bad("\"messages\" must be a list of messages");
   for (const auto &msg : messages) {
     if (!msg.is_object())
       throw bad("each of \"messages\" must be an object");
@@ -380,7 +382,7 @@ int up_chat_apply(const up_chat_t *t, const char *request_json,
      * prefill_assistant (on by default) does. */
     size_t n = in.messages.size();
     if (in.continue_final_message == COMMON_CHAT_CONTINUATION_NONE &&
-        in.messages.back().role == "assistant") {
+        n > 0 && in.messages.back().role == "assistant") {
       if (n >= 2 && in.messages[n - 2].role == "assistant")
         throw bad("Cannot have 2 or more assistant messages at the end of "
                   "the list.");
@@ -392,7 +394,7 @@ int up_chat_apply(const up_chat_t *t, const char *request_json,
       throw bad("Cannot set both add_generation_prompt and "
                 "continue_final_message to true.");
     if (in.continue_final_message != COMMON_CHAT_CONTINUATION_NONE &&
-        in.messages.back().role == "assistant" &&
+        n > 0 && in.messages.back().role == "assistant" &&
         !in.messages.back().tool_calls.empty())
       throw bad("Cannot continue an assistant message that contains tool "
                 "calls.");

@@ -135,9 +135,20 @@ test('a tool is called, whole and streamed, and its result answered',
   assert.equal(next.content[0].type, 'text');
 });
 
+test('thinking is taken, and no messages, as llama-server takes them',
+     async () => {
+  const m = await main.messages.create({
+    model: 'any', max_tokens: 3, messages: ASK,
+    thinking: { type: 'enabled', budget_tokens: 1024 } });
+  assert.equal(m.type, 'message');
+  const e = await main.messages.create({ model: 'any', max_tokens: 3,
+                                         messages: [] });
+  assert.equal(e.usage.output_tokens, 3);
+});
+
 test('what serve cannot honour is a 400 in Anthropic\'s shape', async () => {
   const bad = [
-    { thinking: { type: 'enabled', budget_tokens: 1024 } },
+    { thinking: { type: 'enabled', budget_tokens: -5 } },
     { messages: [{ role: 'user', content: [
       { type: 'image', source: { type: 'base64', media_type: 'image/png',
                                  data: 'iVBORw0KGgo=' } }] }] },
