@@ -902,6 +902,24 @@ class Metrics(unittest.TestCase):
         self.assertEqual(sorted(f.split()[0] for f in colon),
                          sorted(LLAMACPP))
 
+    def test_tokens_counted_before_the_answer(self) -> None:
+        """A task's tokens are in /metrics when its client has the
+        answer: one scrape right after each, no waiting (a scrape could
+        miss the last token, llama.cpp's
+        test_metrics_predicted_total_matches_requests once saw 20 of
+        21). After test_llamacpp_families, on the same server."""
+        m0 = metrics("metrics")
+        drawn = 0
+        for n in (21, 1, 7, 13):
+            a = call(addr("metrics"), "POST", "/completion",
+                     {"prompt": "Once upon a time", "n_predict": n,
+                      "ignore_eos": True}).json()
+            drawn += a["tokens_predicted"]
+            m = metrics("metrics")
+            for k in ("llamacpp:tokens_predicted_total",
+                      "evictd_llama_tokens_predicted_total"):
+                self.assertEqual(m[k] - m0[k], drawn, (k, n))
+
 
 class Cors(unittest.TestCase):
     """test_security.py's cases, and what llama-server's flags say."""

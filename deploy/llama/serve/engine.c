@@ -45,6 +45,12 @@ static void publish_slots(engine_t *e);
 static void finish(engine_t *e, task_t *t, const fault_t *f) {
   t->t_end = clock_now();
   publish_lanes(e, t->t_end, true);
+  /* The tokens this iteration drew so far, its own last among them: a
+   * scrape right after the answer counts them. */
+  if (e->tokens > 0) {
+    tq_tokens(e->q, e->tokens);
+    e->tokens = 0;
+  }
   tq_finish(e->q, t, f);
 }
 
@@ -684,6 +690,7 @@ static void iterate(engine_t *e) {
   double t_all = clock_now() - t0;
   tq_count(e->q, e->tokens, e->steps, e->ahead, t_evd, t2 - t1, t_all, &cs,
            &lc, lanes_per_session(e->lanes));
+  e->tokens = 0;
   pc.prompt_s = pc.prompt_tokens > 0 ? t_all : 0;
   pc.gen_s = (double)pc.gen_steps * t_all;
   tq_pass(e->q, &pc);

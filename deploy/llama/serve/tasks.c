@@ -319,6 +319,12 @@ void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
   pthread_mutex_unlock(&q->mu);
 }
 
+void tq_tokens(tq_t *q, uint64_t tokens) {
+  pthread_mutex_lock(&q->mu);
+  q->stats.tokens += tokens;
+  pthread_mutex_unlock(&q->mu);
+}
+
 void tq_slots(tq_t *q, const slot_state_t *st, uint32_t n, uint32_t budget,
               uint32_t sinks, uint32_t lookahead) {
   if (n > SERVE_SLOTS_MAX)

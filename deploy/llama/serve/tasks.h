@@ -324,6 +324,10 @@ void tq_slots(tq_t *q, const slot_state_t *st, uint32_t n, uint32_t budget,
 /* Adds one pass's figures for llama-server's families. */
 void tq_pass(tq_t *q, const pass_counts_t *p);
 
+/* Adds tokens drawn (a task about to finish: its iteration's so far, so
+ * that /metrics counts them before its client has the answer). */
+void tq_tokens(tq_t *q, uint64_t tokens);
+
 /* Adds one iteration's figures. */
 void tq_count(tq_t *q, uint64_t tokens, uint64_t steps, uint64_t ahead,
               double evictd_s,
