@@ -142,7 +142,8 @@ $(ANTHROPIC_STAMP): $(ANTHROPIC_DIR)/package.json $(ANTHROPIC_DIR)/package-lock.
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
                 test_serve test_hostile test_convs test_openai test_routes \
-                test_anthropic test_pool test_faults test_upstream test_flags
+                test_anthropic test_pool test_faults test_upstream test_flags \
+                test_llama_suite
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 UPSTREAM_UNDER_TEST = $(LLAMA_OUT)/upstream_check
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
@@ -154,7 +155,7 @@ LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
-	@deploy/deps.sh build e2e llama tls metrics proxy && \
+	@deploy/deps.sh build e2e llama tls metrics proxy llamasuite && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf upstream-check \
 	  $(OPENAI_STAMP) $(ANTHROPIC_STAMP) $(CONTRACT_STAMP) && \
 	for t in $(LLAMA_SUITES); do \
@@ -163,10 +164,10 @@ e2e-llamacpp:
 
 # llama.cpp's own server tests (the tree's tools/server/tests, Debian's
 # pytest: deps.sh's llamasuite) against serve (about five minutes on two
-# cores): pass/fail per test, the failures by first cause. Not in
-# e2e-llamacpp yet: 33 of the 186 tests llama-server passes still fail
-# (tests/llamacpp/llama_suite/README.md). By hand, llama_suite/run.py makes llama-server's
-# baseline and runs the diagnostic that drops the flags serve refuses.
+# cores): pass/fail per test, the failures by first cause; also the last
+# of e2e-llamacpp's suites (tests/llamacpp/llama_suite/README.md). By
+# hand, llama_suite/run.py makes llama-server's baseline and runs the
+# diagnostic that drops the flags serve refuses.
 llama-suite:
 	@deploy/deps.sh build llama llamasuite && \
 	$(MAKE) --no-print-directory $(B)/evictd evictd-llama && \
