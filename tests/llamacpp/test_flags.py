@@ -773,6 +773,9 @@ class Meaning(unittest.TestCase):
                              out["choices"][0]["text"])
             self.assertNotIn("__verbose", s.ok("/v1/chat/completions",
                                                dict(chat, verbose=False)))
+        # --debug is llama.cpp's log alone: answers as without it.
+        with Server(*QUIET, "--debug") as s:
+            self.assertNotIn("__verbose", s.ok("/v1/chat/completions", chat))
         with Server(*QUIET) as s:
             self.assertNotIn("__verbose", s.ok("/v1/chat/completions", chat))
             self.assertIn("Book", s.ok("/v1/chat/completions", dict(

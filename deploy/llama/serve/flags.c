@@ -547,7 +547,7 @@ const cli_opt_t serve_llama_flags[] = {
      "needed is saved to --cache-ram)"},
     {"no-cache-idle-slots", NULL, NULL, CLI_FLAG, LS(no_cache_idle), 0, 0,
      {NULL}, "none saved: --cache-ram 0"},
-    {"verbose|log-verbose", "v", NULL, CLI_FLAG, OPT(lm.debug), 0, 0, {NULL},
+    {"verbose|log-verbose", "v", NULL, CLI_FLAG, OPT(verbose), 0, 0, {NULL},
      "llama.cpp's whole log, as --debug; and answers carry __verbose "
      "(a request's \"verbose\" says otherwise for itself)"},
     {"metrics", NULL, NULL, NOOP, "accepted: GET /metrics is always on"},

@@ -375,7 +375,7 @@ static int common(call_t *c, fields_t *f, task_t *t, long long max_def) {
       field_bool(f, "ignore_eos", false, &t->want.ignore_eos) ||
       field_bool(f, "cache_prompt", true, &t->want.cache_prompt) ||
       field_bool(f, "stream", false, &c->stream) ||
-      field_bool(f, "verbose", o->lm.debug, &verbose) ||
+      field_bool(f, "verbose", o->verbose, &verbose) ||
       field_unhonoured(f, unhonoured))
     return -1;
   /* logprobs: chat's a boolean (with top_logprobs, 0 to 20), the legacy

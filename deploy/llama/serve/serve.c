@@ -450,6 +450,8 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
   lm_t lm;
   tq_t q;
   engine_t *e;
+  if (o->verbose)
+    o->lm.debug = true;
   lm_init(o->lm.debug);
   up_init(o->lm.debug);
   if (lm_load(&lm, "target", o->lm.model, err, sizeof(err)) != 0)

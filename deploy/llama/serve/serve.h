@@ -76,6 +76,8 @@ typedef struct serve_opts_s {
                                 (0: each route's own) */
   /* Conversations (serve/convs.c): a request's sequence stays parked when
    * it ends, and a request whose tokens extend it continues it. */
+  bool verbose;              /* -v/--verbose: llama.cpp's whole log (as
+                                --debug) and __verbose in answers */
   bool no_cache_prompt;      /* --no-cache-prompt: nothing kept, nothing
                                 continued (cache_prompt false for all) */
   bool cache_prompt;         /* --cache-prompt: the default, said again */
