@@ -115,3 +115,16 @@ int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
   json_decref(ans);
   return out->oom ? -1 : 0;
 }
+
+int chat_count_tokens(fields_t *f, const site_t *site, json_t *applied) {
+  json_t *p = json_object_get(applied, "prompt");
+  llama_token *toks = NULL;
+  int n = lm_tokenize(site->lm, json_string_value(p) ? json_string_value(p)
+                      : "", json_string_length(p), true, &toks);
+  free(toks);
+  if (n < 0) {
+    f->bad = "messages";
+    snprintf(f->why, sizeof(f->why), "cannot tokenize the prompt");
+  }
+  return n;
+}

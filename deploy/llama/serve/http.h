@@ -249,6 +249,12 @@ int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out);
 int chat_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
                    json_t **out);
 
+/* How many tokens a chat_apply answer's prompt makes, tokenized as a
+ * request's is (the BOS, the template's special tokens as themselves):
+ * the count, or -1 with f's why set ("messages"), or -1 alone when out of
+ * memory. */
+int chat_count_tokens(fields_t *f, const site_t *site, json_t *applied);
+
 /* Messages alone through the templates, ending where the assistant's
  * answer begins, into out. 0, or -1 with f's why set. */
 int chat_prompt(fields_t *f, const site_t *site, json_t *messages,

@@ -563,20 +563,9 @@ enum MHD_Result openai_input_tokens(call_t *c) {
   if (http_body(c, &body, &sent) != 0)
     return sent;
   fields_t f = {.body = body};
-  llama_token *toks = NULL;
   int n = -1;
-  if (chat_apply(&f, c->site, body, &fmt) == 0) {
-    /* Tokenized as the chat's prompt is: the BOS, and the template's
-     * special tokens as themselves. */
-    json_t *p = json_object_get(fmt, "prompt");
-    n = lm_tokenize(c->site->lm, json_string_value(p) ? json_string_value(p)
-                    : "", json_string_length(p), true, &toks);
-    if (n < 0) {
-      f.bad = "messages";
-      snprintf(f.why, sizeof(f.why), "cannot tokenize the prompt");
-    }
-  }
-  free(toks);
+  if (chat_apply(&f, c->site, body, &fmt) == 0)
+    n = chat_count_tokens(&f, c->site, fmt);
   json_decref(fmt);
   json_decref(body);
   if (n < 0)
