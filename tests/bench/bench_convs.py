@@ -47,7 +47,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -79,38 +78,8 @@ NAMES = ("llama-server", "serve", "serve, no cache")
 
 # ---- processes ----------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port: int, proc: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("%s exited (%d) before it was ready" %
-                             (what, proc.returncode))
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("%s not ready after 120 s" % what)
-
-
-def stop(proc: Optional[subprocess.Popen]) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+# free_port, wait_ready and stop are bench_serve's (beside this file).
+from bench_serve import free_port, stop, wait_ready  # noqa: E402,F401
 
 
 class Serve:
