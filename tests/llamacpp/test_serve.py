@@ -38,6 +38,7 @@ SETTINGS = ["--budget", "32", "--sinks", "4", "--lookahead", "8", "--exact"]
 # lifetime these tests check); conversations kept between requests, the
 # default, are test_convs.py's.
 SERVE = SETTINGS + ["--no-cache-prompt"]
+BUDGET = 32
 LISTENING = re.compile(r"listening on (\S+)")
 PROMPTS = ["The quick brown fox jumps", "Once upon a time there",
            "In the beginning was", "A long way from home, the"]
@@ -298,8 +299,9 @@ class Serve(unittest.TestCase):
         batches = evictd_metric(EVD, "evictd_requests_total",
                                 'route="batch"') - batches0
         # One request decodes in about n iterations (plus its prompt's
-        # chunks); four in separate requests would need 4n.
-        self.assertGreaterEqual(batches, n - 1)
+        # chunks); four in separate requests would need 4n. Till a window
+        # fills, its generated positions go in runs (up to 16 a step).
+        self.assertGreaterEqual(batches, n - BUDGET)
         self.assertLess(batches, 2 * n)
         self.assertEqual(wait_sessions(EVD, 0), 0)
 
@@ -327,8 +329,9 @@ class Serve(unittest.TestCase):
         steps = (after["evictd_llama_steps_total"] -
                  before["evictd_llama_steps_total"])
         # Each choice's first step (its session's creation) and those
-        # after its last token do not go ahead; the rest do.
-        self.assertGreaterEqual(ahead, 3 * (n - 4))
+        # after its last token do not go ahead; the rest do (one a run of
+        # positions while the window fills, then one a token).
+        self.assertGreaterEqual(ahead, 3 * (n - 4 - BUDGET))
         self.assertLessEqual(ahead, steps)
         off = Server(EVD.url, *SERVE, "--parallel", "4",
                      env={"EVICTD_LLAMA_PIPELINE": "off"})
@@ -352,6 +355,73 @@ class Serve(unittest.TestCase):
             self.assertEqual(len(set(outs[0])), 3)
         finally:
             off.stop()
+        self.assertEqual(wait_sessions(EVD, 0), 0)
+
+    def test_runs(self) -> None:
+        # While a window has room, a step takes up to 16 generated
+        # positions at once (no victim can fall, so the answer is each
+        # position's own): the texts are those of a step per token
+        # (EVICTD_LLAMA_RUN=1), past the window's fill too, and with n
+        # choices; steps are fewer by what the runs saved. A kept
+        # conversation whose turn ends inside a run (a stop string) holds
+        # positions its cells never computed: its next turn truncates
+        # them and answers as the step-per-token serve does.
+        wide = ["--budget", "200", "--sinks", "4", "--lookahead", "8",
+                "--exact"]
+        one = Server(EVD.url, *wide, "--parallel", "4",
+                     env={"EVICTD_LLAMA_RUN": "1"})
+        many = Server(EVD.url, *wide, "--parallel", "4")
+        try:
+            def steps(addr: str) -> float:
+                return serve_metrics(addr)["evictd_llama_steps_total"]
+
+            counts = []
+            texts = []
+            for srv in (one, many):
+                s0 = steps(srv.addr)
+                texts.append([complete(srv.addr, p, 240)["content"]
+                              for p in PROMPTS[:2]])
+                counts.append(steps(srv.addr) - s0)
+            self.assertEqual(texts[0], texts[1])
+            self.assertNotEqual(texts[0][0], texts[0][1])
+            # The step-per-token serve: a step per prompt chunk and one a
+            # token but the last. The runs save at least 10 of each 16
+            # while the window (200) fills.
+            self.assertGreaterEqual(counts[0], 2 * 239)
+            self.assertLess(counts[1], counts[0] - 2 * 150)
+            body = dict(prompt=PROMPTS[3], max_tokens=60, n=3,
+                        temperature=0.9, seed=11)
+            outs = []
+            for srv in (one, many):
+                st, _, raw = request(srv.addr, "POST", "/v1/completions",
+                                     body)
+                self.assertEqual(st, 200, raw)
+                outs.append([c["text"] for c in json.loads(raw)["choices"]])
+            self.assertEqual(outs[0], outs[1])
+            self.assertEqual(len(set(outs[0])), 3)
+            # A turn cut by a stop string inside a run, then continued.
+            full = texts[0][0]
+            words = full.split()
+            stop = " " + words[12] + " " + words[13]
+            self.assertIn(stop, full)
+            conv = []
+            for srv in (one, many):
+                a = complete(srv.addr, PROMPTS[0], 100, stop=[stop],
+                             cache_prompt=True)
+                self.assertEqual(a["stop_type"], "word")
+                nxt = PROMPTS[0] + a["content"] + " and then"
+                b = complete(srv.addr, nxt, 30, cache_prompt=True)
+                conv.append((a["content"], b["content"],
+                             b["tokens_cached"]))
+            self.assertEqual(conv[0][:2], conv[1][:2])
+            self.assertGreater(conv[1][2], 0)
+            self.assertEqual(conv[0][2], conv[1][2])
+            m = serve_metrics(many.addr)
+            self.assertGreaterEqual(m["evictd_llama_steps_total"],
+                                    m["evictd_llama_steps_ahead_total"])
+        finally:
+            one.stop()
+            many.stop()
         self.assertEqual(wait_sessions(EVD, 0), 0)
 
     def test_disconnect(self) -> None:

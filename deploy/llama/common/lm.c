@@ -127,6 +127,25 @@ void lm_close(lm_t *lm) {
 
 void lm_clear(lm_t *lm) { lm->batch.n_tokens = 0; }
 
+int lm_warmup(lm_t *lm, char *err, size_t errlen) {
+  llama_token t[2];
+  int32_t n = 0;
+  if (llama_vocab_bos(lm->vocab) != LLAMA_TOKEN_NULL)
+    t[n++] = llama_vocab_bos(lm->vocab);
+  if (llama_vocab_eos(lm->vocab) != LLAMA_TOKEN_NULL)
+    t[n++] = llama_vocab_eos(lm->vocab);
+  if (n == 0)
+    t[n++] = 0;
+  lm_clear(lm);
+  for (int32_t i = 0; i < n; i++)
+    lm_add(lm, t[i], i, 0, i == n - 1);
+  int rc = lm_decode(lm, err, errlen);
+  lm_clear(lm);
+  llama_memory_clear(lm->mem, true);
+  llama_synchronize(lm->ctx);
+  return rc;
+}
+
 void lm_add(lm_t *lm, llama_token tok, int32_t pos, int32_t seq,
             bool output) {
   struct llama_batch *b = &lm->batch;

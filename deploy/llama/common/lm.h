@@ -82,6 +82,12 @@ int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
 
 void lm_close(lm_t *lm);
 
+/* One pass of the model's BOS and EOS (those it has; else token 0) in
+ * sequence 0, then the cache emptied: llama.cpp's first pass (its
+ * compute buffers, the backend's first graph) paid before any request.
+ * 0, or -1 with err set. */
+int lm_warmup(lm_t *lm, char *err, size_t errlen);
+
 /* Batch building: lm_clear, then lm_add for each token (output: its logits
  * are wanted), then lm_decode. Returns 0, or -1 with err set (1 from
  * llama_decode, no free cell, is named as such). */

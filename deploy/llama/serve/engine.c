@@ -37,6 +37,14 @@
  * millisecond), far below what a stream's client notices. */
 #define GRACE_S 0.05
 
+/* The most generated positions one step takes while the window has room
+ * for them (EVICTD_LLAMA_RUN): a round trip to evictd per 16 tokens
+ * instead of one per token. A choice that ends sooner (an end token, a
+ * stop string) leaves at most 15 positions in its session that its cells
+ * never computed, as a step sent ahead leaves one: a continuation
+ * truncates them. */
+#define ENGINE_RUN 16
+
 static void publish_lanes(engine_t *e, double now, bool force);
 static void publish_slots(engine_t *e);
 
@@ -96,6 +104,15 @@ static void leave(engine_t *e, choice_t *c, bool keep) {
   /* A conversation that never stepped (the BOS alone, one token drawn)
    * has no session in evictd, and nothing worth keeping. */
   keep = keep && c->s.newest > 0;
+  /* A run's positions past the last decoded are in the session (and, for
+   * --dump's reference, stepped) though no pass computed them; a
+   * continuation truncates them. */
+  if (keep && c->ready != NULL && c->ready->kind != ITEM_TRUNCATE &&
+      steps_covers(c, c->n))
+    dump_step(e->dump, c->s.id,
+              c->ready->step.positions + (c->n - c->ready->step.positions[0]),
+              c->ready->step.positions[0] + c->ready->step.n_positions - c->n,
+              false, -1);
   text_clear(&c->text);
   c->task = NULL;
   c->decodes = false;
@@ -648,13 +665,18 @@ static void iterate(engine_t *e) {
     choice_t *c = &e->slot[i];
     if (!c->decodes || c->failed || c->ready == NULL)
       continue;
+    /* The step's answer is followed at its first position; a run's item
+     * stays ready for the passes of its other positions. */
+    const evd_step_t *st = &c->ready->step;
+    uint32_t at = c->n < c->task->n_prompt ? 0 : c->n - st->positions[0];
     fault_t g;
-    if (seq_follow(&c->s, e->lm, &c->ready->answer, c->chunk, e->tr,
-                   &g) != 0) {
+    if (at == 0 && seq_follow(&c->s, e->lm, &c->ready->answer,
+                              st->n_positions, e->tr, &g) != 0) {
       c->fault = g;
       c->failed = true;
     }
-    c->ready = NULL;
+    if (c->failed || at + c->chunk >= st->n_positions)
+      c->ready = NULL;
   }
   if (rc != 0) {
     say("%s\n", f.msg);
@@ -842,7 +864,8 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   }
   lm_opts_t lo = {.n_ctx = (uint32_t)cells, .n_batch = (uint32_t)batch,
                   .n_seq = o->parallel};
-  if (lm_context(lm, &lo, &o->lm, err, errlen) != 0)
+  if (lm_context(lm, &lo, &o->lm, err, errlen) != 0 ||
+      (o->ls.warmup && lm_warmup(lm, err, errlen) != 0))
     goto fail;
   /* A conversation goes back at most half its window's unpinned part;
    * it keeps the tokens of its window and as many again unfolded. */
@@ -878,6 +901,18 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
     goto fail;
   const char *pl = getenv("EVICTD_LLAMA_PIPELINE");
   e->pipeline = pl == NULL || strcmp(pl, "off") != 0;
+  const char *rn = getenv("EVICTD_LLAMA_RUN");
+  e->run = ENGINE_RUN;
+  if (rn != NULL) {
+    char *end;
+    unsigned long v = strtoul(rn, &end, 10);
+    if (*rn == '\0' || *end != '\0' || v < 1 || v > 4096) {
+      snprintf(err, errlen, "EVICTD_LLAMA_RUN=%s: give 1 to 4096 (1: a "
+               "step per generated token)", rn);
+      goto fail;
+    }
+    e->run = (uint32_t)v;
+  }
   if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
     snprintf(err, errlen, "cannot start the engine thread");
     goto fail;

@@ -43,7 +43,10 @@ typedef struct choice_s {
   uint32_t lane;          /* its session's */
   lane_item_t item[2];
   lane_item_t *sent;      /* the step out (in its lane), or NULL */
-  lane_item_t *ready;     /* an answered step not yet followed, or NULL */
+  lane_item_t *ready;     /* an answered step not yet followed, or NULL;
+                             a run of generated positions (steps.c's
+                             run_len) stays here until its last position
+                             is decoded, followed at its first */
   bool orphan;            /* its task ended while a step was out: the
                              slot is given back (or parked, keep) when the
                              step comes back */
@@ -68,6 +71,9 @@ struct engine_s {
   lane_item_t **got;      /* room for what lanes_collect hands back */
   bool pipeline;          /* steps go ahead (EVICTD_LLAMA_PIPELINE=off:
                              not, for benchmarks' before and after) */
+  uint32_t run;           /* the most generated positions one step takes
+                             while no victim can fall (EVICTD_LLAMA_RUN;
+                             1: a step per token) */
   double grace;           /* how long an iteration waits for a lane */
   uint64_t tokens;        /* this iteration's */
   uint64_t steps, ahead;  /* this iteration's items sent, and ahead */
@@ -151,6 +157,10 @@ void conv_counts(engine_t *e, conv_counts_t *out);
  * draw), else its pending token. */
 uint32_t steps_chunk(const engine_t *e, const choice_t *c, uint32_t n,
                      uint32_t *first);
+
+/* Whether c's answered step (c->ready) holds position n: a prompt chunk,
+ * a generated position, or a run of them stepped at once. */
+bool steps_covers(const choice_t *c, uint32_t n);
 
 /* Takes back the steps the lanes answered: each judged (seq_verdict) and
  * ready for its pass, or sent again to re-home its session, or failed

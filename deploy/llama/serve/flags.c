@@ -597,8 +597,11 @@ const cli_opt_t serve_llama_flags[] = {
      "not logged (GET /metrics has serve's)"},
     {"escape|no-escape", "e", NULL, NOOP, "accepted: a server takes no "
      "text on its command line to unescape"},
-    {"warmup|no-warmup", NULL, NULL, NOOP, "accepted: serve runs no "
-     "warm-up pass (the first request pays llama.cpp's first one)"},
+    {"warmup", NULL, NULL, ROW(warmup, set_const, "1"),
+     "one pass of the model before serving, so that the first request "
+     "does not pay llama.cpp's first (the default)"},
+    {"no-warmup", NULL, NULL, ROW(warmup, set_const, "0"),
+     "no warm-up pass"},
     {"mmap|repack", NULL, NULL, NOOP, "accepted: llama.cpp's defaults, "
      "serve's way of loading"},
     {"no-direct-io", "ndio", NULL, NOOP, "accepted: the same"},

@@ -570,7 +570,7 @@ int serve_main(int argc, char **argv) {
       .parallel = 8, .queue = 64, .n_predict_max = 32768,
       .cache_ram = 8192, .port = -1,
       .ls = {.ctx = -1, .ctx_slot = -1, .batch = -1, .ubatch = -1,
-             .keep = -1, .jinja = 1, .slots = 1}};
+             .keep = -1, .jinja = 1, .slots = 1, .warmup = 1}};
   cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);
   c.more = serve_llama_flags;
   c.n_more = serve_llama_flags_n;

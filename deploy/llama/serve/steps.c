@@ -16,6 +16,40 @@ uint32_t steps_chunk(const engine_t *e, const choice_t *c, uint32_t n,
   return (end > n_prompt ? n_prompt : end) - *first;
 }
 
+/* How many generated positions choice c steps at once from `first`, the
+ * session then holding `size`: a run of up to e->run while no victim can
+ * fall (size plus the run within the budget: nothing is evicted, so the
+ * answer is the one each position's own step would give), and no further
+ * than c can decode (its length: position p is decoded only while
+ * p < n_prompt + n_predict - 1). Else 1. The run's positions are decoded
+ * one pass each; its answer, a single one, is followed at the first. */
+static uint32_t run_len(const engine_t *e, const choice_t *c, uint32_t first,
+                        uint32_t size) {
+  const task_t *t = c->task;
+  int64_t budget = c->s.cfg.budget;
+  uint32_t k = e->run;
+  uint64_t end = (uint64_t)t->n_prompt + t->want.n_predict - 1;
+  if (k <= 1 || first < t->n_prompt || budget <= (int64_t)size ||
+      end <= first)
+    return 1;
+  if ((int64_t)k > budget - size)
+    k = (uint32_t)(budget - size);
+  if (k > end - first)
+    k = (uint32_t)(end - first);
+  if (c->s.cfg.lookahead > 0 && k > c->s.cfg.lookahead)
+    k = c->s.cfg.lookahead;
+  return k > 0 ? k : 1;
+}
+
+bool steps_covers(const choice_t *c, uint32_t n) {
+  const lane_item_t *it = c->ready;
+  return it != NULL &&
+         (it->kind == ITEM_STEP || it->kind == ITEM_SETTLE) &&
+         it->step.n_positions > 0 &&
+         n >= it->step.positions[0] &&
+         n - it->step.positions[0] < it->step.n_positions;
+}
+
 /* Whether a step of cnt positions of c from first is one evictd takes
  * (checked before it goes into a batch, so that no item can fail the
  * batch, and with it every other sequence's step): some positions, all
@@ -76,6 +110,8 @@ size_t steps_now(engine_t *e) {
     uint32_t first, cnt = steps_chunk(e, c, c->n, &first);
     if (cnt == 0) /* the BOS alone: computed without a step */
       continue;
+    if (first >= c->task->n_prompt)
+      cnt = run_len(e, c, first, c->s.held);
     if (put_step(e, c, k, first, cnt, c->s.newest) == 0)
       k++;
   }
@@ -100,7 +136,12 @@ size_t steps_ahead(engine_t *e) {
     if (draws && (c->tokens + 1 >= t->want.n_predict ||
                   (c->index == 0 && t->want.n > 1 && c->tokens == 0)))
       continue;
+    /* A run answered already steps the next position too. */
+    if (draws && steps_covers(c, n))
+      continue;
     uint32_t first, cnt = steps_chunk(e, c, n, &first);
+    if (draws)
+      cnt = run_len(e, c, first, c->ready->answer.size);
     /* The session's newest once this iteration's step is followed. */
     if (put_step(e, c, k, first, cnt, c->ready->answer.newest) == 0)
       k++;
@@ -161,6 +202,20 @@ static lane_item_t *judge(engine_t *e, choice_t *c, lane_item_t *it) {
     if (it->rc == 0)
       seq_stepped(&c->s, &it->step, &it->answer);
   }
+  /* A run is followed at its first position: it must remove nothing
+   * (run_len kept it within the budget), or its victims would leave the
+   * cells before the positions that evict them are decoded. */
+  if (it->rc == 0 && it->step.n_positions > 1 && c->task != NULL &&
+      it->step.positions[0] >= c->task->n_prompt &&
+      it->answer.victims.n + it->answer.dropped.n + it->answer.removed.n >
+          0) {
+    fault_set(&c->fault, 500, "internal_error", "evictd evicted positions "
+              "from session %s for a run of %zu generated positions the "
+              "engine stepped within its budget of %lld", c->s.session,
+              it->step.n_positions, (long long)c->s.cfg.budget);
+    c->failed = true;
+    return NULL;
+  }
   /* A settled item's outcome is final: seq_item recorded its newest. */
   if (it->rc != 0) {
     c->fault = it->fault;
@@ -204,8 +259,14 @@ uint32_t steps_ready(engine_t *e) {
     uint32_t first, cnt = steps_chunk(e, c, c->n, &first);
     if (cnt > 0 && c->ready == NULL)
       continue; /* sits out: its step is out, or its lane is late */
-    if (cnt > 0 && (c->ready->step.positions[0] != first ||
-                    c->ready->step.n_positions != cnt)) {
+    /* A prompt chunk's step is its own; a generated position's may be
+     * a run that began at an earlier one. */
+    if (cnt > 0 && ((c->ready->kind != ITEM_STEP &&
+                     c->ready->kind != ITEM_SETTLE) ||
+                    (first < c->task->n_prompt
+                       ? c->ready->step.positions[0] != first ||
+                           c->ready->step.n_positions != cnt
+                       : !steps_covers(c, first)))) {
       fault_set(&c->fault, 500, "internal_error", "the step answered for "
                 "session %s was not this iteration's", c->s.session);
       c->failed = true;
@@ -214,7 +275,10 @@ uint32_t steps_ready(engine_t *e) {
     c->chunk = cnt;
     c->decodes = true;
     if (cnt > 0)
-      dump_step(e->dump, c->s.id, c->ready->step.positions, cnt, false, -1);
+      dump_step(e->dump, c->s.id,
+                c->ready->step.positions + (first -
+                                            c->ready->step.positions[0]),
+                cnt, false, -1);
     m++;
   }
   return m;
