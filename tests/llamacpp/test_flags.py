@@ -301,6 +301,7 @@ class CommandLine(unittest.TestCase):
         "--reasoning-budget", "--reasoning-effort", "--metrics", "--slots",
         "--no-slots", "--no-ui", "--cont-batching", "--context-shift",
         "--threads-http", "--timeout", "-v", "-ngl", "-kvu", "-bs",
+        "--warmup", "--no-warmup",
     ]
     # And these are refused, each with its reason.
     REFUSED = [
@@ -721,6 +722,19 @@ class Meaning(unittest.TestCase):
         with Server(*QUIET, "--no-slots", "--slots") as s:
             self.assertEqual(len(s.get("/slots")), 1)
             self.assertIs(s.get("/props")["endpoint_slots"], True)
+
+    def test_warmup(self) -> None:
+        # --warmup is the default, and llama-server's: one pass before
+        # serving, which leaves nothing in the cache (the first request's
+        # text is the one a server without the pass gives).
+        with Server(*QUIET) as s:
+            self.assertIn("warm-up pass", s.log())
+            self.assertEqual(s.text(temperature=0), self.greedy)
+        with Server(*QUIET, "--no-warmup") as s:
+            self.assertNotIn("warm-up pass", s.log())
+            self.assertEqual(s.text(temperature=0), self.greedy)
+        with Server(*QUIET, "--no-warmup", "--warmup") as s:
+            self.assertIn("warm-up pass", s.log())
 
     def test_props_reports_the_defaults(self) -> None:
         with Server(*QUIET, "--n-predict-max", "40") as s:

@@ -864,9 +864,15 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   }
   lm_opts_t lo = {.n_ctx = (uint32_t)cells, .n_batch = (uint32_t)batch,
                   .n_seq = o->parallel};
-  if (lm_context(lm, &lo, &o->lm, err, errlen) != 0 ||
-      (o->ls.warmup && lm_warmup(lm, err, errlen) != 0))
+  if (lm_context(lm, &lo, &o->lm, err, errlen) != 0)
     goto fail;
+  if (o->ls.warmup) {
+    double w0 = clock_now();
+    if (lm_warmup(lm, err, errlen) != 0)
+      goto fail;
+    say("warm-up pass: %.1f ms (--no-warmup skips it)\n",
+        (clock_now() - w0) * 1e3);
+  }
   /* A conversation goes back at most half its window's unpinned part;
    * it keeps the tokens of its window and as many again unfolded. */
   e->max_back = e->budget > e->sinks ? (e->budget - e->sinks) / 2 : 0;
