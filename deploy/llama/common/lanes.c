@@ -34,6 +34,7 @@ typedef struct lane_s {
   char name[160];
   pthread_t thread;
   bool started;           /* the thread runs */
+  bool warm;              /* started by lanes_start: it connects first */
   pthread_cond_t go;
   /* under the mutex */
   job_t *head, *tail;     /* the job run now first, then those queued */
@@ -242,6 +243,10 @@ static bool unreachable(const lane_item_t *it) {
 static void *lane_main(void *arg) {
   lane_t *ln = arg;
   lanes_t *L = ln->L;
+  /* Started ahead of any request: its connection made now, with a probe
+   * whose outcome says nothing of the lane (its first job's will). */
+  if (ln->warm)
+    (void)evd_client_health(ln->link.c);
   pthread_mutex_lock(&L->mu);
   for (;;) {
     while (!L->stopping && ln->head == NULL)
@@ -566,6 +571,18 @@ void lanes_submit(lanes_t *L, lane_item_t *const *items, size_t n) {
       tail = &it->next;
     }
     queue(L, lane, first, now);
+  }
+  pthread_mutex_unlock(&L->mu);
+}
+
+void lanes_start(lanes_t *L) {
+  pthread_mutex_lock(&L->mu);
+  for (size_t i = 0; i < L->n_inst && i < L->n_all; i++) {
+    lane_t *ln = &L->lane[i];
+    if (ln->started)
+      continue;
+    ln->warm = true;
+    ln->started = pthread_create(&ln->thread, NULL, lane_main, ln) == 0;
   }
   pthread_mutex_unlock(&L->mu);
 }

@@ -150,6 +150,10 @@ void lanes_idle(lanes_t *L, double until);
 /* Wakes the caller's lanes_wait or lanes_idle (new work came). */
 void lanes_wake(lanes_t *L);
 
+/* Starts each instance's lane now (its thread, which connects to its
+ * instance), so that the first request does not wait for either. */
+void lanes_start(lanes_t *L);
+
 /* Deletes session (whose sequence is seq) through its lane, behind what
  * the lane has in hand, without waiting: the lanes keep what they need.
  * A failure is told on stderr (the session is then left to the daemon's

@@ -82,10 +82,10 @@ int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
 
 void lm_close(lm_t *lm);
 
-/* One pass of the model's BOS and EOS (those it has; else token 0) in
- * sequence 0, then the cache emptied: llama.cpp's first pass (its
- * compute buffers, the backend's first graph) paid before any request.
- * 0, or -1 with err set. */
+/* Two passes in sequence 0, of up to 32 tokens (the model's BOS and EOS
+ * in turn, those it has; else token 0) and of one, then the cache
+ * emptied: llama.cpp's first passes of each kind paid before any
+ * request. 0, or -1 with err set. */
 int lm_warmup(lm_t *lm, char *err, size_t errlen);
 
 /* Batch building: lm_clear, then lm_add for each token (output: its logits

@@ -741,6 +741,7 @@ static void *engine_main(void *arg) {
   bool stop = false;
   /* What the start found (conversations in --cache-dir) shown at once. */
   publish_lanes(e, clock_now(), true);
+  lanes_start(e->lanes);
   for (;;) {
     task_t *t;
     bool took = false;

@@ -598,8 +598,8 @@ const cli_opt_t serve_llama_flags[] = {
     {"escape|no-escape", "e", NULL, NOOP, "accepted: a server takes no "
      "text on its command line to unescape"},
     {"warmup", NULL, NULL, ROW(warmup, set_const, "1"),
-     "one pass of the model before serving, so that the first request "
-     "does not pay llama.cpp's first (the default)"},
+     "two passes of the model before serving, so that the first request "
+     "does not pay llama.cpp's first ones (the default)"},
     {"no-warmup", NULL, NULL, ROW(warmup, set_const, "0"),
      "no warm-up pass"},
     {"mmap|repack", NULL, NULL, NOOP, "accepted: llama.cpp's defaults, "
