@@ -4,6 +4,7 @@
 #define EVICTD_LLAMA_SERVE_ENGINE_INT_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,6 +93,9 @@ struct engine_s {
   seq_trace_t trace;      /* its removals (NULL ud without --dump) */
   const seq_trace_t *tr;  /* &trace with --dump, else NULL */
   pthread_t thread;
+  sem_t started;          /* posted once the thread has warmed up */
+  int warm_rc;            /* the warm-up's outcome (0: done or none) */
+  char warm_err[256];
 };
 
 /* ---- a conversation's tokens ------------------------------------------ */
