@@ -108,8 +108,7 @@ static void leave(engine_t *e, choice_t *c, bool keep) {
   /* A run's positions past the last decoded are in the session (and, for
    * --dump's reference, stepped) though no pass computed them; a
    * continuation truncates them. */
-  if (keep && c->ready != NULL && c->ready->kind != ITEM_TRUNCATE &&
-      steps_covers(c, c->n))
+  if (keep && steps_covers(c, c->n))
     dump_step(e->dump, c->s.id,
               c->ready->step.positions + (c->n - c->ready->step.positions[0]),
               c->ready->step.positions[0] + c->ready->step.n_positions - c->n,
