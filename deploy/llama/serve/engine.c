@@ -650,9 +650,13 @@ static void iterate(engine_t *e) {
   publish_lanes(e, t0, false);
   if (steps_ready(e) == 0) {
     end_failed(e);
-    /* Every sequence waits on a lane: until one answers (or a while, to
-     * admit new tasks and see cancellations). */
-    if (e->used > 0)
+    /* A choice whose truncation came back in this iteration's wait (a
+     * continued conversation going back) sends its first step now, and
+     * the next iteration waits for it: idling here would hold it 20 ms
+     * with nothing out (every fifth turn of a conversation, measured).
+     * Else every sequence waits on a lane: until one answers (or a
+     * while, to admit new tasks and see cancellations). */
+    if (steps_now(e) == 0 && e->used > 0)
       lanes_idle(e->lanes, clock_now() + 0.02);
     return;
   }
