@@ -30,7 +30,7 @@ typedef struct serve_llama_s {
                              BOS (-1: not given) */
   int64_t n_predict;      /* -n N (0: not given; -1: until an end token) */
   int jinja;              /* --jinja 1 (the default), --no-jinja 0 */
-  int warmup;             /* --warmup 1 (the default): one pass before
+  int warmup;             /* --warmup 1 (the default): two passes before
                              serving (lm_warmup); --no-warmup 0 */
   int slots;              /* --slots 1 (the default), --no-slots 0: GET
                              /slots answers, or 501 (extra.c) */
