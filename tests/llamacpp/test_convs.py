@@ -115,8 +115,9 @@ def tearDownModule() -> None:
         print("%-28s %s" % (name, line), file=sys.stderr)
 
 
-def serve(d: Daemon, *args: str) -> ts.Server:
-    return ts.Server(d.url, *args, model=GGUF)
+def serve(d: Daemon, *args: str, env: Optional[Dict[str, str]] = None
+          ) -> ts.Server:
+    return ts.Server(d.url, *args, model=GGUF, env=env)
 
 
 # ---- conversations -------------------------------------------------------
@@ -184,6 +185,7 @@ CONV_KEYS = ("evictd_llama_conversation_hits_total",
              "evictd_llama_conversation_misses_total",
              "evictd_llama_prompt_tokens_reused_total",
              "evictd_llama_prompt_tokens_decoded_total",
+             "evictd_llama_cells_packed_total",
              "evictd_llama_conversations_parked",
              "evictd_llama_conversations_saved",
              "evictd_llama_conversations_saved_bytes",
@@ -587,12 +589,17 @@ class Case(unittest.TestCase):
 class Reference(Case):
     """Test 1: every logit of continued conversations, and the books."""
 
-    def window(self, budget: int, sinks: int, lookahead: Optional[int]
-               ) -> None:
+    def window(self, budget: int, sinks: int, lookahead: Optional[int],
+               pack: Optional[int] = None) -> None:
+        """pack: EVICTD_LLAMA_PACK, the round figure of cells serve packs
+        a sequence's cells to (1: after every pass that held more than the
+        next needs); None: llama.cpp's 256, which these windows never
+        reach."""
         prefix = os.path.join(TMP.name, "ref-%d-%d" % (budget, sinks))
         args = ["--budget", str(budget), "--sinks", str(sinks)]
         args += ["--lookahead", str(lookahead)] if lookahead else []
-        sv = serve(self.evd, *args, *EXACT, "-np", "2", "--dump", prefix)
+        sv = serve(self.evd, *args, *EXACT, "-np", "2", "--dump", prefix,
+                   env={"EVICTD_LLAMA_PACK": str(pack)} if pack else None)
         try:
             turns = self.guard(sv, scenario, sv)
             c = counts(sv)
@@ -604,6 +611,12 @@ class Reference(Case):
         self.assertGreater(c["saved_total"], 0)
         self.assertGreater(c["restored_total"], 0)
         self.assertEqual(c["dropped_total"], 0)
+        # Packed cells (saved, removed, put back from cell 0) hold what
+        # they held: verify() checks every logit after them.
+        if pack:
+            self.assertGreater(c["cells_packed_total"], 0)
+        else:
+            self.assertEqual(c["cells_packed_total"], 0)
         # Prompts that began like one before were tokenized from where
         # they part (tokcache.h); verify() checks them against prompts
         # tokenized whole (a --no-cache-prompt serve's).
@@ -638,7 +651,7 @@ class Reference(Case):
                               c["restored_total"], res.summary()))
 
     def test_reference_window(self) -> None:
-        self.window(*WINDOWS[0])
+        self.window(*WINDOWS[0], pack=1)
 
     def test_reference_sinks(self) -> None:
         self.window(*WINDOWS[1])

@@ -424,6 +424,50 @@ class Serve(unittest.TestCase):
             many.stop()
         self.assertEqual(wait_sessions(EVD, 0), 0)
 
+    def test_pack(self) -> None:
+        # llama.cpp attends over a sequence's cells up to the highest in
+        # use, rounded up to 256. A conversation's turn over a full window
+        # of 255 holds 255 + its new tokens in the pass (past 256), then
+        # its victims go: serve moves the cells down to cell 0 (packs
+        # them), so that the next passes attend over 256 again. The
+        # texts are those of a serve that never packs (the cells' bits
+        # and positions are the same), and nothing else changes.
+        args = ["--budget", "255", "--sinks", "4", "--lookahead", "16",
+                "--exact", "--parallel", "2"]
+        packs = Server(EVD.url, *args)
+        never = Server(EVD.url, *args, env={"EVICTD_LLAMA_PACK": "0"})
+        try:
+            out = []
+            for srv in (packs, never):
+                text, got = PROMPTS[1], []
+                for line in (" Then", " The next day", " She said", " And",
+                             " Later that night", " So"):
+                    a = complete(srv.addr, text, 60, cache_prompt=True)
+                    got.append((a["content"], a["tokens_cached"]))
+                    text += a["content"] + line
+                m = serve_metrics(srv.addr)
+                out.append((got, m["evictd_llama_cells_packed_total"],
+                            m["evictd_llama_conversation_hits_total"]))
+            self.assertEqual(out[0][0], out[1][0])
+            # Turns 5 and 6 went past the window (over 255 positions) and
+            # continued the conversation (tokens cached).
+            self.assertGreater(out[0][0][-1][1], 255)
+            self.assertGreaterEqual(out[0][2], 5)
+            self.assertGreater(out[0][1], 0)
+            self.assertEqual(out[1][1], 0)
+        finally:
+            packs.stop()
+            never.stop()
+        self.assertEqual(wait_sessions(EVD, 0), 0)
+        # Not given, the budget is the daemon's default (512) less one: a
+        # full window's pass then holds 512 cells, not 513 (768 attended).
+        for args, budget in (((), 511), (("--budget", "512"), 512)):
+            srv = Server(EVD.url, *args)
+            try:
+                self.assertIn("budget %d," % budget, srv.log())
+            finally:
+                srv.stop()
+
     def test_disconnect(self) -> None:
         # A session is deleted as its request ends, through its lane: the
         # sessions of the tests before are gone first.

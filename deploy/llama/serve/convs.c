@@ -448,6 +448,7 @@ static int restore(engine_t *e, choice_t *c, saved_t *s) {
       goto fail;
   memcpy(c->hist, s->hist, (s->n - s->hbase) * sizeof(*c->hist));
   c->n = s->n;
+  c->peak = 0; /* put back from cell 0 */
   c->hbase = s->hbase;
   c->hdig = s->hdig;
   c->gen = s->gen;

@@ -46,6 +46,10 @@
  * truncates them. */
 #define ENGINE_RUN 16
 
+/* llama.cpp's round figure for the cells a pass attends over (its
+ * get_n_kv pads to at least 256): see pack(). */
+#define CELL_PAD 256
+
 static void publish_lanes(engine_t *e, double now, bool force);
 static void publish_slots(engine_t *e);
 
@@ -194,6 +198,7 @@ static int fresh(engine_t *e, choice_t *c, const char *id, uint32_t need) {
   c->n = 0;
   c->hbase = 0;
   c->hdig = 0;
+  c->peak = 0;
   dump_open_seq(e->dump, slot);
   return 0;
 }
@@ -456,6 +461,49 @@ static void fail_decoded(engine_t *e, const fault_t *f) {
       end_task(e, e->slot[i].task, f);
 }
 
+/* llama.cpp attends over a sequence's cells up to the highest one in
+ * use, rounded up to 256 (its n_kv, kept a multiple of 256 so that its
+ * graphs are reused). A pass that held more cells than the sequence
+ * needs next (a prompt's chunk over a full window: budget + chunk cells,
+ * then the chunk's victims gone) leaves cells in use above that round
+ * figure, and every later pass pays for the wider span until those
+ * positions are evicted, a window later: 768 cells for a window of 511,
+ * at every pass of a conversation's turns (1.3x the time of a turn of
+ * the tiny model). So the cells are packed: saved, removed and put back
+ * from cell 0 (llama_state_seq_*: the same bits at the same positions),
+ * when the peak's round figure is above the next pass's. That copies
+ * the window's cells twice, once per spill; the spill would have read
+ * 256 cells more at each pass for a window's worth. */
+static uint32_t rounded(uint32_t n, uint32_t to) {
+  return (uint32_t)(((uint64_t)n + to - 1) / to * to);
+}
+
+static int pack(engine_t *e, choice_t *c, fault_t *f) {
+  uint32_t held = c->s.map.n;
+  if (held == 0)
+    c->peak = 0;
+  if (rounded(c->peak, e->pack) <= rounded(held + 1, e->pack))
+    return 0;
+  c->peak = held;
+  size_t n = llama_state_seq_get_size(e->lm->ctx, c->s.id);
+  if (n > e->packcap) {
+    uint8_t *b = realloc(e->packbuf, n);
+    if (b == NULL)
+      return 0; /* left unpacked: slower, not wrong */
+    e->packbuf = b;
+    e->packcap = n;
+  }
+  if (llama_state_seq_get_data(e->lm->ctx, e->packbuf, n, c->s.id) != n)
+    return 0;
+  llama_memory_seq_rm(e->lm->mem, c->s.id, -1, -1);
+  if (llama_state_seq_set_data(e->lm->ctx, e->packbuf, n, c->s.id) != n)
+    return fault_set(f, 500, "pack_failed", "llama.cpp could not put back "
+                     "the cells of sequence %d (session %s) while moving "
+                     "them down: its request ends", c->s.id, c->s.session);
+  e->cc.packed++;
+  return 0;
+}
+
 /* ONE pass of every choice that decodes; -1 when llama.cpp failed. */
 static int pass(engine_t *e, fault_t *f) {
   char err[256];
@@ -479,6 +527,8 @@ static int pass(engine_t *e, fault_t *f) {
       if (last)
         c->out = e->lm->batch.n_tokens - 1;
     }
+    if (c->s.map.n > c->peak)
+      c->peak = c->s.map.n;
   }
   if (e->lm->batch.n_tokens > 0 && lm_decode(e->lm, err, sizeof(err)) != 0)
     return fault_set(f, 500, "decode_failed", "%s", err);
@@ -687,6 +737,11 @@ static void iterate(engine_t *e) {
     fail_decoded(e, &f);
     return;
   }
+  for (uint32_t i = 0; e->pack > 0 && i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
+    if (c->decodes && !c->failed && pack(e, c, &c->fault) != 0)
+      c->failed = true;
+  }
   end_failed(e);
   pass_counts_t pc = {0};
   for (uint32_t i = 0; i < e->n_slot; i++) {
@@ -818,6 +873,12 @@ static int settings(engine_t *e, char *err, size_t errlen) {
   }
   e->budget = v.budget;
   e->sinks = v.sinks;
+  /* Not given, the daemon's default, less one when that is a multiple of
+   * llama.cpp's round figure: a full window's pass holds budget + 1
+   * cells, and 513 would attend over 768 (1.3x the time of a tiny model's
+   * pass) where 512 attends over 512. */
+  if (cfg->budget < 0 && v.budget % CELL_PAD == 0 && v.budget > v.sinks + 1)
+    e->budget = v.budget - 1;
   /* Not given, the prompt goes in chunks of llama.cpp's micro-batch, not
    * the daemon's default lookahead (1: a token per pass). */
   e->lookahead = cfg->lookahead < 0 ? 512 : v.lookahead;
@@ -849,6 +910,7 @@ static void engine_free(engine_t *e) {
   free(e->sub);
   free(e->got);
   free(e->probs);
+  free(e->packbuf);
   free(e);
 }
 
@@ -920,6 +982,19 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
     goto fail;
   const char *pl = getenv("EVICTD_LLAMA_PIPELINE");
   e->pipeline = pl == NULL || strcmp(pl, "off") != 0;
+  const char *pk = getenv("EVICTD_LLAMA_PACK");
+  e->pack = CELL_PAD;
+  if (pk != NULL && *pk != '\0') {
+    char *end;
+    unsigned long v = strtoul(pk, &end, 10);
+    if (*end != '\0' || v > 65536 || pk[0] == '-') {
+      snprintf(err, errlen, "EVICTD_LLAMA_PACK=%s: give 0 to 65536 (the "
+               "cells' round figure packing keeps to; 0: never pack, "
+               "default %u, llama.cpp's)", pk, CELL_PAD);
+      goto fail;
+    }
+    e->pack = (uint32_t)v;
+  }
   const char *rn = getenv("EVICTD_LLAMA_RUN");
   e->run = ENGINE_RUN;
   if (rn != NULL) {

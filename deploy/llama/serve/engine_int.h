@@ -57,6 +57,8 @@ typedef struct choice_s {
   double used_at;         /* when its conversation last decoded */
   uint64_t gen;           /* its conversation's generation: new each time
                              a request takes it (engine's e->gens) */
+  uint32_t peak;          /* the most cells it held in a pass since its
+                             cells were last packed (pack) */
 } choice_t;
 
 struct engine_s {
@@ -84,6 +86,10 @@ struct engine_s {
                              goes back */
   conv_counts_t cc;
   token_ev_t *probs;      /* room for a drawn token's candidates */
+  uint8_t *packbuf;       /* a sequence's cells while they are packed */
+  size_t packcap;
+  uint32_t pack;          /* the cells' round figure packing keeps to
+                             (EVICTD_LLAMA_PACK; 0: never packed) */
   uint64_t gens;          /* the last generation given out */
   uint64_t key[2];        /* the digests' SipHash key (kept in --cache-dir) */
   uint32_t keep;          /* tokens a conversation keeps unfolded behind

@@ -190,6 +190,9 @@ enum MHD_Result status_metrics(call_t *c) {
       {"evictd_llama_conversations_dropped_total", "counter", "Parked or "
        "saved conversations dropped (least recently used first out): "
        "their sessions deleted.", (double)s.convs.dropped},
+      {"evictd_llama_cells_packed_total", "counter", "Sequences whose "
+       "cells were moved down to cell 0 after a pass left some above what "
+       "llama.cpp then attends over.", (double)s.convs.packed},
   };
   /* llama-server's families, under its names and with its helps, so that
    * what scrapes llama-server scrapes serve (its colons are legal names;

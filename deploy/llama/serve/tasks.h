@@ -153,6 +153,7 @@ typedef struct conv_counts_s {
   uint64_t hits, misses;      /* requests that continued one, or not */
   uint64_t reused, prefilled; /* prompt tokens kept, and decoded */
   uint64_t saved, restored, dropped;
+  uint64_t packed;            /* sequences whose cells were packed */
   uint32_t parked;            /* slots holding one now */
   uint32_t stored;            /* saved ones held now */
   uint64_t stored_bytes;
