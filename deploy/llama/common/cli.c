@@ -451,13 +451,15 @@ static const size_t model_n = sizeof(model_opts) / sizeof(model_opts[0]);
 
 static const cli_opt_t session_opts[] = {
     {"budget", NULL, "N", CLI_I64, CFG(budget), 1, UINT32_MAX, {NULL},
-     "each session's budget (default: the daemon's)"},
+     "each session's budget (default: the daemon's; serve's is one less "
+     "when the daemon's is a multiple of 256, so that a full window's "
+     "pass fits llama.cpp's span of cells)"},
     {"sinks", NULL, "N", CLI_I64, CFG(sinks), 0, UINT32_MAX, {NULL},
      "positions pinned at the start (streaming-llm: 4; default: the "
      "daemon's)"},
     {"lookahead", NULL, "N", CLI_I64, CFG(lookahead), 1, 1u << 24, {NULL},
      "positions a step may add: the prompt's chunk (and with --draft the "
-     "pending drafts) (default: the daemon's)"},
+     "pending drafts) (default: the daemon's; serve's: 512)"},
 };
 static const size_t session_n = sizeof(session_opts) / sizeof(session_opts[0]);
 
