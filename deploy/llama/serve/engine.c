@@ -486,6 +486,8 @@ static int pack(engine_t *e, choice_t *c, fault_t *f) {
     return 0;
   c->peak = held;
   size_t n = llama_state_seq_get_size(e->lm->ctx, c->s.id);
+  if (n == 0)
+    return 0;
   if (n > e->packcap) {
     uint8_t *b = realloc(e->packbuf, n);
     if (b == NULL)
