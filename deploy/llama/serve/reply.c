@@ -290,6 +290,8 @@ enum MHD_Result reply_tasks(call_t *c, task_t **ts, uint32_t k,
                             void (*pick)(call_t *c, uint32_t i)) {
   uint32_t sent = 0;
   int q = 0;
+  for (uint32_t i = 0; i < k; i++)
+    ts[i]->whole = true;
   while (sent < k && (q = tq_submit(c->site->q, ts[sent])) == 0)
     sent++;
   const union MHD_ConnectionInfo *ci =
@@ -340,6 +342,7 @@ enum MHD_Result reply_tasks(call_t *c, task_t **ts, uint32_t k,
 
 enum MHD_Result reply_task(call_t *c, task_t *t, const api_t *api,
                            bool stream) {
+  t->whole = !stream;
   int q = tq_submit(c->site->q, t);
   if (q != 0) {
     tq_release(c->site->q, t);

@@ -106,7 +106,8 @@ int tq_submit(tq_t *q, task_t *t) {
 
 task_state_t tq_take(tq_t *q, task_t *t, news_t *into, int wait_ms) {
   pthread_mutex_lock(&q->mu);
-  if (t->news.n_ev == 0 && t->state != TASK_DONE && wait_ms > 0) {
+  if ((t->news.n_ev == 0 || t->whole) && t->state != TASK_DONE &&
+      wait_ms > 0) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += wait_ms % 1000 * 1000000L;
@@ -189,11 +190,13 @@ bool tq_cancelled(tq_t *q, const task_t *t) {
   return c;
 }
 
-/* An event for t's HTTP side. Out of memory, it is lost: the answer then
- * lacks it (the task still ends, with its counts). */
+/* An event for t's HTTP side, woken for it unless it waits for the whole
+ * answer (a wake-up per token cost the engine's thread a futex call and
+ * the HTTP thread a switch, for nothing). Out of memory, it is lost: the
+ * answer then lacks it (the task still ends, with its counts). */
 static void emit(tq_t *q, task_t *t, event_t ev, const char *s) {
   pthread_mutex_lock(&q->mu);
-  if (news_add(&t->news, ev, s) == 0)
+  if (news_add(&t->news, ev, s) == 0 && !t->whole)
     pthread_cond_broadcast(&t->cv);
   pthread_mutex_unlock(&q->mu);
 }

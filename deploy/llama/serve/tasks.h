@@ -127,6 +127,9 @@ typedef struct task_s {
   char id[64];            /* PREFIX-K; its sessions: ID, or ID~I for
                              choice I (a continued conversation keeps its
                              own) */
+  bool whole;             /* set before it is queued: its HTTP side takes
+                             the news once done (a whole answer), so an
+                             event does not wake it, only the end */
   /* under the queue's lock */
   task_state_t state;
   bool cancel;            /* its client went away */
@@ -134,7 +137,7 @@ typedef struct task_s {
   fault_t fault;          /* when failed */
   int refs;               /* the HTTP side's, and the queue's or engine's */
   news_t news;
-  pthread_cond_t cv;      /* news, or done */
+  pthread_cond_t cv;      /* news (unless whole), or done */
 } task_t;
 
 /* The most evictd instances whose states /metrics and /health show. */
@@ -254,7 +257,8 @@ void tq_release(tq_t *q, task_t *t);
 int tq_submit(tq_t *q, task_t *t);
 
 /* Moves t's news into *into (emptied first) and returns t's state; waits
- * up to wait_ms for some when there is none and t is not done. */
+ * up to wait_ms for some when there is none and t is not done (for t's
+ * end when t->whole). */
 task_state_t tq_take(tq_t *q, task_t *t, news_t *into, int wait_ms);
 
 /* The client went away: a queued task leaves the queue at once (it has no
