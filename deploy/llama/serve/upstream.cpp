@@ -921,6 +921,9 @@ int up_sampler_new(up_sampler_t **out, const struct llama_model *model,
                   "where)");
       llama_sampler_free(check);
     }
+    /* No timings kept: nothing reads them, and each draw and accept
+     * would read the clock twice for them. */
+    sp.no_perf = true;
     s->smpl = common_sampler_init(model, sp);
     *out = s.release();
     return 0;
