@@ -406,8 +406,12 @@ def part_turns(evictd: str, engine: str, lserver: str, model: str,
              for t in range(1, lmax + 1)
              if at("serve", t)["s"] > at("llama-server", t)["s"]]
     if lmax:
+        # The closest turn says by how much a MET is met.
+        near = max((at("serve", t)["s"] / at("llama-server", t)["s"], t)
+                   for t in range(1, lmax + 1))
         print("TARGET serve's time at most llama-server's at each of turns "
-              "1..%d: %s" % (lmax, "MET" if not worse else
+              "1..%d: %s" % (lmax, "MET (the closest: turn %d, %.2fx)" % (
+                  near[1], near[0]) if not worse else
                              "NOT MET at %d of %d turns (%s)" % (
                                  len(worse), lmax, ", ".join(
                                      "%d: %.2fx" % w for w in worse[:12]) +
