@@ -243,6 +243,11 @@ static bool unreachable(const lane_item_t *it) {
 static void *lane_main(void *arg) {
   lane_t *ln = arg;
   lanes_t *L = ln->L;
+  /* Named for top -H and for what bench-serve counts as the lanes' CPU
+   * (/proc/PID/task/TID/comm). */
+  char name[16];
+  snprintf(name, sizeof(name), "evd-lane-%u", ln->index % 100000u);
+  (void)pthread_setname_np(pthread_self(), name);
   /* Started ahead of any request: its connection made now, with a probe
    * whose outcome says nothing of the lane (its first job's will). */
   if (ln->warm)
