@@ -45,8 +45,9 @@ other jobs took meanwhile. Last, the target's verdicts: the median
 ratio of tokens/s, and the CPU per token of what speaks to evictd
 (serve's lane threads and the evictd processes) in the pool against one
 instance, the difference as a share of one instance's whole CPU per
-token (a measure the machine's noise moves far less). Each pair of runs waits (BENCH_QUIET_WAIT
-seconds at most, 60) for a second in which other jobs take at most
+token (a measure the machine's noise moves far less). Each pair of runs
+waits (BENCH_QUIET_WAIT seconds at most, 60) for a second in which other
+jobs take at most
 BENCH_QUIET cores (0.25), and a pair during which they took more is run
 again, BENCH_RETRIES times at most (2), the least disturbed kept."""
 
