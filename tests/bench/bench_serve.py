@@ -47,9 +47,9 @@ ratio of tokens/s, and the CPU per token of what speaks to evictd
 instance, the difference as a share of one instance's whole CPU per
 token (a measure the machine's noise moves far less). Each pair of runs
 waits (BENCH_QUIET_WAIT seconds at most, 60) for a second in which other
-jobs take at most
-BENCH_QUIET cores (0.25), and a pair during which they took more is run
-again, BENCH_RETRIES times at most (2), the least disturbed kept."""
+jobs take at most BENCH_QUIET cores (0.25), and a pair during which they
+took more is run again, BENCH_RETRIES times at most (2), the least
+disturbed kept."""
 
 import http.client
 import json
