@@ -16,7 +16,7 @@
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/grow.h"
-#include "generate/generate.h"
+#include "generate/decode.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -31,6 +31,15 @@ int gen_fail(const char *fmt, ...) {
 }
 
 int gen_fault(const fault_t *f) { return gen_fail("%s", f->msg); }
+
+link_t *gen_link(gen_t *g, const sample_t *s) {
+  fault_t f;
+  link_t *l = lanes_direct(g->lanes, lanes_route(g->lanes, s->s.session,
+                                                 (uint32_t)s->s.id), &f);
+  if (l == NULL)
+    gen_fault(&f);
+  return l;
+}
 
 int gen_reserve(sample_t *s, uint32_t need) {
   return grow(&s->hist, &s->cap, need, sizeof(*s->hist)) ||

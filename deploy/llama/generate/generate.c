@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "generate/decode.h"
 #include "generate/generate.h"
+#include "generate/speculate.h"
 
 #define WHO "evictd-llama generate"
 
@@ -89,15 +91,6 @@ static const char synopsis[] =
 #define bad(...) cli_say(2, WHO, WHO " --help", __VA_ARGS__)
 
 /* ---- set-up ------------------------------------------------------------- */
-
-link_t *gen_link(gen_t *g, const sample_t *s) {
-  fault_t f;
-  link_t *l = lanes_direct(g->lanes, lanes_route(g->lanes, s->s.session,
-                                                 (uint32_t)s->s.id), &f);
-  if (l == NULL)
-    gen_fault(&f);
-  return l;
-}
 
 static int setup(gen_t *g) {
   const gen_opts_t *o = g->o;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "generate/generate.h"
+#include "generate/speculate.h"
 
 /* One speculative iteration: the draft model proposes K tokens after the
  * pending one; one evictd step sends the pending token and the drafts as
