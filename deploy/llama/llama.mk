@@ -10,11 +10,13 @@
 # prints evictd's share of a decode iteration.
 
 LLAMA_OUT := $(B)/llama
-LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c)
-# The one C++ file, serve/upstream.cpp: llama.cpp's common library behind
-# a C interface (upstream.h); all else is C11.
-LLAMA_CXX_SRC := $(wildcard deploy/llama/*/*.cpp)
-LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h) \
+LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c \
+               deploy/llama/*/*/*.c)
+# The C++ files, serve/upstream/*.cpp: llama.cpp's common library behind
+# C interfaces (upstream.h, templates.h, sampler.h); all else is C11.
+LLAMA_CXX_SRC := $(wildcard deploy/llama/*/*.cpp deploy/llama/*/*/*.cpp)
+LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h \
+               deploy/llama/*/*/*.h deploy/llama/*/*/*.hpp) \
              include/evictd/client.h $(COMMON_HDR)
 
 .PHONY: evictd-llama gguf upstream-check e2e-llamacpp asan-llamacpp \
@@ -65,9 +67,11 @@ $(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a $(B)/evictd-common.a
 	  $(CLIENT_LIBS) $(shell pkg-config --libs libmicrohttpd jansson) -lm
 
 # The shim's own test driver (tests/llamacpp/test_upstream.py runs it).
+UPSTREAM_OBJ := $(addprefix $(LLAMA_OUT)/obj/serve/,upstream/upstream.o \
+  upstream/templates.o upstream/sampler.o shared/tokcache.o)
 $(LLAMA_OUT)/upstream_check: tests/llamacpp/upstream_check.c \
-    $(LLAMA_OUT)/obj/serve/upstream.o $(LLAMA_OUT)/obj/common/lm.o \
-    $(LLAMA_OUT)/obj/common/sampler.o $(LLAMA_OUT)/obj/serve/tokcache.o \
+    $(UPSTREAM_OBJ) $(LLAMA_OUT)/obj/common/lm.o \
+    $(LLAMA_OUT)/obj/common/sampler.o \
     $(LLAMA_HDR) $(LLAMA_CONFIG)
 	$(CC) $(CFLAGS) -iquote deploy/llama $(LLAMA_CFLAGS) \
 	  -c -o $(LLAMA_OUT)/obj/upstream_check.o $<

@@ -29,8 +29,10 @@
 
 #include "common/lm.h"
 #include "common/sampler.h"
-#include "serve/tokcache.h"
-#include "serve/upstream.h"
+#include "serve/shared/tokcache.h"
+#include "serve/upstream/sampler.h"
+#include "serve/upstream/templates.h"
+#include "serve/upstream/upstream.h"
 
 static char err[1024];
 

@@ -20,10 +20,22 @@
 #include "common/cli.h"
 #include "error.h"
 #include "listen.h"
-#include "serve/engine.h"
-#include "serve/http.h"
-#include "serve/tokcache.h"
-#include "serve/upstream.h"
+#include "serve/api/anthropic.h"
+#include "serve/api/native.h"
+#include "serve/api/openai.h"
+#include "serve/api/props.h"
+#include "serve/api/responses.h"
+#include "serve/api/rstore.h"
+#include "serve/api/status.h"
+#include "serve/api/tokenize.h"
+#include "serve/engine/engine.h"
+#include "serve/flags.h"
+#include "serve/http/http.h"
+#include "serve/options.h"
+#include "serve/shared/site.h"
+#include "serve/shared/tokcache.h"
+#include "serve/upstream/templates.h"
+#include "serve/upstream/upstream.h"
 
 #define WHO SERVE_WHO
 
@@ -59,8 +71,6 @@ static const char synopsis[] =
     "drop-in for llama-server: each of its flags means the same here, or\n"
     "changes nothing (said below), or is refused with its reason.\n";
 
-#define OPT(f) offsetof(serve_opts_t, f)
-#define LS(f) offsetof(serve_opts_t, ls.f)
 /* A row's first long spelling, for messages. */
 #define NAME(o) (int)strcspn((o)->name, "|"), (o)->name
 
@@ -171,275 +181,79 @@ static const cli_opt_t options[] = {
 #define fail(...) cli_say(1, WHO, NULL, __VA_ARGS__)
 #define bad(...) cli_say(2, WHO, WHO " --help", __VA_ARGS__)
 
-/* ---- llama-server's flags' rules (their rows: flags.c) ------------------ */
+/* What serve's routes answer with, made once: the site and its stores. */
+typedef struct parts_s {
+  tq_t q;
+  board_t board;
+  site_t site;
+  http_opts_t http;
+} parts_t;
 
-/* The prefill chunk llama-server's -b and -ub say: the smaller of its
- * logical and physical batches (defaults 2048 and 512), or -1 when neither
- * is given. */
-static int64_t chunk_of(const serve_llama_t *l) {
-  if (l->batch < 0 && l->ubatch < 0)
-    return -1;
-  int64_t b = l->batch > 0 ? l->batch : 2048;
-  int64_t ub = l->ubatch > 0 ? l->ubatch : 512;
-  return b < ub ? b : ub;
-}
-
-/* --budget from a sequence's cells: they hold its window's budget and
- * its prefill chunk. `from` says where the cells came from. */
-static int budget_of(serve_opts_t *o, int64_t cells, const char *from) {
-  int64_t look = o->cfg.lookahead >= 0 ? o->cfg.lookahead : 512;
-  if (o->cfg.budget >= 0) {
-    if (o->cfg.budget + look != cells)
-      return bad("%s is %lld cells a sequence, not --budget %lld + "
-                 "lookahead %lld: give one of them, or make them agree",
-                 from, (long long)cells, (long long)o->cfg.budget,
-                 (long long)look);
-    return 0;
-  }
-  if (cells <= look || (o->cfg.sinks >= 0 && cells - look <= o->cfg.sinks))
-    return bad("%s is %lld cells a sequence, which the prefill chunk "
-               "(lookahead %lld)%s fills: give more cells, fewer -np, a "
-               "smaller -ub or --lookahead, or --budget", from,
-               (long long)cells, (long long)look,
-               o->cfg.sinks >= 0 ? " and the sinks" : "");
-  o->cfg.budget = cells - look;
+/* The site every request reads (its stores and templates made); 0, or -1
+ * having said why. */
+static int site_open(parts_t *p, serve_opts_t *o, lm_t *lm) {
+  const char *base = strrchr(o->lm.model, '/');
+  char err[512];
+  p->site = (site_t){
+      .o = o, .lm = lm, .q = &p->q, .board = &p->board,
+      .model = o->alias ? o->alias : base ? base + 1 : o->lm.model,
+      .aliases = flags_names(o->aliases), .tags = flags_names(o->tags),
+      .created = (long long)time(NULL),
+      .defaults = o->ls.defaults ? json_incref(o->ls.defaults)
+                                 : json_object(),
+      .responses = rstore_new(RESPONSES_MAX),
+      .tokens = tokcache_new(lm, o->no_cache_prompt
+                                     ? 0 : TOKCACHE_TEXTS(o->parallel),
+                             TOKCACHE_BYTES)};
+  if (p->site.aliases == NULL || p->site.tags == NULL ||
+      p->site.defaults == NULL || p->site.responses == NULL ||
+      p->site.tokens == NULL)
+    return fail("out of memory"), -1;
+  if (up_chat_new(&p->site.chat, lm->model, o->ls.chat_template,
+                  o->ls.jinja != 0, err, sizeof(err)) != 0)
+    return fail("the chat template: %s", err), -1;
+  char *info = NULL;
+  if (up_chat_info(p->site.chat, &info, NULL, 0) == 0 && info != NULL &&
+      strstr(info, "\"explicit\":false") != NULL)
+    fprintf(stderr, "evictd-llama serve: the model has no chat template: "
+            "/v1/chat/completions uses ChatML, as llama-server does\n");
+  free(info);
   return 0;
 }
 
-/* -c N over -np P: N/P cells a sequence. */
-static int ctx_budget(serve_opts_t *o, int64_t n, bool trained) {
-  char from[96];
-  snprintf(from, sizeof(from), "-c %lld%s over -np %u", (long long)n,
-           trained ? " (the model's training context)" : "", o->parallel);
-  return budget_of(o, n / o->parallel, from);
+static void site_close(site_t *s) {
+  json_decref(s->aliases);
+  json_decref(s->tags);
+  json_decref(s->defaults);
+  rstore_free(s->responses);
+  tokcache_free(s->tokens);
+  up_chat_free(s->chat);
 }
 
-/* The rules of llama-server's flags that need no model: the prefill chunk
- * (-b, -ub) as --lookahead, a sequence's cells (-c, --kv-unified-per-slot)
- * as --budget, -n as o->n_predict, --no-cache-idle-slots, the chat
- * template file read. 0, or 2 having said why. *held: what it allocated
- * (the caller frees it). */
-static int flags_check(serve_opts_t *o, char **held) {
-  serve_llama_t *l = &o->ls;
-  int64_t chunk = chunk_of(l);
-  *held = NULL;
-  if (chunk >= 0) {
-    if (o->cfg.lookahead >= 0 && o->cfg.lookahead != chunk)
-      return bad("--lookahead %lld and -b/-ub (a prefill chunk of %lld) "
-                 "disagree: give one of them", (long long)o->cfg.lookahead,
-                 (long long)chunk);
-    o->cfg.lookahead = chunk;
-  }
-  if (l->ctx >= 0 && l->ctx_slot >= 0)
-    return bad("give -c or --kv-unified-per-slot, not both");
-  if (l->ctx > 0 && ctx_budget(o, l->ctx, false) != 0)
-    return 2;
-  if (l->ctx_slot > 0) {
-    char from[64];
-    snprintf(from, sizeof(from), "--kv-unified-per-slot %lld",
-             (long long)l->ctx_slot);
-    if (budget_of(o, l->ctx_slot, from) != 0)
-      return 2;
-  }
-  if (l->n_predict > (int64_t)o->n_predict_max)
-    return bad("-n %lld is more than --n-predict-max %u",
-               (long long)l->n_predict, o->n_predict_max);
-  o->n_predict = l->n_predict < 0 ? o->n_predict_max
-                                  : (uint32_t)l->n_predict;
-  if (l->no_cache_idle)
-    o->cache_ram = 0;
-  if (l->chat_template != NULL && l->chat_template_file != NULL)
-    return bad("give --chat-template or --chat-template-file, not both");
-  if (l->chat_template_file != NULL) {
-    size_t len;
-    if ((*held = cli_read_file(l->chat_template_file, &len)) == NULL)
-      return bad("cannot read --chat-template-file %s: %s",
-                 l->chat_template_file, strerror(errno));
-    l->chat_template = *held;
-  }
-  return 0;
-}
-
-/* The row that sets a request field, for a message about its value. */
-static const cli_opt_t *row_of(const char *key) {
-  for (size_t i = 0; i < serve_llama_flags_n; i++) {
-    const cli_opt_t *o = &serve_llama_flags[i];
-    if (o->kind == CLI_ROW && o->off == LS(defaults) &&
-        o->with.row.key != NULL && strcmp(o->with.row.key, key) == 0)
-      return o;
-  }
-  return NULL;
-}
-
-/* Those that need the model (loaded): -c 0 (its training context),
- * --keep (its BOS), the device flags (whether llama.cpp has a GPU), and
- * the request defaults, checked by making a sampler of them, as a request
- * would. 0, or 2 having said why. */
-static int flags_model(serve_opts_t *o, const lm_t *lm) {
-  serve_llama_t *l = &o->ls;
-  if (l->device != NULL && llama_supports_gpu_offload())
-    return bad("--%.*s: llama.cpp has a GPU here, and serve keeps every "
-               "layer and the cache on the CPU: leave it out",
-               NAME(l->device));
-  if (l->ctx == 0) {
-    int32_t n = llama_model_n_ctx_train(lm->model);
-    if (ctx_budget(o, n > 0 ? n : 0, true) != 0)
-      return 2;
-  }
-  if (l->keep >= 0) {
-    int64_t sinks = l->keep + (llama_vocab_get_add_bos(lm->vocab) ? 1 : 0);
-    if (o->cfg.sinks >= 0 && o->cfg.sinks != sinks)
-      return bad("--keep %lld is %lld sinks with this model, not --sinks "
-                 "%lld: give one of them", (long long)l->keep,
-                 (long long)sinks, (long long)o->cfg.sinks);
-    if (o->cfg.budget >= 0 && sinks >= o->cfg.budget)
-      return bad("--keep %lld (%lld sinks) leaves nothing of --budget "
-                 "%lld to slide", (long long)l->keep, (long long)sinks,
-                 (long long)o->cfg.budget);
-    o->cfg.sinks = sinks;
-  }
-  if (l->defaults == NULL)
-    return 0;
-  /* The defaults as a request of nothing else would give them: a sampler
-   * that refuses them names the field, which names the flag. */
-  char err[400], *text = json_dumps(l->defaults, JSON_COMPACT);
-  up_sampler_t *s = NULL;
-  int rc = text != NULL ? up_sampler_new(&s, lm->model, text, err,
-                                         sizeof(err))
-                        : (snprintf(err, sizeof(err), "out of memory"), -1);
-  free(text);
-  up_sampler_free(s);
-  if (rc == 0)
-    return 0;
-  const char *q = strchr(err, '"'), *e = q ? strchr(q + 1, '"') : NULL;
-  char key[64] = "";
-  if (e != NULL && (size_t)(e - q) < sizeof(key))
-    snprintf(key, sizeof(key), "%.*s", (int)(e - q - 1), q + 1);
-  const cli_opt_t *row = row_of(key);
-  if (row != NULL)
-    return bad("--%.*s: %s", NAME(row), err);
-  return bad("the request defaults of the flags: %s", err);
-}
-
-/* What check() allocates for the options, freed as serve ends. */
-typedef struct held_s {
-  char listen[4200];     /* HOST:PORT, or unix:PATH of --host X.sock */
-  char *keys_arg;        /* --api-key's copy and --api-key-file's text, */
-  char *keys_file;       /* cut into the keys of o->api_keys */
-  char *alias;           /* the name -a's list gives */
-  char *template;        /* --chat-template-file's text */
-} held_t;
-
-static void held_free(held_t *h, serve_opts_t *o) {
-  free(o->api_keys);
-  free(h->keys_arg);
-  free(h->keys_file);
-  free(h->alias);
-  free(h->template);
-  json_decref(o->ls.defaults);
-}
-
-/* An API key: printable ASCII without blanks, as the daemon's token. */
-static bool key_ok(const char *k) {
-  for (const char *p = k; *p; p++)
-    if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
-      return false;
-  return *k != '\0';
-}
-
-/* Cuts text into keys at each of `seps` (blanks around a key and empty
- * pieces left out; with comments, a piece starting with # too) and adds
- * them to o->api_keys. 0, or 2 having said why. */
-static int add_keys(serve_opts_t *o, char *text, const char *seps,
-                    bool comments, const char *from) {
-  size_t n = 0;
-  while (o->api_keys != NULL && o->api_keys[n] != NULL)
-    n++;
-  for (char *p = text; *p != '\0';) {
-    size_t len = strcspn(p, seps);
-    char *next = p + len + (p[len] != '\0');
-    p[len] = '\0';
-    p += strspn(p, " \t\r");
-    for (char *e = p + strlen(p); e > p && strchr(" \t\r", e[-1]); )
-      *--e = '\0';
-    if (*p != '\0' && !(comments && *p == '#')) {
-      if (!key_ok(p))
-        return bad("the API key must be printable ASCII without blanks "
-                   "(%s)", from);
-      char **k = realloc(o->api_keys, (n + 2) * sizeof(*k));
-      if (k == NULL)
-        return fail("out of memory");
-      k[n++] = p;
-      k[n] = NULL;
-      o->api_keys = k;
+/* The transport with every API's routes (each API file exports its
+ * table, api/), answering on fd; NULL having said why. */
+static http_t *http_open(parts_t *p, const serve_opts_t *o, int fd,
+                         const char *bound) {
+  static const http_route_t *const tables[] = {
+      openai_routes, responses_routes, native_routes, tokenize_routes,
+      props_routes, status_routes, anthropic_routes};
+  p->http = (http_opts_t){.api_keys = o->api_keys,
+                          .cors_origins = o->cors_origins,
+                          .cors_methods = o->cors_methods,
+                          .cors_headers = o->cors_headers,
+                          .no_cors_credentials = o->no_cors_credentials};
+  http_t *h = http_new(&p->http, &p->site);
+  for (size_t i = 0; h != NULL && i < sizeof(tables) / sizeof(*tables); i++)
+    if (http_add(h, tables[i]) != 0) {
+      http_stop(h);
+      h = NULL;
     }
-    p = next;
+  if (h == NULL || http_start(h, fd) != 0) {
+    http_stop(h);
+    fail("libmicrohttpd did not start on %s", bound);
+    return NULL;
   }
-  return 0;
-}
-
-/* Rules between options: where to listen, the API keys, the model's
- * name, then llama-server's flags' (flags.c). */
-static int check(serve_opts_t *o, held_t *h) {
-  if (o->listen != NULL && (o->host != NULL || o->port >= 0))
-    return bad("give --listen or --host/--port, not both");
-  const char *host = o->host ? o->host : "127.0.0.1";
-  size_t hl = strlen(host);
-  if (hl > 5 && strcmp(host + hl - 5, ".sock") == 0) {
-    /* llama-server's: a host ending in .sock is a Unix socket. */
-    if (hl + 6 > sizeof(h->listen))
-      return bad("--host %s: the socket's path is too long", host);
-    snprintf(h->listen, sizeof(h->listen), "unix:%s", host);
-    o->listen = h->listen;
-  } else if (o->host != NULL || o->port >= 0) {
-    if (hl > 256)
-      return bad("--host %.40s...: too long for a host", host);
-    snprintf(h->listen, sizeof(h->listen),
-             strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
-             o->port >= 0 ? (unsigned)o->port : 8080u);
-    o->listen = h->listen;
-  } else if (o->listen == NULL) {
-    const char *env = getenv("EVICTD_LLAMA_LISTEN");
-    o->listen = env && *env ? env : "127.0.0.1:8080";
-  }
-  if (o->cache_prompt && o->no_cache_prompt)
-    return bad("give --cache-prompt or --no-cache-prompt, not both");
-  if (o->api_key != NULL) {
-    if ((h->keys_arg = strdup(o->api_key)) == NULL)
-      return fail("out of memory");
-    int rc = add_keys(o, h->keys_arg, ",", false, "--api-key");
-    if (rc != 0)
-      return rc;
-  }
-  if (o->api_key_file != NULL) {
-    size_t len;
-    if ((h->keys_file = cli_read_file(o->api_key_file, &len)) == NULL)
-      return bad("cannot read --api-key-file %s: %s", o->api_key_file,
-                 strerror(errno));
-    int rc = add_keys(o, h->keys_file, "\n", true, "on each line of the "
-                      "--api-key-file");
-    if (rc != 0)
-      return rc;
-  }
-  if ((o->api_key != NULL || o->api_key_file != NULL) && o->api_keys == NULL)
-    return bad("%s holds no key: serve would ask for none",
-               o->api_key_file ? "--api-key-file" : "--api-key");
-  if (o->alias != NULL) {
-    /* llama-server keeps its aliases sorted, and answers with the first. */
-    json_t *names = flags_names(o->alias);
-    if (names == NULL)
-      return fail("out of memory");
-    const char *first = json_string_value(json_array_get(names, 0));
-    h->alias = first != NULL ? strdup(first) : NULL;
-    json_decref(names);
-    if (first == NULL)
-      return bad("-a/--alias names no model");
-    if (h->alias == NULL)
-      return fail("out of memory");
-    o->aliases = o->alias;
-    o->alias = h->alias;
-  }
-  return flags_check(o, &h->template);
+  return h;
 }
 
 /* Runs until SIGTERM or SIGINT, then stops: no new connections, the
@@ -448,15 +262,16 @@ static int check(serve_opts_t *o, held_t *h) {
 static int run(serve_opts_t *o, sigset_t *sigs) {
   char err[512], bound[300];
   lm_t lm;
-  tq_t q;
-  engine_t *e;
+  parts_t p;
+  engine_t *e = NULL;
+  http_t *h = NULL;
   if (o->verbose)
     o->lm.debug = true;
   lm_init(o->lm.debug);
   up_init(o->lm.debug);
   if (lm_load(&lm, "target", o->lm.model, err, sizeof(err)) != 0)
     return fail("%s", err);
-  int fd, rc = flags_model(o, &lm);
+  int fd, rc = options_model(o, &lm);
   if (rc != 0) {
     lm_close(&lm);
     return rc;
@@ -473,91 +288,48 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
    * a restarted serve (PID 1 again in a container) never names a session
    * that a saved conversation, or one left behind, holds in evictd. */
   char prefix[48];
-  unsigned run = 0;
-  if (getrandom(&run, sizeof(run), 0) != sizeof(run))
-    run = (unsigned)time(NULL) ^ (unsigned)getpid() * 2654435761u;
-  snprintf(prefix, sizeof(prefix), "serve-%ld.%08x", (long)getpid(), run);
-  tq_init(&q, o->queue, prefix);
-  if (engine_start(&e, o, &lm, &q, err, sizeof(err)) != 0) {
-    close(fd);
-    lm_close(&lm);
-    tq_destroy(&q);
-    return fail("%s", err);
+  unsigned nonce = 0;
+  if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+    nonce = (unsigned)time(NULL) ^ (unsigned)getpid() * 2654435761u;
+  snprintf(prefix, sizeof(prefix), "serve-%ld.%08x", (long)getpid(), nonce);
+  tq_init(&p.q, o->queue, prefix);
+  board_init(&p.board);
+  rc = 1;
+  if (engine_start(&e, o, &lm, &p.q, &p.board, err, sizeof(err)) != 0) {
+    fail("%s", err);
+    e = NULL;
+    memset(&p.site, 0, sizeof(p.site));
+  } else if (site_open(&p, o, &lm) == 0 &&
+             (h = http_open(&p, o, fd, bound)) != NULL) {
+    fd = -1; /* the transport's */
+    uint32_t budget, sinks, lookahead;
+    engine_settings(e, &budget, &sinks, &lookahead);
+    fprintf(stderr, "evictd-llama serve: listening on %s (evictd %s; "
+            "budget %u, sinks %u, lookahead %u, parallel %u; sessions "
+            "%s-K)\n", bound, o->link.url ? o->link.url : "default", budget,
+            sinks, lookahead, o->parallel, prefix);
+    int sig = 0;
+    sigwait(sigs, &sig);
+    fprintf(stderr, "evictd-llama serve: %s: ending the requests in flight "
+            "and deleting their sessions\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    http_quiesce(h);
+    rc = 0;
   }
-  const char *base = strrchr(o->lm.model, '/');
-  site_t site = {.o = o, .lm = &lm, .q = &q,
-                 .model = o->alias ? o->alias : base ? base + 1 : o->lm.model,
-                 .created = (long long)time(NULL),
-                 .defaults = o->ls.defaults ? json_incref(o->ls.defaults)
-                                            : json_object(),
-                 .responses = responses_store_new(RESPONSES_MAX),
-                 .tokens = tokcache_new(&lm, o->no_cache_prompt ? 0
-                                        : TOKCACHE_TEXTS(o->parallel),
-                                        TOKCACHE_BYTES)};
-  if (up_chat_new(&site.chat, lm.model, o->ls.chat_template,
-                  o->ls.jinja != 0, err, sizeof(err)) != 0) {
+  /* The engine ends its tasks first: their connections have answers to
+   * send before the transport stops (2 s at most). */
+  if (e != NULL)
     engine_stop(e);
+  http_stop(h);
+  if (fd >= 0)
     close(fd);
-    lm_close(&lm);
-    tq_destroy(&q);
-    responses_store_free(site.responses);
-    tokcache_free(site.tokens);
-    json_decref(site.defaults);
-    return fail("the chat template: %s", err);
-  }
-  char *info = NULL;
-  if (up_chat_info(site.chat, &info, NULL, 0) == 0 && info != NULL &&
-      strstr(info, "\"explicit\":false") != NULL)
-    fprintf(stderr, "evictd-llama serve: the model has no chat template: "
-            "/v1/chat/completions uses ChatML, as llama-server does\n");
-  free(info);
-  struct MHD_Daemon *d = site.responses && site.defaults && site.tokens
-                             ? http_start(&site, fd) : NULL;
-  if (d == NULL) {
-    responses_store_free(site.responses);
-    tokcache_free(site.tokens);
-    json_decref(site.defaults);
-    up_chat_free(site.chat);
-    engine_stop(e);
-    close(fd);
-    lm_close(&lm);
-    tq_destroy(&q);
-    return fail("libmicrohttpd did not start on %s", bound);
-  }
-  uint32_t budget, sinks, lookahead;
-  engine_settings(e, &budget, &sinks, &lookahead);
-  fprintf(stderr, "evictd-llama serve: listening on %s (evictd %s; budget "
-          "%u, sinks %u, lookahead %u, parallel %u; sessions %s-K)\n",
-          bound, o->link.url ? o->link.url : "default", budget, sinks,
-          lookahead, o->parallel, prefix);
-  int sig = 0;
-  sigwait(sigs, &sig);
-  fprintf(stderr, "evictd-llama serve: %s: ending the requests in flight "
-          "and deleting their sessions\n",
-          sig == SIGINT ? "SIGINT" : "SIGTERM");
-  MHD_socket ls = MHD_quiesce_daemon(d);
-  engine_stop(e);
-  /* Let the connections send what the engine wrote last (a stream's
-   * shutting_down event and its end) before they are closed: at most 2 s,
-   * since an idle keep-alive connection would wait for its timeout. */
-  for (int i = 0; i < 200; i++) {
-    const union MHD_DaemonInfo *di =
-        MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    if (di == NULL || di->num_connections == 0)
-      break;
-    usleep(10 * 1000);
-  }
-  MHD_stop_daemon(d);
-  if (ls != MHD_INVALID_SOCKET)
-    close(ls);
-  evd_listen_cleanup(o->listen);
-  responses_store_free(site.responses);
-  tokcache_free(site.tokens);
-  json_decref(site.defaults);
-  up_chat_free(site.chat);
-  tq_destroy(&q);
+  if (rc == 0)
+    evd_listen_cleanup(o->listen);
+  site_close(&p.site);
+  board_destroy(&p.board);
+  tq_destroy(&p.q);
   lm_close(&lm);
-  return 0;
+  return rc;
 }
 
 int serve_main(int argc, char **argv) {
@@ -578,11 +350,11 @@ int serve_main(int argc, char **argv) {
   static held_t held;
   int rc = cli_command(&c, argc, argv);
   if (rc == CLI_RUN)
-    rc = check(&o, &held);
+    rc = options_check(&o, &held);
   else if (rc == 0)
     rc = -1; /* --help, --version: done */
   if (rc != 0) {
-    held_free(&held, &o);
+    options_free(&held, &o);
     return rc < 0 ? 0 : rc;
   }
 
@@ -594,6 +366,6 @@ int serve_main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
   rc = run(&o, &sigs);
-  held_free(&held, &o);
+  options_free(&held, &o);
   return rc;
 }

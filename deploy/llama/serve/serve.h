@@ -1,112 +1,19 @@
 /* evictd-llama serve: a completion server whose requests keep their KV
- * cache through evictd. Its parts: the queue (tasks.c), the engine thread
- * (engine.c), the HTTP side (http.c with reply.c, native.c, status.c),
- * and this command (serve.c: options, the listening socket, the life of
- * the process; flags.c: llama-server's flags, as llama-server means them,
- * or refused). */
+ * cache through evictd, laid out as llama.cpp's own server: a transport
+ * that knows no API (http/), one file per API registering its routes
+ * (api/), what the APIs share beneath them (shared/), the queue of tasks
+ * and the board of figures (queue/), the engine that decodes and knows no
+ * HTTP (engine/), and llama.cpp's common library behind C interfaces
+ * (upstream/). This command (serve.c: its options, the listening socket,
+ * the life of the process; options.c: the rules between options; flags.c:
+ * llama-server's flags, as llama-server means them, or refused) starts
+ * them in that order from the bottom and stops them from the top. */
 #ifndef EVICTD_LLAMA_SERVE_H
 #define EVICTD_LLAMA_SERVE_H
 
-#include <stdint.h>
-
-#include "common/cli.h"
-#include "common/link.h"
-#include "evictd/client.h"
-#include "common/lm.h"
-
 #define SERVE_WHO "evictd-llama serve"
-
-struct json_t;
-
-/* llama-server's flags as they were given (serve/flags.c), before
- * flags_check and flags_model settle them into serve's settings. */
-typedef struct serve_llama_s {
-  int64_t ctx;            /* -c N: every sequence's cells together (-1:
-                             not given; 0: the model's training context) */
-  int64_t ctx_slot;       /* --kv-unified-per-slot N: one's (-1: not
-                             given) */
-  int64_t batch, ubatch;  /* -b, -ub: the prefill chunk (-1: not given) */
-  int64_t keep;           /* --keep N: the prompt's tokens kept after the
-                             BOS (-1: not given) */
-  int64_t n_predict;      /* -n N (0: not given; -1: until an end token) */
-  int jinja;              /* --jinja 1 (the default), --no-jinja 0 */
-  int warmup;             /* --warmup 1 (the default): two passes before
-                             serving (lm_warmup); --no-warmup 0 */
-  int slots;              /* --slots 1 (the default), --no-slots 0: GET
-                             /slots answers, or 501 (extra.c) */
-  const char *chat_template;      /* --chat-template NAME|JINJA, or the
-                                     text of --chat-template-file */
-  const char *chat_template_file;
-  bool no_cache_idle;     /* --no-cache-idle-slots: as --cache-ram 0 */
-  const cli_opt_t *device; /* the first device flag given (-ngl, ...):
-                              accepted only where llama.cpp has no GPU */
-  struct json_t *defaults; /* the request defaults the flags set, under
-                              llama-server's field names (site_t's), or
-                              NULL: none (owned: serve_main frees it) */
-} serve_llama_t;
-
-typedef struct serve_opts_s {
-  lm_settings_t lm;
-  link_opts_t link;
-  const char *listen;        /* HOST:PORT or unix:/path */
-  const char *host;          /* --host and --port: llama-server's spelling */
-  int64_t port;              /* of --listen HOST:PORT (0: any; -1: not
-                                given) */
-  const char *alias;         /* the model's name in answers (of -a's
-                                comma-separated names, the first in
-                                sorted order, as llama-server's) */
-  const char *aliases;       /* -a's names as given (GET /v1/models) */
-  const char *tags;          /* --tags A[,B]: GET /v1/models shows them */
-  const char *api_key;       /* --api-key KEY[,KEY...] */
-  const char *api_key_file;  /* --api-key-file: a key a line, '#'
-                                lines comments */
-  char **api_keys;           /* both's keys, NULL-terminated, or NULL:
-                                none asked (http.c) */
-  /* CORS, as llama-server's flags say it (NULL: its defaults, "*",
-   * "GET, POST, DELETE, OPTIONS", "*"; credentials allowed). */
-  const char *cors_origins;  /* "*", "localhost", an origin or a list */
-  const char *cors_methods;  /* a preflight's Access-Control-Allow-Methods */
-  const char *cors_headers;  /* its Access-Control-Allow-Headers */
-  bool cors_credentials;     /* --cors-credentials: the default, said again */
-  bool no_cors_credentials;  /* --no-cors-credentials */
-  evd_session_cfg_t cfg;     /* budget, sinks, lookahead (< 0: the
-                                daemon's defaults) */
-  uint32_t parallel;         /* sequences decoding at once */
-  uint32_t queue;            /* requests waiting beyond those */
-  uint32_t n_predict_max;    /* the most tokens a choice may ask for */
-  uint32_t n_predict;        /* -n: every route's default of max tokens
-                                (0: each route's own) */
-  /* Conversations (serve/convs.c): a request's sequence stays parked when
-   * it ends, and a request whose tokens extend it continues it. */
-  bool verbose;              /* -v/--verbose: llama.cpp's whole log (as
-                                --debug) and __verbose in answers */
-  bool no_cache_prompt;      /* --no-cache-prompt: nothing kept, nothing
-                                continued (cache_prompt false for all) */
-  bool cache_prompt;         /* --cache-prompt: the default, said again */
-  int64_t cache_ram;         /* --cache-ram MiB: parked sequences saved
-                                to host memory when their slot is needed,
-                                up to this (-1: no limit, 0: none saved) */
-  const char *cache_dir;     /* --cache-dir: saved ones also on disk,
-                                found again after a restart */
-  const char *dump;          /* --dump PREFIX: the run record (tests) */
-  serve_llama_t ls;          /* llama-server's flags */
-} serve_opts_t;
 
 /* evictd-llama serve's command line; the process exit status. */
 int serve_main(int argc, char **argv);
-
-/* ---- flags.c: llama-server's flags --------------------------------------- */
-
-/* The rows of llama-server's flags (into serve_opts_t): each means what
- * it means to llama-server, or is accepted as changing nothing here (its
- * help says why), or refused with its reason. */
-extern const cli_opt_t serve_llama_flags[];
-extern const size_t serve_llama_flags_n;
-
-/* A comma-separated list's names (blanks around them dropped, empty ones
- * left out), sorted and each once, as llama-server keeps its aliases
- * (-a) and tags (--tags): a JSON array of strings, NULL when out of
- * memory. */
-struct json_t *flags_names(const char *list);
 
 #endif

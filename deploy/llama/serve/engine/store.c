@@ -1,0 +1,348 @@
+/* Saved conversations (store.h): a list, most recently used first, of
+ * what parked slots held, and with --cache-dir a file each. */
+#include "serve/engine/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/grow.h"
+#include "serve/engine/hist.h"
+
+#define say(...) fprintf(stderr, "evictd-llama serve: " __VA_ARGS__)
+
+struct store_s {
+  saved_t *head, *tail;
+  size_t bytes, limit;      /* limit SIZE_MAX: none */
+  uint32_t count;
+  uint64_t dropped;
+  const char *dir;
+  uint64_t next_file;
+  char model[160];
+  lanes_t *lanes;
+};
+
+/* ---- the list ------------------------------------------------------------ */
+
+static void unlink_saved(store_t *cv, saved_t *s) {
+  if (s->prev != NULL)
+    s->prev->next = s->next;
+  else
+    cv->head = s->next;
+  if (s->next != NULL)
+    s->next->prev = s->prev;
+  else
+    cv->tail = s->prev;
+  s->prev = s->next = NULL;
+  cv->bytes -= s->bytes;
+  cv->count--;
+}
+
+static void push_front(store_t *cv, saved_t *s) {
+  s->prev = NULL;
+  s->next = cv->head;
+  if (cv->head != NULL)
+    cv->head->prev = s;
+  cv->head = s;
+  if (cv->tail == NULL)
+    cv->tail = s;
+  cv->bytes += s->bytes;
+  cv->count++;
+}
+
+void saved_free(saved_t *s) {
+  free(s->hist);
+  free(s->map);
+  free(s->state);
+  free(s);
+}
+
+/* The path of s's file in the store's folder. */
+static void path_of(const store_t *cv, const saved_t *s, char *out,
+                    size_t len) {
+  snprintf(out, len, "%s/%s", cv->dir, s->file);
+}
+
+/* Removes s's file, if it has one. */
+static void remove_file(const store_t *cv, const saved_t *s) {
+  char path[4096];
+  if (cv->dir != NULL && s->file[0] != '\0') {
+    path_of(cv, s, path, sizeof(path));
+    unlink(path);
+  }
+}
+
+void store_drop(store_t *cv, saved_t *s) {
+  unlink_saved(cv, s);
+  remove_file(cv, s);
+  lanes_delete(cv->lanes, s->session, 0);
+  cv->dropped++;
+  saved_free(s);
+}
+
+bool store_room(store_t *cv, size_t need) {
+  if (need > cv->limit)
+    return false;
+  while (cv->tail != NULL && cv->bytes + need > cv->limit)
+    store_drop(cv, cv->tail);
+  return true;
+}
+
+/* ---- files (--cache-dir) ------------------------------------------------- */
+
+#define MAGIC "evictd-llama conversation 2\n"
+
+/* A file: this head, then the tokens of positions hbase..n-1, the cells'
+ * positions, llama.cpp's state of the sequence. Host byte order: a cache
+ * folder is the machine's own. */
+typedef struct file_head_s {
+  char magic[32];
+  char model[160];
+  char session[SEQ_ID_MAX + 1];
+  int64_t cfg[4];
+  uint32_t held, newest, committed, n, n_map, hbase;
+  uint64_t hdig;
+  uint64_t n_state;
+} file_head_t;
+
+/* Writes s to its file (written whole under a temporary name, then
+ * renamed: a crash leaves the old one or none). 0, or -1 (told). */
+static int write_saved(store_t *cv, saved_t *s) {
+  char path[4096], tmp[4200];
+  if (s->file[0] == '\0')
+    snprintf(s->file, sizeof(s->file), "conv-%llu.bin",
+             (unsigned long long)++cv->next_file);
+  path_of(cv, s, path, sizeof(path));
+  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+  file_head_t h;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.magic, MAGIC, sizeof(MAGIC) - 1);
+  snprintf(h.model, sizeof(h.model), "%s", cv->model);
+  snprintf(h.session, sizeof(h.session), "%s", s->session);
+  int64_t cfg[4] = {s->cfg.budget, s->cfg.sinks, s->cfg.lookahead,
+                    s->cfg.page_size};
+  memcpy(h.cfg, cfg, sizeof(cfg));
+  h.held = s->held;
+  h.newest = s->newest;
+  h.committed = s->committed;
+  h.n = s->n;
+  h.n_map = s->n_map;
+  h.hbase = s->hbase;
+  h.hdig = s->hdig;
+  h.n_state = s->n_state;
+  FILE *f = fopen(tmp, "wb");
+  bool ok = f != NULL && fwrite(&h, sizeof(h), 1, f) == 1 &&
+            fwrite(s->hist, sizeof(*s->hist), s->n - s->hbase, f) ==
+                s->n - s->hbase &&
+            fwrite(s->map, sizeof(*s->map), s->n_map, f) == s->n_map &&
+            fwrite(s->state, 1, s->n_state, f) == s->n_state;
+  if (f != NULL && fclose(f) != 0)
+    ok = false;
+  if (!ok || rename(tmp, path) != 0) {
+    say("cannot write %s: %s (the conversation is kept in memory only)\n",
+        path, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  return 0;
+}
+
+/* Reads one file of the folder into a saved conversation, or NULL (a file
+ * of another model or cache type, or damaged: removed). */
+static saved_t *read_saved(store_t *cv, const char *name) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s", cv->dir, name);
+  FILE *f = fopen(path, "rb");
+  file_head_t h;
+  saved_t *s = calloc(1, sizeof(*s));
+  bool ok = f != NULL && s != NULL && fread(&h, sizeof(h), 1, f) == 1 &&
+            memcmp(h.magic, MAGIC, sizeof(MAGIC) - 1) == 0 &&
+            strncmp(h.model, cv->model, sizeof(h.model)) == 0 &&
+            h.n_map <= h.n && h.hbase <= h.n &&
+            h.hbase % HIST_BLOCK == 0 && h.n_state < ((uint64_t)1 << 40);
+  if (ok) {
+    s->hist = malloc((h.n - h.hbase + 1) * sizeof(*s->hist));
+    s->map = malloc((h.n_map + 1) * sizeof(*s->map));
+    s->state = malloc(h.n_state + 1);
+    ok = s->hist && s->map && s->state &&
+         fread(s->hist, sizeof(*s->hist), h.n - h.hbase, f) ==
+             h.n - h.hbase &&
+         fread(s->map, sizeof(*s->map), h.n_map, f) == h.n_map &&
+         fread(s->state, 1, h.n_state, f) == h.n_state;
+  }
+  if (f != NULL)
+    fclose(f);
+  if (!ok) {
+    if (s != NULL)
+      saved_free(s);
+    say("%s is not a conversation of this model and cache: removed\n",
+        path);
+    unlink(path);
+    return NULL;
+  }
+  h.session[SEQ_ID_MAX] = '\0';
+  snprintf(s->session, sizeof(s->session), "%s", h.session);
+  s->cfg = (evd_session_cfg_t){h.cfg[0], h.cfg[1], h.cfg[2], h.cfg[3]};
+  s->held = h.held;
+  s->newest = h.newest;
+  s->committed = h.committed;
+  s->n = h.n;
+  s->n_map = h.n_map;
+  s->hbase = h.hbase;
+  s->hdig = h.hdig;
+  s->n_state = h.n_state;
+  s->bytes = sizeof(*s) + (h.n - h.hbase) * sizeof(*s->hist) +
+             h.n_map * sizeof(*s->map) + h.n_state;
+  snprintf(s->file, sizeof(s->file), "%s", name);
+  struct stat st;
+  s->used_at = stat(path, &st) == 0 ? (double)st.st_mtime : 0;
+  return s;
+}
+
+/* Loads the folder's conversations, most recently used first, as many as
+ * --cache-ram holds (the rest are removed, their sessions deleted). */
+static void load_dir(store_t *cv) {
+  DIR *d = opendir(cv->dir);
+  if (d == NULL)
+    return;
+  saved_t **all = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    unsigned long long k;
+    if (sscanf(de->d_name, "conv-%llu.bin", &k) != 1 ||
+        strstr(de->d_name, ".tmp") != NULL)
+      continue;
+    if (k > cv->next_file)
+      cv->next_file = k;
+    saved_t *s = read_saved(cv, de->d_name);
+    if (s != NULL && grow(&all, &cap, n + 1, sizeof(*all)) == 0)
+      all[n++] = s;
+    else if (s != NULL)
+      saved_free(s);
+  }
+  closedir(d);
+  /* Oldest first, each pushed to the front: the newest ends first. */
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (all[j]->used_at < all[i]->used_at) {
+        saved_t *x = all[i];
+        all[i] = all[j];
+        all[j] = x;
+      }
+  for (size_t i = 0; i < n; i++) {
+    if (store_room(cv, all[i]->bytes)) {
+      push_front(cv, all[i]);
+    } else {
+      char path[4096];
+      path_of(cv, all[i], path, sizeof(path));
+      unlink(path);
+      lanes_delete(cv->lanes, all[i]->session, 0);
+      saved_free(all[i]);
+    }
+  }
+  free(all);
+  if (cv->count > 0)
+    say("%u conversations found in %s (%zu bytes)\n", cv->count, cv->dir,
+        cv->bytes);
+}
+
+/* The digests' key of the folder (its file "key"), so that the
+ * conversations kept there match their prompts after a restart: read, or
+ * the caller's random one written. 0, or -1 with err set. */
+static int folder_key(store_t *cv, uint64_t key[2], char *err,
+                      size_t errlen) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/key", cv->dir);
+  FILE *f = fopen(path, "rb");
+  if (f != NULL) {
+    uint64_t k[2];
+    bool ok = fread(k, sizeof(k), 1, f) == 1;
+    fclose(f);
+    if (ok) {
+      memcpy(key, k, sizeof(k));
+      return 0;
+    }
+  }
+  char tmp[4200];
+  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  bool ok = fd >= 0 && write(fd, key, 2 * sizeof(*key)) ==
+                           (ssize_t)(2 * sizeof(*key));
+  if (fd >= 0 && close(fd) != 0)
+    ok = false;
+  if (!ok || rename(tmp, path) != 0)
+    return snprintf(err, errlen, "cannot write %s: %s", path,
+                    strerror(errno)), -1;
+  return 0;
+}
+
+
+/* ---- the store's life ----------------------------------------------------- */
+
+int store_open(store_t **out, const store_cfg_t *cfg, uint64_t key[2],
+               char *err, size_t errlen) {
+  store_t *cv = calloc(1, sizeof(*cv));
+  *out = cv;
+  if (cv == NULL)
+    return snprintf(err, errlen, "out of memory"), -1;
+  cv->limit = cfg->cache_ram < 0 ? SIZE_MAX : (size_t)cfg->cache_ram << 20;
+  cv->dir = cfg->dir;
+  cv->lanes = cfg->lanes;
+  snprintf(cv->model, sizeof(cv->model), "%s", cfg->model);
+  if (cv->dir != NULL) {
+    if (mkdir(cv->dir, 0700) != 0 && errno != EEXIST)
+      return snprintf(err, errlen, "cannot make --cache-dir %s: %s",
+                      cv->dir, strerror(errno)), -1;
+    if (access(cv->dir, W_OK | X_OK) != 0)
+      return snprintf(err, errlen, "cannot write in --cache-dir %s: %s",
+                      cv->dir, strerror(errno)), -1;
+    if (folder_key(cv, key, err, errlen) != 0)
+      return -1;
+    load_dir(cv);
+  }
+  return 0;
+}
+
+void store_close(store_t *cv) {
+  if (cv == NULL)
+    return;
+  for (saved_t *s = cv->head, *next; s != NULL; s = next) {
+    next = s->next;
+    /* Without --cache-dir nothing outlives the process: the sessions go. */
+    if (cv->dir == NULL)
+      lanes_delete(cv->lanes, s->session, 0);
+    saved_free(s);
+  }
+  free(cv);
+}
+
+bool store_enabled(const store_t *cv) { return cv != NULL && cv->limit > 0; }
+
+saved_t *store_head(store_t *cv) { return cv != NULL ? cv->head : NULL; }
+
+void store_put(store_t *cv, saved_t *s) {
+  if (cv->dir != NULL)
+    write_saved(cv, s);
+  push_front(cv, s);
+}
+
+void store_take(store_t *cv, saved_t *s) { unlink_saved(cv, s); }
+
+void store_untake(store_t *cv, saved_t *s) { push_front(cv, s); }
+
+void store_restored(store_t *cv, saved_t *s) {
+  remove_file(cv, s);
+  saved_free(s);
+}
+
+uint32_t store_count(const store_t *cv) { return cv ? cv->count : 0; }
+
+size_t store_bytes(const store_t *cv) { return cv ? cv->bytes : 0; }
+
+uint64_t store_dropped(const store_t *cv) { return cv ? cv->dropped : 0; }

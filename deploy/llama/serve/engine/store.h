@@ -1,0 +1,99 @@
+/* Saved conversations (store.c): what a parked conversation's slot held,
+ * kept in host memory when the slot is needed for another (its cells as
+ * llama_state_seq_get_data gives them, its tokens, its session's state),
+ * least recently used first out within --cache-ram, and with --cache-dir
+ * written to disk too, where a restarted serve finds them again. One
+ * dropped has its session deleted (through the lanes). The store knows
+ * nothing of the engine: the engine's slots put conversations in and take
+ * them out (park.c). One thread's (the engine's). */
+#ifndef EVICTD_LLAMA_SERVE_STORE_H
+#define EVICTD_LLAMA_SERVE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/lanes.h"
+#include "common/seq.h"
+#include "evictd/client.h"
+#include "llama.h"
+
+/* A saved conversation. */
+typedef struct saved_s {
+  struct saved_s *prev, *next; /* most recently used first */
+  char session[SEQ_ID_MAX + 1];
+  evd_session_cfg_t cfg;
+  uint32_t held, newest, committed;
+  uint32_t n;               /* positions computed */
+  uint32_t hbase;           /* hist holds the tokens of hbase..n-1 */
+  uint64_t hdig;            /* the digest of those below (hist.h) */
+  uint64_t gen;             /* its generation (choice_t's) */
+  llama_token *hist;
+  uint32_t *map;            /* the positions the cells hold, ascending */
+  uint32_t n_map;
+  uint8_t *state;           /* llama_state_seq_get_data's */
+  size_t n_state;
+  size_t bytes;             /* all of it */
+  double used_at;
+  char file[256];           /* its name in --cache-dir ("" without) */
+} saved_t;
+
+typedef struct store_s store_t;
+
+typedef struct store_cfg_s {
+  int64_t cache_ram;        /* MiB (-1: no limit, 0: none saved) */
+  const char *dir;          /* --cache-dir, or NULL */
+  const char *model;        /* what a saved conversation fits: the model
+                               and the cache's types (files of another
+                               are removed) */
+  lanes_t *lanes;           /* where a dropped one's session is deleted */
+} store_cfg_t;
+
+/* Opens the store: with a folder, made if need be, its digests' key read
+ * into key (or key, the caller's random one, written there, so that the
+ * conversations kept there match their prompts after a restart), and the
+ * conversations found there loaded, most recently used first, as many as
+ * the limit holds (the rest removed, their sessions deleted). 0 and *out,
+ * or -1 with a sentence in err. */
+int store_open(store_t **out, const store_cfg_t *cfg, uint64_t key[2],
+               char *err, size_t errlen);
+
+/* Frees the store: without a folder the saved conversations' sessions are
+ * deleted (nothing outlives the process); with one their files stay. */
+void store_close(store_t *st);
+
+/* Whether saving is on (a limit above 0). */
+bool store_enabled(const store_t *st);
+
+/* The most recently used saved conversation (then ->next), or NULL. */
+saved_t *store_head(store_t *st);
+
+/* Makes room for `need` bytes, dropping the least recently used; false
+ * when it cannot fit at all. */
+bool store_room(store_t *st, size_t need);
+
+/* Keeps s (taken) as the most recently used, written to its file with a
+ * folder (a failure is told and leaves it in memory only). */
+void store_put(store_t *st, saved_t *s);
+
+/* Takes s out of the store's list, to be put in a slot: then
+ * store_restored (it lives in the slot), or store_untake (back, as the
+ * most recently used) and perhaps store_drop. */
+void store_take(store_t *st, saved_t *s);
+void store_untake(store_t *st, saved_t *s);
+
+/* s, taken, is in a slot again: its file removed, s freed. */
+void store_restored(store_t *st, saved_t *s);
+
+/* Drops s (in the store) for good: its file, its session. */
+void store_drop(store_t *st, saved_t *s);
+
+/* Frees a saved conversation the store does not hold. */
+void saved_free(saved_t *s);
+
+/* Saved ones held now, their bytes, and those dropped so far. */
+uint32_t store_count(const store_t *st);
+size_t store_bytes(const store_t *st);
+uint64_t store_dropped(const store_t *st);
+
+#endif
