@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "serve/flags.h"
-#include "serve/serve.h"
+#include "serve/flags_set.h"
 
 /* ---- the rows ------------------------------------------------------------ */
 

@@ -1,4 +1,4 @@
-/* The parsers of llama-server's flags' rows (flags.h; the rows are
+/* The parsers of llama-server's flags' rows (flags_set.h; the rows are
  * flags.c's): each reads its argument as llama-server does and sets a
  * field of serve's settings or a request default under llama-server's
  * field name (the sampler's, a chat's), or refuses it saying why. */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/flags.h"
+#include "serve/flags_set.h"
 
 /* What a row's parser names in its messages: its first long spelling;
  * and what it reads. */
@@ -216,7 +216,7 @@ int set_schema_file(const char *who, const cli_opt_t *o,
 }
 
 /* The chat template's arguments of every chat (chat_template_kwargs), a
- * request's own over them key by key (chat.c), as llama-server merges
+ * request's own over them key by key (render.c), as llama-server merges
  * its default_template_kwargs. */
 static json_t *kwargs(const char *who, void *field) {
   json_t *d = defaults(who, field);

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "serve/flags.h"
-#include "serve/serve.h"
 #include "serve/upstream/sampler.h"
 
 #define WHO SERVE_WHO

@@ -5,12 +5,16 @@
 #define EVICTD_LLAMA_SERVE_OPTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/cli.h"
 #include "common/link.h"
 #include "common/lm.h"
 #include "evictd/client.h"
+
+/* Who serve says it is in its messages. */
+#define SERVE_WHO "evictd-llama serve"
 
 struct json_t;
 
@@ -87,5 +91,10 @@ typedef struct serve_opts_s {
   const char *dump;          /* --dump PREFIX: the run record (tests) */
   serve_llama_t ls;          /* llama-server's flags */
 } serve_opts_t;
+
+/* An option's field, in serve_opts_t or its llama-server part (the
+ * options' tables: serve.c's, flags.c's). */
+#define OPT(f) offsetof(serve_opts_t, f)
+#define LS(f) offsetof(serve_opts_t, ls.f)
 
 #endif

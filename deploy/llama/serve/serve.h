@@ -11,8 +11,6 @@
 #ifndef EVICTD_LLAMA_SERVE_H
 #define EVICTD_LLAMA_SERVE_H
 
-#define SERVE_WHO "evictd-llama serve"
-
 /* evictd-llama serve's command line; the process exit status. */
 int serve_main(int argc, char **argv);
 

@@ -3,8 +3,8 @@
  * tools and tool_choice, thinking, stop_sequences, temperature, top_p,
  * top_k), answered whole or streamed as Anthropic's typed events, and POST
  * /v1/messages/count_tokens. A request becomes the OpenAI chat request
- * (anthropic_in.c) that chat.c renders through llama.cpp's templates and
- * sampling.c draws with llama-server's sampler chain; the text that comes
+ * (anthropic_in.c) that render.c renders through llama.cpp's templates and
+ * chain.c draws with llama-server's sampler chain; the text that comes
  * back is read by the chat format's parser (shared/parse.h) into thinking,
  * text and tool_use blocks.
  * Every error of these two routes is in Anthropic's shape
@@ -16,12 +16,13 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "serve/api/anthropic_in.h"
 #include "serve/shared/answer.h"
-#include "serve/shared/chat.h"
+#include "serve/shared/chain.h"
 #include "serve/shared/fields.h"
 #include "serve/shared/parse.h"
 #include "serve/shared/probs.h"
-#include "serve/shared/sampling.h"
+#include "serve/shared/render.h"
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -404,7 +405,7 @@ static int own_fields(an_t *a, fields_t *f, task_t *t) {
 }
 
 /* The request's sampler fields (Anthropic's names are llama-server's)
- * into the chat request, where sampling_params finds them. */
+ * into the chat request, where chain_params finds them. */
 static void sampler_fields(json_t *body, json_t *chat) {
   static const char *const names[] = {"temperature", "top_p", "top_k", NULL};
   for (size_t i = 0; names[i] != NULL; i++) {
@@ -418,13 +419,13 @@ static void sampler_fields(json_t *body, json_t *chat) {
  * strings into a (the request's own stops first). */
 static int prompt_of(an_t *a, fields_t *f, json_t *chat, task_t *t,
                      json_t **fmt) {
-  if (chat_apply_min(f, a->a.site, chat, 0, fmt) != 0)
+  if (render_apply_min(f, a->a.site, chat, 0, fmt) != 0)
     return -1;
   json_t *p = json_object_get(*fmt, "prompt");
   json_t *parser = json_object_get(*fmt, "parser");
   a->parser_json = parser ? json_dumps(parser, JSON_COMPACT) : NULL;
   a->n_stops = t->want.n_stop;
-  if (chat_stops(json_object_get(*fmt, "additional_stops"), t) != 0)
+  if (render_stops(json_object_get(*fmt, "additional_stops"), t) != 0)
     return f->bad = NULL, -1;
   return field_prompt(f, a->a.site, "messages",
                       json_string_value(p) ? json_string_value(p) : "",
@@ -446,7 +447,7 @@ static enum MHD_Result messages(call_t *c) {
           prompt_of(a, &f, chat, t, &fmt);
   if (bad == 0) {
     sampler_fields(body, chat);
-    if ((params = sampling_params(a->a.site, fmt, chat)) == NULL)
+    if ((params = chain_params(a->a.site, fmt, chat)) == NULL)
       bad = -1, f.bad = NULL;
   }
   if (bad == 0) {
@@ -459,7 +460,7 @@ static enum MHD_Result messages(call_t *c) {
     /* Each drawn token, with stop sequences: which one ended the text. */
     t->want.tokens = a->n_stops > 0;
     json_object_set_new(params, "n_probs", json_integer(0));
-    bad = sampling_make(&f, a->a.site, params, t);
+    bad = chain_make(&f, a->a.site, params, t);
     answer_random_id(a->id, sizeof(a->id), "msg_", ANTHROPIC_ID_CHARS);
   }
   json_decref(params);
@@ -485,8 +486,8 @@ static enum MHD_Result count_tokens(call_t *c) {
   fields_t f = {.body = body};
   int n = -1;
   if (anthropic_convert(&f, &chat) == 0 &&
-      chat_apply_min(&f, site, chat, 0, &fmt) == 0)
-    n = chat_count_tokens(&f, site, fmt);
+      render_apply_min(&f, site, chat, 0, &fmt) == 0)
+    n = render_count_tokens(&f, site, fmt);
   json_decref(fmt);
   json_decref(chat);
   json_decref(body);

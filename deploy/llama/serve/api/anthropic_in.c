@@ -1,12 +1,12 @@
 /* Anthropic's Messages API, its requests (anthropic.c answers them): the
- * body as the OpenAI chat request chat_apply renders, each block checked,
+ * body as the OpenAI chat request render_apply renders, each block checked,
  * what serve cannot honour refused with a sentence that says where. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/api/anthropic.h"
+#include "serve/api/anthropic_in.h"
 
 /* Blocks serve cannot take: named, so that the refusal says which. */
 static const char *const unsupported_blocks[] = {

@@ -22,9 +22,9 @@
 #include <time.h>
 
 #include "serve/shared/answer.h"
+#include "serve/shared/chain.h"
 #include "serve/shared/fields.h"
 #include "serve/shared/probs.h"
-#include "serve/shared/sampling.h"
 #include "serve/shared/timings.h"
 #include "serve/upstream/sampler.h"
 
@@ -192,7 +192,7 @@ static const unhonoured_t unhonoured[] = {
     {NULL, 0, NULL}};
 
 /* llama-server's other name of n_probs here, "logprobs" (a count), when
- * n_probs is not given: into params (sampling_params leaves logprobs out,
+ * n_probs is not given: into params (chain_params leaves logprobs out,
  * a chat's boolean elsewhere). 0, or -1 with f's why set. */
 static int probs_alias(fields_t *f, json_t *body, json_t *params) {
   json_t *np = json_object_get(body, "n_probs");
@@ -269,10 +269,10 @@ static int one_prompt(nat_call_t *nc, fields_t *f, json_t *p, long item,
   t->want.seed = (uint64_t)time(NULL) ^ (uintptr_t)t;
   n->tokens = json_array();
   n->probs = json_array();
-  params = sampling_params(site, NULL, body);
+  params = chain_params(site, NULL, body);
   bad = params == NULL || probs_alias(f, body, params) ||
         field_extras(f, params, stream, &nc->timings, t) ||
-        sampling_make(f, site, params, t);
+        chain_make(f, site, params, t);
   json_decref(params);
   if (bad)
     return -1;

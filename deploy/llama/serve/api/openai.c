@@ -19,11 +19,11 @@
 
 #include "common/clock.h"
 #include "serve/shared/answer.h"
-#include "serve/shared/chat.h"
+#include "serve/shared/chain.h"
 #include "serve/shared/fields.h"
 #include "serve/shared/parse.h"
 #include "serve/shared/probs.h"
-#include "serve/shared/sampling.h"
+#include "serve/shared/render.h"
 #include "serve/shared/timings.h"
 
 /* A choice's state while its answer is made (streamed or whole): the
@@ -463,12 +463,12 @@ static int completion_format(fields_t *f, json_t *params) {
  * template's answer (the sampler's part of it, the parser). */
 static int chat_prompt_of(oa_t *oa, fields_t *f, json_t *body, task_t *t,
                           json_t **fmt) {
-  if (chat_apply(f, oa->a.site, body, fmt) != 0)
+  if (render_apply(f, oa->a.site, body, fmt) != 0)
     return -1;
   json_t *p = json_object_get(*fmt, "prompt");
   json_t *parser = json_object_get(*fmt, "parser");
   oa->parser_json = parser ? json_dumps(parser, JSON_COMPACT) : NULL;
-  if (chat_stops(json_object_get(*fmt, "additional_stops"), t) != 0)
+  if (render_stops(json_object_get(*fmt, "additional_stops"), t) != 0)
     return f->bad = NULL, -1;
   /* The chat's prompt carries the template's special tokens as text. */
   return field_prompt(f, oa->a.site, "messages",
@@ -496,7 +496,7 @@ static enum MHD_Result completion(call_t *c, bool chat) {
   if (bad == 0)
     bad = chat ? chat_prompt_of(oa, &f, body, t, &fmt)
                : field_prompt_any(&f, oa->a.site, "prompt", t);
-  if (bad == 0 && (params = sampling_params(oa->a.site, fmt, body)) == NULL)
+  if (bad == 0 && (params = chain_params(oa->a.site, fmt, body)) == NULL)
     bad = -1, f.bad = NULL;
   /* A response_format the chat format did not turn into a grammar of its
    * own (a chat's grammar holds it; the generic formats leave an empty
@@ -513,7 +513,7 @@ static enum MHD_Result completion(call_t *c, bool chat) {
     json_object_set_new(params, "n_probs", json_integer(
         oa->want_logprobs ? (oa->logprobs > 0 ? oa->logprobs : 1) : 0));
     bad = field_extras(&f, params, oa->a.stream, &oa->timings, t) ||
-          sampling_make(&f, oa->a.site, params, t);
+          chain_make(&f, oa->a.site, params, t);
   }
   json_decref(params);
   json_decref(fmt);
@@ -544,8 +544,8 @@ static enum MHD_Result input_tokens(call_t *c) {
   const site_t *site = c->ctx;
   fields_t f = {.body = body};
   int n = -1;
-  if (chat_apply(&f, site, body, &fmt) == 0)
-    n = chat_count_tokens(&f, site, fmt);
+  if (render_apply(&f, site, body, &fmt) == 0)
+    n = render_count_tokens(&f, site, fmt);
   json_decref(fmt);
   json_decref(body);
   if (n < 0)

@@ -20,9 +20,9 @@
 
 #include "serve/api/rstore.h"
 #include "serve/shared/answer.h"
-#include "serve/shared/chat.h"
+#include "serve/shared/chain.h"
 #include "serve/shared/fields.h"
-#include "serve/shared/sampling.h"
+#include "serve/shared/render.h"
 #include "serve/shared/timings.h"
 #include "serve/upstream/sampler.h"
 
@@ -324,7 +324,7 @@ static int next_turn(fields_t *f, const site_t *site, json_t *msgs,
   json_array_extend(all, msgs);
   evd_buf_t text;
   evd_buf_init(&text);
-  int rc = chat_prompt(f, site, all, &text);
+  int rc = render_prompt(f, site, all, &text);
   json_decref(all);
   const char *at = rc == 0 && text.data ? strstr(text.data, MARK) : NULL;
   if (rc == 0 && at == NULL) {
@@ -426,7 +426,7 @@ static int continued(resp_t *r, fields_t *f, json_t *msgs,
 static int fresh(resp_t *r, fields_t *f, json_t *msgs, task_t *t) {
   evd_buf_t text;
   evd_buf_init(&text);
-  int rc = chat_prompt(f, r->a.site, msgs, &text) ||
+  int rc = render_prompt(f, r->a.site, msgs, &text) ||
            field_prompt(f, r->a.site, "input", text.data, text.len, true, t);
   evd_buf_free(&text);
   return rc;
@@ -436,10 +436,10 @@ static int fresh(resp_t *r, fields_t *f, json_t *msgs, task_t *t) {
  * (temperature, top_p, and llama-server's own) over the command line's
  * defaults; the answer repeats what it drew with. */
 static int sampler(resp_t *r, fields_t *f, task_t *t) {
-  json_t *params = sampling_params(r->a.site, NULL, f->body), *set = NULL;
+  json_t *params = chain_params(r->a.site, NULL, f->body), *set = NULL;
   int bad = params == NULL ||
             field_extras(f, params, r->a.stream, &r->timings, t) ||
-            sampling_make(f, r->a.site, params, t);
+            chain_make(f, r->a.site, params, t);
   json_decref(params);
   char *st = NULL;
   if (bad == 0 &&

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "common/grow.h"
-#include "serve/shared/chat.h"
 #include "serve/shared/fields.h"
 #include "serve/shared/pieces.h"
+#include "serve/shared/render.h"
 
 /* ---- tokens ---------------------------------------------------------------- */
 
@@ -189,7 +189,7 @@ static enum MHD_Result detokenize(call_t *c) {
 
 /* POST /apply-template {"messages", ...}: {"prompt"}, the text a chat
  * request with this body would decode (its tools, response format,
- * chat_template_kwargs, add_generation_prompt ...: chat_apply's). */
+ * chat_template_kwargs, add_generation_prompt ...: render_apply's). */
 static enum MHD_Result apply_template(call_t *c) {
   const site_t *site = c->ctx;
   json_t *body, *ans;
@@ -197,7 +197,7 @@ static enum MHD_Result apply_template(call_t *c) {
   if (http_json(c, &body, &sent) != 0)
     return sent;
   fields_t f = {.body = body};
-  if (chat_apply(&f, site, body, &ans) != 0) {
+  if (render_apply(&f, site, body, &ans) != 0) {
     enum MHD_Result rc = http_error(c, 400, "invalid_request", f.bad, "%s",
                                      f.why);
     json_decref(body);

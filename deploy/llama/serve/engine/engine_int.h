@@ -18,15 +18,19 @@
 #include "common/lanes.h"
 #include "common/sampler.h"
 #include "common/seq.h"
-#include "serve/engine/engine.h"
 #include "serve/engine/hist.h"
 #include "serve/engine/store.h"
 #include "serve/engine/text.h"
+#include "serve/opts.h"
+#include "serve/queue/stats.h"
+#include "serve/queue/tasks.h"
 
 /* llama.cpp's round figure for the cells a pass attends over (its
  * get_n_kv pads to at least 256): pass.c packs a sequence's cells to it,
  * engine.c keeps the default budget below a multiple of it. */
 #define CELL_PAD 256
+
+typedef struct engine_s engine_t;
 
 /* One sequence: a choice of a task. Its steps go through its lane (the
  * evictd instance its session lives on, or a connection of its own behind

@@ -1,4 +1,4 @@
-/* evictd-llama serve's answers (http.h): bytes with their content type,
+/* evictd-llama serve's answers (send.h): bytes with their content type,
  * JSON made with jansson, errors in one shape (a route's own, else
  * OpenAI's), event streams; every answer with the CORS headers
  * llama-server's flags ask for. */
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "serve/http/http.h"
+#include "serve/http/send.h"
 
 /* Whether an Origin's host is localhost, 127.0.0.1 or ::1 (any port):
  * http or https, "://", the host ([::1] bracketed), then ":PORT" digits

@@ -54,7 +54,7 @@ typedef struct unhonoured_s {
 /* llama-server's return_progress and timings_per_token (true or false),
  * from f's body: EV_PROGRESS events (t->want.progress) for a stream, the
  * timings in every chunk (*timings). Taken out of params (the sampler's),
- * where sampling_make refuses them for the routes that read them not. */
+ * where chain_make refuses them for the routes that read them not. */
 int field_extras(fields_t *f, json_t *params, bool stream, bool *timings,
                  task_t *t);
 

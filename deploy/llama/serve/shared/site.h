@@ -26,7 +26,7 @@ typedef struct site_s {
   struct up_chat_s *chat; /* the chat templates (llama.cpp's common) */
   json_t *defaults;       /* the request defaults the command line set,
                              under llama-server's names: the sampler's
-                             (--temp, ...) and a chat's (chat.c:
+                             (--temp, ...) and a chat's (render.c:
                              --reasoning-format, --chat-template-kwargs) */
   struct rstore_s *responses; /* stored responses (api/rstore.c) */
   struct tokcache_s *tokens;  /* prompts' tokens kept for the next that

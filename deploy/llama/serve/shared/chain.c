@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/shared/sampling.h"
+#include "serve/shared/chain.h"
 
 #include "serve/upstream/sampler.h"
 
@@ -23,7 +23,7 @@ static const char *const not_sampling[] = {
     "parallel_tool_calls", "user", "metadata", "store", "instructions",
     "previous_response_id", "text", "truncation", NULL};
 
-json_t *sampling_params(const site_t *site, json_t *format, json_t *body) {
+json_t *chain_params(const site_t *site, json_t *format, json_t *body) {
   json_t *p = format != NULL ? json_deep_copy(format) : json_object();
   if (p == NULL)
     return NULL;
@@ -77,7 +77,7 @@ static int preserved(const site_t *site, json_t *list, task_t *t) {
   return 0;
 }
 
-int sampling_make(fields_t *f, const site_t *site, json_t *params,
+int chain_make(fields_t *f, const site_t *site, json_t *params,
                   task_t *t) {
   char err[400];
   uint32_t n = t->want.n;

@@ -1,8 +1,8 @@
 /* A chat request as the model's prompt, through llama.cpp's own chat
- * templates (chat.c over upstream/templates.h): the rendered text, what
+ * templates (render.c over upstream/templates.h): the rendered text, what
  * the format asks of the sampler, how to read the answer back. */
-#ifndef EVICTD_LLAMA_SERVE_CHAT_H
-#define EVICTD_LLAMA_SERVE_CHAT_H
+#ifndef EVICTD_LLAMA_SERVE_RENDER_H
+#define EVICTD_LLAMA_SERVE_RENDER_H
 
 #include <jansson.h>
 #include <stddef.h>
@@ -16,28 +16,28 @@
  * through the templates (upstream.h's up_chat_apply): *out its answer,
  * the prompt's text, what the sampler needs, how to read the text back
  * (a new reference). 0, or -1 with f's why set (a 400). */
-int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out);
+int render_apply(fields_t *f, const site_t *site, json_t *body, json_t **out);
 
 /* The same, messages taken from min of them (Anthropic's route takes
  * none, as llama-server's: the template's generation prompt alone). */
-int chat_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
+int render_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
                    json_t **out);
 
-/* How many tokens a chat_apply answer's prompt makes, tokenized as a
+/* How many tokens a render_apply answer's prompt makes, tokenized as a
  * request's is (the BOS, the template's special tokens as themselves):
  * the count, or -1 with f's why set ("messages"), or -1 alone when out of
  * memory. */
-int chat_count_tokens(fields_t *f, const site_t *site, json_t *applied);
+int render_count_tokens(fields_t *f, const site_t *site, json_t *applied);
 
 /* Messages alone through the templates, ending where the assistant's
  * answer begins, into out. 0, or -1 with f's why set. */
-int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
+int render_prompt(fields_t *f, const site_t *site, json_t *messages,
                 evd_buf_t *out);
 
 
 /* The chat format's extra stop strings (up_chat_apply's
  * "additional_stops": a list of strings, or NULL) added to t's own: they
  * end the text as the request's do. 0, or -1 when out of memory. */
-int chat_stops(json_t *extra, task_t *t);
+int render_stops(json_t *extra, task_t *t);
 
 #endif

@@ -1,5 +1,5 @@
-/* A chat request as the model's prompt, through llama.cpp's own chat
- * templates (upstream.h: common's, Jinja as llama-server renders them,
+/* A chat request as the model's prompt (render.h), through llama.cpp's
+ * own chat templates (upstream/templates.h: common's, Jinja as llama-server renders them,
  * with tools, tool_choice and response formats; the GGUF's template, or
  * ChatML for a model without one, as llama-server falls back to), and
  * what the format asks of the sampler (a grammar, its triggers) and of
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/shared/chat.h"
+#include "serve/shared/render.h"
 
 #include "serve/upstream/templates.h"
 
@@ -48,11 +48,11 @@ static json_t *with_defaults(const site_t *site, json_t *body) {
   return req;
 }
 
-int chat_apply(fields_t *f, const site_t *site, json_t *body, json_t **out) {
-  return chat_apply_min(f, site, body, 1, out);
+int render_apply(fields_t *f, const site_t *site, json_t *body, json_t **out) {
+  return render_apply_min(f, site, body, 1, out);
 }
 
-int chat_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
+int render_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
                    json_t **out) {
   static const char *const roles[] = {"system", "developer", "user",
                                       "assistant", "tool", NULL};
@@ -101,10 +101,10 @@ int chat_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
   return 0;
 }
 
-int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
+int render_prompt(fields_t *f, const site_t *site, json_t *messages,
                 evd_buf_t *out) {
   json_t *body = json_pack("{s:O}", "messages", messages), *ans;
-  if (body == NULL || chat_apply(f, site, body, &ans) != 0) {
+  if (body == NULL || render_apply(f, site, body, &ans) != 0) {
     json_decref(body);
     return -1;
   }
@@ -116,7 +116,7 @@ int chat_prompt(fields_t *f, const site_t *site, json_t *messages,
   return out->oom ? -1 : 0;
 }
 
-int chat_count_tokens(fields_t *f, const site_t *site, json_t *applied) {
+int render_count_tokens(fields_t *f, const site_t *site, json_t *applied) {
   json_t *p = json_object_get(applied, "prompt");
   llama_token *toks = NULL;
   int n = lm_tokenize(site->lm, json_string_value(p) ? json_string_value(p)
@@ -129,7 +129,7 @@ int chat_count_tokens(fields_t *f, const site_t *site, json_t *applied) {
   return n;
 }
 
-int chat_stops(json_t *extra, task_t *t) {
+int render_stops(json_t *extra, task_t *t) {
   size_t n = json_array_size(extra);
   if (n == 0)
     return 0;
