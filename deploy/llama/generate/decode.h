@@ -17,7 +17,7 @@
 #include "common/seq.h"
 #include "generate/generate.h"
 
-/* ---- the run's state ------------------------------------------------------ */
+/* ---- the run's state ----------------------------------------------------- */
 
 /* One sample: a sequence and its tokens. */
 typedef struct sample_s {

@@ -56,7 +56,7 @@ static json_t *number(const char *arg) {
 /* --temp, --top-k, ...: a number under the row's key. Its range is the
  * sampler's to check (flags_model), as for a request's. */
 int set_number(const char *who, const cli_opt_t *o, const char *arg,
-                      void *field) {
+               void *field) {
   json_t *v = number(arg);
   if (v == NULL) {
     fprintf(stderr, "%s: --%.*s wants a number, not '%s'\n", who, NAME(o),
@@ -68,7 +68,7 @@ int set_number(const char *who, const cli_opt_t *o, const char *arg,
 
 /* -s/--seed: any whole number (-1: a random one per request). */
 int set_seed(const char *who, const cli_opt_t *o, const char *arg,
-                    void *field) {
+             void *field) {
   json_t *v = number(arg);
   if (!json_is_integer(v)) {
     json_decref(v);
@@ -80,19 +80,19 @@ int set_seed(const char *who, const cli_opt_t *o, const char *arg,
 }
 
 int set_true(const char *who, const cli_opt_t *o, const char *arg,
-                    void *field) {
+             void *field) {
   (void)arg;
   return put(who, field, KEY(o), json_true());
 }
 
 int set_text(const char *who, const cli_opt_t *o, const char *arg,
-                    void *field) {
+             void *field) {
   return put(who, field, KEY(o), json_string(arg));
 }
 
 /* --samplers a;b;c: a list of names. */
 int set_samplers(const char *who, const cli_opt_t *o,
-                        const char *arg, void *field) {
+                 const char *arg, void *field) {
   json_t *list = json_array();
   for (const char *p = arg; list != NULL && *p != '\0';) {
     size_t n = strcspn(p, ";");
@@ -106,7 +106,7 @@ int set_samplers(const char *who, const cli_opt_t *o,
 /* --dry-sequence-breaker S, again for each: the list, the defaults
  * ("\n", ":", "\"", "*") left out from the first on, as llama-server's. */
 int set_breaker(const char *who, const cli_opt_t *o, const char *arg,
-                       void *field) {
+                void *field) {
   if (strcmp(arg, "none") == 0) {
     fprintf(stderr, "%s: --%.*s none: a request cannot ask for no "
             "breakers (llama-server refuses an empty "
@@ -125,7 +125,7 @@ int set_breaker(const char *who, const cli_opt_t *o, const char *arg,
 /* -l/--logit-bias TOKEN+BIAS or TOKEN-BIAS, again for each: [[token,
  * bias], ...]; -inf (a token never drawn) is false, as a request says it. */
 int set_bias(const char *who, const cli_opt_t *o, const char *arg,
-                    void *field) {
+             void *field) {
   char *end;
   errno = 0;
   long tok = strtol(arg, &end, 10);
@@ -160,13 +160,13 @@ static int set_grammar(const char *who, const char *gbnf, void *field) {
 }
 
 int set_grammar_text(const char *who, const cli_opt_t *o,
-                            const char *arg, void *field) {
+                     const char *arg, void *field) {
   (void)o;
   return set_grammar(who, arg, field);
 }
 
 int set_grammar_file(const char *who, const cli_opt_t *o,
-                            const char *arg, void *field) {
+                     const char *arg, void *field) {
   size_t len;
   char *text = cli_read_file(arg, &len);
   if (text == NULL) {
@@ -197,12 +197,12 @@ static int set_schema(const char *who, const cli_opt_t *o, const char *text,
 }
 
 int set_schema_text(const char *who, const cli_opt_t *o,
-                           const char *arg, void *field) {
+                    const char *arg, void *field) {
   return set_schema(who, o, arg, "", field);
 }
 
 int set_schema_file(const char *who, const cli_opt_t *o,
-                           const char *arg, void *field) {
+                    const char *arg, void *field) {
   size_t len;
   char *text = cli_read_file(arg, &len);
   if (text == NULL) {
@@ -229,7 +229,7 @@ static json_t *kwargs(const char *who, void *field) {
 
 /* --chat-template-kwargs '{"k":v,...}': added to those before. */
 int set_kwargs(const char *who, const cli_opt_t *o, const char *arg,
-                      void *field) {
+               void *field) {
   json_error_t je;
   json_t *j = json_loads(arg, 0, &je), *kw;
   if (!json_is_object(j)) {
@@ -253,13 +253,13 @@ static int set_kwarg(const char *who, const cli_opt_t *o, json_t *v,
 }
 
 int set_on(const char *who, const cli_opt_t *o, const char *arg,
-                  void *field) {
+           void *field) {
   (void)arg;
   return set_kwarg(who, o, json_true(), field);
 }
 
 int set_off(const char *who, const cli_opt_t *o, const char *arg,
-                   void *field) {
+            void *field) {
   (void)arg;
   return set_kwarg(who, o, json_false(), field);
 }
@@ -267,7 +267,7 @@ int set_off(const char *who, const cli_opt_t *o, const char *arg,
 /* -rea/--reasoning on|off|auto (and llama.cpp's other spellings): the
  * template's enable_thinking true or false, or the template's own. */
 int set_thinking(const char *who, const cli_opt_t *o,
-                        const char *arg, void *field) {
+                 const char *arg, void *field) {
   if (cli_listed("on|enabled|true|1", arg, strlen(arg)))
     return set_kwarg(who, o, json_true(), field);
   if (cli_listed("off|disabled|false|0", arg, strlen(arg)))
@@ -284,7 +284,7 @@ int set_thinking(const char *who, const cli_opt_t *o,
 /* --reasoning-effort LEVEL: the template's reasoning_effort ("default":
  * the template's own). */
 int set_effort(const char *who, const cli_opt_t *o, const char *arg,
-                      void *field) {
+               void *field) {
   if (strcmp(arg, "default") == 0) {
     json_t *kw = kwargs(who, field);
     return kw != NULL ? (json_object_del(kw, KEY(o)), 0) : -1;
@@ -294,7 +294,7 @@ int set_effort(const char *who, const cli_opt_t *o, const char *arg,
 
 /* --reasoning-format: one of common's formats, as a request's. */
 int set_format(const char *who, const cli_opt_t *o, const char *arg,
-                      void *field) {
+               void *field) {
   if (!cli_listed("none|auto|deepseek|deepseek-legacy", arg, strlen(arg))) {
     fprintf(stderr, "%s: --%.*s is none, auto, deepseek or deepseek-legacy, "
             "not '%s'\n", who, NAME(o), arg);
@@ -307,7 +307,7 @@ int set_format(const char *who, const cli_opt_t *o, const char *arg,
 
 /* --jinja, --no-jinja: the row's key as a number (the last given counts). */
 int set_const(const char *who, const cli_opt_t *o, const char *arg,
-                     void *field) {
+              void *field) {
   (void)who;
   (void)arg;
   *(int *)field = atoi(KEY(o));
@@ -316,7 +316,7 @@ int set_const(const char *who, const cli_opt_t *o, const char *arg,
 
 /* --keep N: 0 or more; -1 (all the prompt) is refused. */
 int set_keep(const char *who, const cli_opt_t *o, const char *arg,
-                    void *field) {
+             void *field) {
   unsigned long long v;
   if (strcmp(arg, "-1") == 0) {
     fprintf(stderr, "%s: --%.*s -1: serve's window pins a number of first "
@@ -334,7 +334,7 @@ int set_keep(const char *who, const cli_opt_t *o, const char *arg,
  * which asks llama-server for the prompt alone into the cache, is
  * refused. */
 int set_n_predict(const char *who, const cli_opt_t *o,
-                         const char *arg, void *field) {
+                  const char *arg, void *field) {
   unsigned long long v;
   if (strcmp(arg, "-1") == 0) {
     *(int64_t *)field = -1;
@@ -359,7 +359,7 @@ int set_n_predict(const char *who, const cli_opt_t *o,
  * loaded); the row's key is a value that asks for the CPU anyway ("*":
  * the flag itself does). */
 int set_device(const char *who, const cli_opt_t *o, const char *arg,
-                      void *field) {
+               void *field) {
   (void)who;
   if (KEY(o) != NULL && (strcmp(KEY(o), "*") == 0 || strcmp(KEY(o), arg) == 0))
     return 0;

@@ -12,7 +12,8 @@
   int name(const char *who, const cli_opt_t *o, const char *arg,          \
            void *field)
 
-/* the request defaults (each a field of the sampler or of a chat, named by its row's key) */
+/* The request defaults: each a field of the sampler or of a chat, named
+ * by its row's key. */
 FLAG_PARSER(set_number);
 FLAG_PARSER(set_seed);
 FLAG_PARSER(set_true);
@@ -31,7 +32,7 @@ FLAG_PARSER(set_thinking);
 FLAG_PARSER(set_effort);
 FLAG_PARSER(set_format);
 
-/* serve's own settings */
+/* serve's own settings. */
 FLAG_PARSER(set_const);
 FLAG_PARSER(set_keep);
 FLAG_PARSER(set_n_predict);

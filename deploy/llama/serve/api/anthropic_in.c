@@ -19,10 +19,10 @@ static int unsupported_block(fields_t *f, const char *field, const char *at,
   for (size_t i = 0; unsupported_blocks[i] != NULL; i++)
     if (strcmp(type, unsupported_blocks[i]) == 0)
       return field_bad(f, field, "%s: \"%s\" blocks are not supported by this "
-                    "server: it would change the answer, so it is refused "
-                    "rather than ignored", at, type);
+                       "server: it would change the answer, so it is refused "
+                       "rather than ignored", at, type);
   return field_bad(f, field, "%s: a content block's \"type\" must be \"text\", "
-                "\"thinking\", \"tool_use\" or \"tool_result\"", at);
+                   "\"thinking\", \"tool_use\" or \"tool_result\"", at);
 }
 
 /* llama-server's: Claude Code's system prompt begins with a line whose cch=
@@ -49,7 +49,7 @@ static int text_of(fields_t *f, const char *field, const char *at,
   }
   if (!json_is_array(content))
     return field_bad(f, field, "%s must be a string or a list of text blocks",
-                  at);
+                     at);
   size_t i;
   json_t *b;
   json_array_foreach(content, i, b) {
@@ -62,7 +62,7 @@ static int text_of(fields_t *f, const char *field, const char *at,
       return unsupported_block(f, field, where, ty);
     if (!json_is_string(text))
       return field_bad(f, field, "%s: a text block needs \"text\": a string",
-                    where);
+                       where);
     if (i > 0)
       evd_buf_chr(buf, '\n');
     evd_buf_add(buf, json_string_value(text), json_string_length(text));
@@ -106,7 +106,7 @@ static int tool_use(fields_t *f, const char *at, json_t *b, json_t *calls) {
   if (json_string_length(id) == 0 || json_string_length(name) == 0 ||
       !json_is_object(input))
     return field_bad(f, "messages", "%s: a tool_use block needs \"id\" and "
-                  "\"name\" (strings) and \"input\" (an object)", at);
+                     "\"name\" (strings) and \"input\" (an object)", at);
   char *args = json_dumps(input, JSON_COMPACT);
   if (args == NULL)
     return field_bad(f, NULL, "out of memory");
@@ -124,10 +124,10 @@ static int tool_result(fields_t *f, const char *at, json_t *b, json_t *msgs) {
   json_t *err = json_object_get(b, "is_error");
   if (json_string_length(id) == 0)
     return field_bad(f, "messages", "%s: a tool_result block needs "
-                  "\"tool_use_id\": a string", at);
+                     "\"tool_use_id\": a string", at);
   if (err != NULL && !json_is_boolean(err) && !json_is_null(err))
     return field_bad(f, "messages", "%s: \"is_error\" must be true or false",
-                  at);
+                     at);
   evd_buf_t buf;
   evd_buf_init(&buf);
   char where[112];
@@ -155,7 +155,7 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
   snprintf(at, sizeof(at), "messages.%zu", i);
   if (!user && !assistant)
     return field_bad(f, "messages", "%s: \"role\" must be \"user\" or "
-                  "\"assistant\"", at);
+                     "\"assistant\"", at);
   if (json_is_string(content)) {
     json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", r, "content",
                                           content));
@@ -163,7 +163,8 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
   }
   if (!json_is_array(content) || json_array_size(content) == 0)
     return field_bad(f, "messages", "%s: \"content\" must be a string or a "
-                  "list of content blocks (text, tool_use, tool_result)", at);
+                     "list of content blocks (text, tool_use, tool_result)",
+                     at);
   evd_buf_t text, reasoning;
   evd_buf_init(&text);
   evd_buf_init(&reasoning);
@@ -180,7 +181,7 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
     if (strcmp(ty, "text") == 0) {
       if (!json_is_string(t)) {
         rc = field_bad(f, "messages", "%s: a text block needs \"text\": a "
-                    "string", where);
+                       "string", where);
         break;
       }
       if (any_text)
@@ -191,7 +192,7 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
       json_t *th = json_object_get(b, "thinking");
       if (!json_is_string(th)) {
         rc = field_bad(f, "messages", "%s: a thinking block needs "
-                    "\"thinking\": a string", where);
+                       "\"thinking\": a string", where);
         break;
       }
       evd_buf_add(&reasoning, json_string_value(th), json_string_length(th));
@@ -208,7 +209,7 @@ static int convert_message(fields_t *f, size_t i, json_t *m, json_t *msgs) {
     } else if (strcmp(ty, "tool_use") == 0 || strcmp(ty, "tool_result") == 0 ||
                strcmp(ty, "thinking") == 0) {
       rc = field_bad(f, "messages", "%s: a %s block belongs in %s message",
-                  where, ty, user ? "an assistant's" : "a user's");
+                     where, ty, user ? "an assistant's" : "a user's");
       break;
     } else {
       rc = unsupported_block(f, "messages", where, ty);
@@ -241,7 +242,7 @@ static int convert_tools(fields_t *f, json_t *tools, json_t *chat) {
     return 0;
   if (!json_is_array(tools))
     return field_bad(f, "tools", "\"tools\" must be a list of {\"name\", "
-                  "\"description\", \"input_schema\"}");
+                     "\"description\", \"input_schema\"}");
   json_t *out = json_array();
   size_t i;
   json_t *tool;
@@ -254,17 +255,18 @@ static int convert_tools(fields_t *f, json_t *tools, json_t *chat) {
         !(json_is_string(type) &&
           strcmp(json_string_value(type), "custom") == 0)) {
       json_decref(out);
-      return field_bad(f, "tools", "tools.%zu: Anthropic's server tools (\"type\""
-                    " %s) are not supported by this server: only tools of "
-                    "your own (name, description, input_schema)", i,
-                    json_is_string(type) ? "other than \"custom\"" : "");
+      return field_bad(f, "tools", "tools.%zu: Anthropic's server tools "
+                       "(\"type\" %s) are not supported by this server: only "
+                       "tools of "
+                       "your own (name, description, input_schema)", i,
+                       json_is_string(type) ? "other than \"custom\"" : "");
     }
     if (json_string_length(name) == 0 || !json_is_object(schema) ||
         (desc != NULL && !json_is_null(desc) && !json_is_string(desc))) {
       json_decref(out);
       return field_bad(f, "tools", "tools.%zu needs \"name\" (a string) and "
-                    "\"input_schema\" (a JSON schema object); \"description\""
-                    ", when given, is a string", i);
+                       "\"input_schema\" (a JSON schema object); "
+                       "\"description\", when given, is a string", i);
     }
     json_array_append_new(out, json_pack(
         "{s:s,s:{s:O,s:s,s:O}}", "type", "function", "function", "name",
@@ -289,8 +291,9 @@ static int convert_choice(fields_t *f, json_t *tc, json_t *chat) {
   if (!json_is_object(tc) || (dp != NULL && !json_is_boolean(dp) &&
                               !json_is_null(dp)))
     return field_bad(f, "tool_choice", "\"tool_choice\" must be {\"type\": "
-                  "\"auto\"|\"any\"|\"tool\"|\"none\"}, with \"name\" for "
-                  "\"tool\" and \"disable_parallel_tool_use\" true or false");
+                     "\"auto\"|\"any\"|\"tool\"|\"none\"}, with \"name\" for "
+                     "\"tool\" and \"disable_parallel_tool_use\" true or "
+                     "false");
   if (strcmp(ty, "auto") == 0) {
     json_object_set_new(chat, "tool_choice", json_string("auto"));
   } else if (strcmp(ty, "none") == 0) {
@@ -304,8 +307,8 @@ static int convert_choice(fields_t *f, json_t *tc, json_t *chat) {
         "{s:s,s:{s:O}}", "type", "function", "function", "name", name));
   } else {
     return field_bad(f, "tool_choice", "\"tool_choice\" must be {\"type\": "
-                  "\"auto\"|\"any\"|\"tool\"|\"none\"}; \"any\" and "
-                  "\"tool\" need \"tools\", and \"tool\" a \"name\"");
+                     "\"auto\"|\"any\"|\"tool\"|\"none\"}; \"any\" and "
+                     "\"tool\" need \"tools\", and \"tool\" a \"name\"");
   }
   if (json_is_true(dp))
     json_object_set_new(chat, "parallel_tool_calls", json_false());
@@ -333,14 +336,14 @@ int anthropic_convert(fields_t *f, json_t **chat) {
   *chat = NULL;
   if (!json_is_string(model))
     return field_bad(f, "model", "\"model\" is required: a string (one model "
-                  "is served: any name will do)");
+                     "is served: any name will do)");
   /* None is llama-server's permissive reading: the template's generation
    * prompt alone. */
   size_t n = json_array_size(messages);
   if (!json_is_array(messages) || n > 4096)
     return field_bad(f, "messages", "\"messages\" is required: a list of up "
-                  "to 4096 messages {\"role\": \"user\"|\"assistant\", "
-                  "\"content\"}");
+                     "to 4096 messages {\"role\": \"user\"|\"assistant\", "
+                     "\"content\"}");
   if (thinking != NULL && !json_is_null(thinking) &&
       (!json_is_object(thinking) ||
        (!think && strcmp(tt, "disabled") != 0) ||
@@ -348,18 +351,18 @@ int anthropic_convert(fields_t *f, json_t **chat) {
         (!json_is_integer(budget) || json_integer_value(budget) < 0 ||
          json_integer_value(budget) > INT32_MAX))))
     return field_bad(f, "thinking", "\"thinking\" must be {\"type\": "
-                  "\"enabled\", \"budget_tokens\": N} (N a whole number "
-                  "from 0) or {\"type\": \"disabled\"}");
+                     "\"enabled\", \"budget_tokens\": N} (N a whole number "
+                     "from 0) or {\"type\": \"disabled\"}");
   if (meta != NULL && !json_is_null(meta) &&
       (!json_is_object(meta) ||
        (json_object_get(meta, "user_id") != NULL &&
         !json_is_string(json_object_get(meta, "user_id")) &&
         !json_is_null(json_object_get(meta, "user_id")))))
     return field_bad(f, "metadata", "\"metadata\" must be an object whose "
-                  "\"user_id\" is a string");
+                     "\"user_id\" is a string");
   if (kwargs != NULL && !json_is_null(kwargs) && !json_is_object(kwargs))
     return field_bad(f, "chat_template_kwargs", "\"chat_template_kwargs\" must "
-                  "be an object");
+                     "be an object");
   if (field_unhonoured(f, unhonoured) != 0)
     return -1;
   /* No thinking asked for: a template with a reasoning block is told so,
@@ -383,7 +386,7 @@ int anthropic_convert(fields_t *f, json_t **chat) {
     json_t *m = json_array_get(messages, i);
     rc = json_is_object(m) ? convert_message(f, i, m, msgs)
                            : field_bad(f, "messages", "messages.%zu must be an "
-                                    "object {\"role\", \"content\"}", i);
+                                       "object {\"role\", \"content\"}", i);
   }
   if (rc == 0)
     rc = convert_tools(f, json_object_get(body, "tools"), c);

@@ -1,12 +1,12 @@
-/* POST /completion, as llama.cpp's own server answers it: {"prompt" (a
- * string, token ids, both mixed, an object {"prompt_string"}, or a list of
- * several such prompts, each its own answer), "n_predict" (or "max_completion_tokens",
- * "max_tokens"; -1: until an end token), "stream", the sampler's fields
- * under llama-server's names (temperature, top_k, top_p, min_p,
- * penalties, logit_bias, grammar, json_schema, n_probs or logprobs,
- * seed, ...), "stop", "return_tokens", "cache_prompt", "response_fields"}
- * in; {"content",
- * "tokens", "id_slot", "stop", "model", "tokens_predicted",
+/* POST /completion (native.h), as llama.cpp's own server answers it:
+ * {"prompt" (a string, token ids, both mixed, an object {"prompt_string"},
+ * or a list of several such prompts, each its own answer), "n_predict"
+ * (or "max_completion_tokens", "max_tokens"; -1: until an end token),
+ * "stream", the sampler's fields under llama-server's names (temperature,
+ * top_k, top_p, min_p, penalties, logit_bias, grammar, json_schema,
+ * n_probs or logprobs, seed, ...), "stop", "return_tokens",
+ * "cache_prompt", "response_fields"} in; {"content", "tokens",
+ * "id_slot", "stop", "model", "tokens_predicted",
  * "tokens_evaluated", "generation_settings", "prompt", "has_new_line",
  * "truncated", "stop_type", "stopping_word", "tokens_cached", "timings",
  * "completion_probabilities", "session"} out, or a stream of {"content",
@@ -147,7 +147,8 @@ static json_t *chunk(answer_t *a, const event_t *e, const char *text) {
       "model",
       a->site->model, "tokens_predicted", (int)e->tokens,
       "tokens_evaluated", (json_int_t)t->n_prompt, "generation_settings",
-      n->settings, "prompt", timings_prompt(a->site, t), "has_new_line", n->has_new_line,
+      n->settings, "prompt", timings_prompt(a->site, t), "has_new_line",
+      n->has_new_line,
       "truncated", 0,
       "stop_type", timings_stop_type(e->finish), "stopping_word",
       timings_stopping_word(t, e->finish, e->stop),

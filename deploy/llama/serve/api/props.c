@@ -121,7 +121,7 @@ static enum MHD_Result slots(call_t *c) {
   const site_t *site = c->ctx;
   if (!site->o->ls.slots)
     return http_error(c, 501, "not_supported", NULL, "this server does not "
-                       "support the slots endpoint (--no-slots)");
+                      "support the slots endpoint (--no-slots)");
   stats_t *s = malloc(sizeof(*s));
   if (s == NULL)
     return http_error(c, 500, "out_of_memory", NULL, "out of memory");
@@ -140,7 +140,7 @@ static enum MHD_Result slots(call_t *c) {
   if (idle == 0 && fail != NULL && *fail != '\0') {
     json_decref(list);
     return http_error(c, 503, "no_slot_available", NULL, "no slot "
-                       "available: every one is processing a request");
+                      "available: every one is processing a request");
   }
   return http_send_json(c, 200, list);
 }

@@ -58,7 +58,8 @@ static json_t *usage(resp_t *r) {
   uint64_t p = r->a.task->n_prompt, o = r->tokens;
   return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens",
                    (json_int_t)p, "input_tokens_details", "cached_tokens",
-                   (json_int_t)r->a.task->cached, "output_tokens", (json_int_t)o,
+                   (json_int_t)r->a.task->cached, "output_tokens",
+                   (json_int_t)o,
                    "output_tokens_details", "reasoning_tokens", (json_int_t)0,
                    "total_tokens", (json_int_t)(p + o));
 }

@@ -313,7 +313,7 @@ static enum MHD_Result metrics(call_t *c) {
   char started[24];
   snprintf(started, sizeof(started), "%lld", site->created);
   return http_send_header(c, 200, "text/plain; version=0.0.4", b.data,
-                           b.len, "Process-Start-Time-Unix", started);
+                          b.len, "Process-Start-Time-Unix", started);
 }
 
 /* The probes': /health answers without the API key. */

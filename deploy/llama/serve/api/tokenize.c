@@ -111,7 +111,7 @@ static enum MHD_Result tokenize(call_t *c) {
   if (bad) {
     free(toks);
     enum MHD_Result rc = http_error(c, 400, "invalid_request", f.bad, "%s",
-                                     f.why);
+                                    f.why);
     json_decref(body);
     return rc;
   }
@@ -162,15 +162,15 @@ static enum MHD_Result detokenize(call_t *c) {
   if (tokens != NULL && !json_is_null(tokens) && !json_is_array(tokens)) {
     json_decref(body);
     return http_error(c, 400, "invalid_request", "tokens", "\"tokens\" "
-                       "must be a list of token ids");
+                      "must be a list of token ids");
   }
   json_array_foreach(tokens, i, v) {
     json_int_t id = json_integer_value(v);
     if (!json_is_integer(v) || id < 0 || id >= site->lm->n_vocab) {
       json_decref(body);
       return http_error(c, 400, "invalid_request", "tokens", "\"tokens\" "
-                         "item %zu is not a token id of the vocabulary (0 "
-                         "to %d)", i, site->lm->n_vocab - 1);
+                        "item %zu is not a token id of the vocabulary (0 "
+                        "to %d)", i, site->lm->n_vocab - 1);
     }
   }
   size_t n = json_array_size(tokens);
@@ -199,7 +199,7 @@ static enum MHD_Result apply_template(call_t *c) {
   fields_t f = {.body = body};
   if (render_apply(&f, site, body, &ans) != 0) {
     enum MHD_Result rc = http_error(c, 400, "invalid_request", f.bad, "%s",
-                                     f.why);
+                                    f.why);
     json_decref(body);
     return rc;
   }

@@ -330,8 +330,8 @@ void pass_run(engine_t *e, double t0, double t1) {
   link_counts_t lc;
   lanes_counts(e->lanes, &lc, &cs);
   double t_all = clock_now() - t0;
-  board_count(e->board, e->tokens, e->steps, e->ahead, t_evd, t2 - t1, t_all, &cs,
-           &lc, lanes_per_session(e->lanes));
+  board_count(e->board, e->tokens, e->steps, e->ahead, t_evd, t2 - t1,
+              t_all, &cs, &lc, lanes_per_session(e->lanes));
   e->tokens = 0;
   pc.prompt_s = pc.prompt_tokens > 0 ? t_all : 0;
   pc.gen_s = (double)pc.gen_steps * t_all;

@@ -112,7 +112,7 @@ int http_json(call_t *c, json_t **out, enum MHD_Result *sent) {
     return -1;
   }
   json_t *j = json_loadb(c->body.data ? c->body.data : "", c->body.len, 0,
-                        &je);
+                         &je);
   if (j == NULL || !json_is_object(j)) {
     *sent = http_error(c, 400, "invalid_json", NULL, "the body is not a "
                        "JSON object%s%s", j ? "" : ": ", j ? "" : je.text);

@@ -30,7 +30,7 @@ void board_sequences(board_t *b, uint32_t n) {
 }
 
 void board_lanes(board_t *b, const lane_state_t *st, size_t n,
-              const conv_counts_t *cc) {
+                 const conv_counts_t *cc) {
   if (n > SERVE_LANES_MAX)
     n = SERVE_LANES_MAX;
   pthread_mutex_lock(&b->mu);
@@ -41,10 +41,10 @@ void board_lanes(board_t *b, const lane_state_t *st, size_t n,
 }
 
 void board_count(board_t *b, uint64_t tokens, uint64_t steps, uint64_t ahead,
-              double evictd_s,
-              double decode_s, double total_s,
-              const evd_client_stats_t *cs, const link_counts_t *lc,
-              bool per_session) {
+                 double evictd_s,
+                 double decode_s, double total_s,
+                 const evd_client_stats_t *cs, const link_counts_t *lc,
+                 bool per_session) {
   pthread_mutex_lock(&b->mu);
   stats_t *s = &b->stats;
   s->iterations++;
@@ -69,8 +69,8 @@ void board_tokens(board_t *b, uint64_t tokens) {
   pthread_mutex_unlock(&b->mu);
 }
 
-void board_slots(board_t *b, const slot_state_t *st, uint32_t n, uint32_t budget,
-              uint32_t sinks, uint32_t lookahead) {
+void board_slots(board_t *b, const slot_state_t *st, uint32_t n,
+                 uint32_t budget, uint32_t sinks, uint32_t lookahead) {
   if (n > SERVE_SLOTS_MAX)
     n = SERVE_SLOTS_MAX;
   pthread_mutex_lock(&b->mu);

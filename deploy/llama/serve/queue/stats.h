@@ -117,12 +117,12 @@ void board_sequences(board_t *b, uint32_t n);
 /* The evictd instances' states (n of them, at most SERVE_LANES_MAX) and
  * the conversations' counts. */
 void board_lanes(board_t *b, const lane_state_t *st, size_t n,
-              const conv_counts_t *cc);
+                 const conv_counts_t *cc);
 
 /* The slots' states (n of them, at most SERVE_SLOTS_MAX) and the window
  * of the engine's sessions. */
-void board_slots(board_t *b, const slot_state_t *st, uint32_t n, uint32_t budget,
-              uint32_t sinks, uint32_t lookahead);
+void board_slots(board_t *b, const slot_state_t *st, uint32_t n,
+                 uint32_t budget, uint32_t sinks, uint32_t lookahead);
 
 /* Adds one pass's figures for llama-server's families. */
 void board_pass(board_t *b, const pass_counts_t *p);
@@ -133,9 +133,9 @@ void board_tokens(board_t *b, uint64_t tokens);
 
 /* Adds one iteration's figures. */
 void board_count(board_t *b, uint64_t tokens, uint64_t steps, uint64_t ahead,
-              double evictd_s,
-              double decode_s, double total_s,
-              const evd_client_stats_t *cs, const link_counts_t *lc,
-              bool per_session);
+                 double evictd_s,
+                 double decode_s, double total_s,
+                 const evd_client_stats_t *cs, const link_counts_t *lc,
+                 bool per_session);
 
 #endif

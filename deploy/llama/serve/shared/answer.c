@@ -135,8 +135,8 @@ static int format_news(answer_t *a, task_state_t st) {
     return frame_json(a, a->api->failed != NULL
                              ? a->api->failed(a, &t->fault)
                              : http_error_json((unsigned)t->fault.status,
-                                                t->fault.code, NULL,
-                                                t->fault.msg));
+                                               t->fault.code, NULL,
+                                               t->fault.msg));
   if (a->api->last != NULL && frame_json(a, a->api->last(a)) != 0)
     return -1;
   return a->api->done != NULL ? frame(a, a->api->done) : 0;
@@ -246,10 +246,10 @@ static enum MHD_Result whole(answer_t *a) {
 static enum MHD_Result refused(answer_t *a, int q) {
   if (q == TQ_STOPPING)
     return http_error(a->c, 503, "shutting_down", NULL,
-                       "the server is shutting down");
+                      "the server is shutting down");
   return http_error(a->c, 503, "busy", NULL, "too many requests are "
-                     "waiting (--queue %u): try again later",
-                     a->site->o->queue);
+                    "waiting (--queue %u): try again later",
+                    a->site->o->queue);
 }
 
 enum MHD_Result answer_tasks(answer_t *a, task_t **ts, uint32_t k,

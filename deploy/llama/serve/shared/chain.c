@@ -78,7 +78,7 @@ static int preserved(const site_t *site, json_t *list, task_t *t) {
 }
 
 int chain_make(fields_t *f, const site_t *site, json_t *params,
-                  task_t *t) {
+               task_t *t) {
   char err[400];
   uint32_t n = t->want.n;
   /* llama-server's extra answers (progress events during the prompt,

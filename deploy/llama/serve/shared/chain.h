@@ -20,6 +20,6 @@ json_t *chain_params(const site_t *site, json_t *format, json_t *body);
  * 0, or -1 with f's bad and why set (the shim's sentence names the
  * field). */
 int chain_make(fields_t *f, const site_t *site, json_t *params,
-                  task_t *t);
+               task_t *t);
 
 #endif

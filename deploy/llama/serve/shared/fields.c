@@ -37,7 +37,7 @@ int field_int(fields_t *f, const char *name, long long lo, long long hi,
   if (!json_is_integer(v) || json_integer_value(v) < lo ||
       json_integer_value(v) > hi)
     return field_bad(f, name, "\"%s\" must be a whole number from %lld to %lld",
-               name, lo, hi);
+                     name, lo, hi);
   *out = json_integer_value(v);
   return 0;
 }
@@ -69,7 +69,7 @@ int field_num(fields_t *f, const char *name, double lo, double hi,
   if (!json_is_number(v) || !(json_number_value(v) >= lo) ||
       !(json_number_value(v) <= hi))
     return field_bad(f, name, "\"%s\" must be a number from %g to %g", name, lo,
-               hi);
+                     hi);
   *out = json_number_value(v);
   return 0;
 }
@@ -90,9 +90,10 @@ int field_stop(fields_t *f, const char *name, uint32_t max, want_t *w) {
   size_t n = v == NULL ? 0 : json_is_string(v) ? 1 : json_array_size(v);
   if (v != NULL && !json_is_string(v) && !json_is_array(v))
     return field_bad(f, name, "\"%s\" must be a string or a list of strings",
-               name);
+                     name);
   if (n > max)
-    return field_bad(f, name, "\"%s\" has %zu strings: at most %u", name, n, max);
+    return field_bad(f, name, "\"%s\" has %zu strings: at most %u", name, n,
+                     max);
   if (n > 0 && (w->stop = calloc(n, sizeof(*w->stop))) == NULL)
     return field_bad(f, name, "out of memory");
   for (size_t i = 0; i < n; i++) {
@@ -100,7 +101,7 @@ int field_stop(fields_t *f, const char *name, uint32_t max, want_t *w) {
     if (!json_is_string(s) || json_string_length(s) == 0 ||
         json_string_length(s) > 256)
       return field_bad(f, name, "\"%s\" must hold strings of 1 to 256 bytes",
-                 name);
+                       name);
     if ((w->stop[i] = strdup(json_string_value(s))) == NULL)
       return field_bad(f, name, "out of memory");
     w->n_stop = (uint32_t)i + 1;
@@ -117,8 +118,8 @@ int field_prompt(fields_t *f, const site_t *site, const char *name,
                                   &t->prompt, NULL)
               : lm_tokenize(site->lm, text, len, special, &t->prompt);
   if (n <= 0)
-    return field_bad(f, name, n == 0 ? "the prompt has no tokens (and the model "
-               "adds no BOS)" : "cannot tokenize the prompt");
+    return field_bad(f, name, n == 0 ? "the prompt has no tokens (and the "
+                     "model adds no BOS)" : "cannot tokenize the prompt");
   t->n_prompt = (uint32_t)n;
   return 0;
 }
@@ -149,10 +150,10 @@ int field_unhonoured(fields_t *f, const unhonoured_t *list) {
   for (const unhonoured_t *u = list; u->name != NULL; u++)
     if (!neutral(u, json_object_get(f->body, u->name)))
       return field_bad(f, u->name, "\"%s\" is not supported by this server: it "
-                 "would change the answer, so it is refused rather than "
-                 "ignored (leave it out%s%s%s)", u->name,
-                 u->text ? ", or send \"" : "", u->text ? u->text : "",
-                 u->text ? "\"" : "");
+                       "would change the answer, so it is refused rather than "
+                       "ignored (leave it out%s%s%s)", u->name,
+                       u->text ? ", or send \"" : "", u->text ? u->text : "",
+                       u->text ? "\"" : "");
   return 0;
 }
 
@@ -169,9 +170,9 @@ int field_prompt_any(fields_t *f, const site_t *site, const char *name,
                         json_string_length(p), false, t);
   size_t n = json_array_size(p);
   if (!json_is_array(p) || n == 0)
-    return field_bad(f, name, "\"%s\" is required: a string, or a list of token "
-               "ids (or a list of one of either: one prompt per request)",
-               name);
+    return field_bad(f, name, "\"%s\" is required: a string, or a list of "
+                     "token ids (or a list of one of either: one prompt per "
+                     "request)", name);
   /* Token ids, as given: the BOS is the client's to put. */
   if ((t->prompt = malloc(n * sizeof(*t->prompt))) == NULL)
     return field_bad(f, name, "out of memory");
@@ -179,8 +180,9 @@ int field_prompt_any(fields_t *f, const site_t *site, const char *name,
     json_t *v = json_array_get(p, i);
     if (!json_is_integer(v) || json_integer_value(v) < 0 ||
         json_integer_value(v) >= site->lm->n_vocab)
-      return field_bad(f, name, "\"%s\" as token ids: item %zu is not an id of "
-                 "the vocabulary (0 to %d)", name, i, site->lm->n_vocab - 1);
+      return field_bad(f, name, "\"%s\" as token ids: item %zu is not an id "
+                       "of the vocabulary (0 to %d)", name, i,
+                       site->lm->n_vocab - 1);
     t->prompt[i] = (llama_token)json_integer_value(v);
   }
   t->n_prompt = (uint32_t)n;
@@ -234,16 +236,16 @@ int field_prompt_of(fields_t *f, const site_t *site, const char *name,
     json_t *media = json_object_get(p, "multimodal_data");
     if (media != NULL && !json_is_null(media) &&
         !(json_is_array(media) && json_array_size(media) == 0))
-      return field_bad(f, name, "\"%s\"%s: \"multimodal_data\" is not supported: "
-                 "the model takes text alone", name, at);
+      return field_bad(f, name, "\"%s\"%s: \"multimodal_data\" is not "
+                       "supported: the model takes text alone", name, at);
     p = json_object_get(p, "prompt_string");
     if (!json_is_string(p) && !json_is_array(p))
       return field_bad(f, name, "\"%s\"%s: an object prompt needs "
-                 "\"prompt_string\" (a string, or token ids and strings)",
-                 name, at);
+                       "\"prompt_string\" (a string, or token ids and strings)",
+                       name, at);
   } else if (field_prompt_list(p)) { /* in a list, or one of one */
-    return field_bad(f, name, "\"%s\"%s: a list of strings is a list of prompts, "
-               "which cannot be one of several", name, at);
+    return field_bad(f, name, "\"%s\"%s: a list of strings is a list of "
+                     "prompts, which cannot be one of several", name, at);
   }
   if (json_is_string(p))
     return field_prompt(f, site, name, json_string_value(p),
@@ -251,9 +253,10 @@ int field_prompt_of(fields_t *f, const site_t *site, const char *name,
   size_t n = json_array_size(p), cap = 0, i;
   json_t *v;
   if (!json_is_array(p) || n == 0)
-    return field_bad(f, name, "\"%s\"%s must be a string, token ids (strings "
-               "among them tokenized), an object {\"prompt_string\"}, or a "
-               "list of such prompts", name, at);
+    return field_bad(f, name, "\"%s\"%s must be a string, token ids "
+                     "(strings among them tokenized), an object "
+                     "{\"prompt_string\"}, or a list of such prompts", name,
+                     at);
   /* Token ids as given (the BOS is the client's to put), each string
    * tokenized where it stands: the BOS before it when it comes first, as
    * llama-server's tokenize_mixed. */
@@ -262,14 +265,14 @@ int field_prompt_of(fields_t *f, const site_t *site, const char *name,
     if (json_is_string(v)) {
       if (add_text(site, v, i == 0, t, &cap) != 0)
         return field_bad(f, name, "\"%s\"%s: cannot tokenize its string %zu",
-                   name, at, i);
+                         name, at, i);
       continue;
     }
     if (!json_is_integer(v) || json_integer_value(v) < 0 ||
         json_integer_value(v) >= site->lm->n_vocab)
-      return field_bad(f, name, "\"%s\"%s as token ids: item %zu is neither an "
-                 "id of the vocabulary (0 to %d) nor a string", name, at, i,
-                 site->lm->n_vocab - 1);
+      return field_bad(f, name, "\"%s\"%s as token ids: item %zu is neither "
+                       "an id of the vocabulary (0 to %d) nor a string", name,
+                       at, i, site->lm->n_vocab - 1);
     if (t->n_prompt == cap) {
       size_t want = cap ? cap * 2 : n;
       llama_token *q = realloc(t->prompt, want * sizeof(*q));

@@ -61,7 +61,7 @@ json_t *pieces_json(const site_t *site, const llama_token *toks, size_t n) {
   free(buf);
   json_t *s = bad || text.oom ? NULL
                               : pieces_string(text.data ? text.data : "",
-                                            text.len);
+                                              text.len);
   evd_buf_free(&text);
   return s;
 }

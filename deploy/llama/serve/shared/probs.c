@@ -46,9 +46,9 @@ json_t *probs_openai(const site_t *site, const token_ev_t *t, uint32_t top) {
                                           logp(t->top[i].p), "bytes",
                                           bytes_of(b, m)));
   }
-  return json_pack("{s:o,s:f,s:o,s:o}", "token", pieces_string(buf, n), "logprob",
-                   logp(t->p), "bytes", bytes_of(buf, n), "top_logprobs",
-                   alts);
+  return json_pack("{s:o,s:f,s:o,s:o}", "token", pieces_string(buf, n),
+                   "logprob", logp(t->p), "bytes", bytes_of(buf, n),
+                   "top_logprobs", alts);
 }
 
 json_t *probs_native(const site_t *site, const token_ev_t *t, bool post) {

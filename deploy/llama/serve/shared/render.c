@@ -1,9 +1,10 @@
 /* A chat request as the model's prompt (render.h), through llama.cpp's
- * own chat templates (upstream/templates.h: common's, Jinja as llama-server renders them,
- * with tools, tool_choice and response formats; the GGUF's template, or
- * ChatML for a model without one, as llama-server falls back to), and
- * what the format asks of the sampler (a grammar, its triggers) and of
- * the text that comes back (how to read tool calls out of it). */
+ * own chat templates (upstream/templates.h: common's, Jinja as
+ * llama-server renders them, with tools, tool_choice and response
+ * formats; the GGUF's template, or ChatML for a model without one, as
+ * llama-server falls back to), and what the format asks of the sampler (a
+ * grammar, its triggers) and of the text that comes back (how to read
+ * tool calls out of it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ int render_apply(fields_t *f, const site_t *site, json_t *body, json_t **out) {
 }
 
 int render_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
-                   json_t **out) {
+                     json_t **out) {
   static const char *const roles[] = {"system", "developer", "user",
                                       "assistant", "tool", NULL};
   json_t *messages = json_object_get(body, "messages");
@@ -102,7 +103,7 @@ int render_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
 }
 
 int render_prompt(fields_t *f, const site_t *site, json_t *messages,
-                evd_buf_t *out) {
+                  evd_buf_t *out) {
   json_t *body = json_pack("{s:O}", "messages", messages), *ans;
   if (body == NULL || render_apply(f, site, body, &ans) != 0) {
     json_decref(body);

@@ -21,7 +21,7 @@ int render_apply(fields_t *f, const site_t *site, json_t *body, json_t **out);
 /* The same, messages taken from min of them (Anthropic's route takes
  * none, as llama-server's: the template's generation prompt alone). */
 int render_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
-                   json_t **out);
+                     json_t **out);
 
 /* How many tokens a render_apply answer's prompt makes, tokenized as a
  * request's is (the BOS, the template's special tokens as themselves):
@@ -32,7 +32,7 @@ int render_count_tokens(fields_t *f, const site_t *site, json_t *applied);
 /* Messages alone through the templates, ending where the assistant's
  * answer begins, into out. 0, or -1 with f's why set. */
 int render_prompt(fields_t *f, const site_t *site, json_t *messages,
-                evd_buf_t *out);
+                  evd_buf_t *out);
 
 
 /* The chat format's extra stop strings (up_chat_apply's

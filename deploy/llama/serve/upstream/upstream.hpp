@@ -74,7 +74,9 @@ inline const json *field(const json &body, const char *name) {
                                                           : nullptr;
 }
 
-inline std::string quoted(const char *name) { return std::string("\"") + name + "\""; }
+inline std::string quoted(const char *name) {
+  return std::string("\"") + name + "\"";
+}
 
 inline std::string shortest(double d) {
   char buf[32];
@@ -82,7 +84,8 @@ inline std::string shortest(double d) {
   return buf;
 }
 
-inline std::string str(const json &body, const char *name, const std::string &def) {
+inline std::string str(const json &body, const char *name,
+                       const std::string &def) {
   const json *v = field(body, name);
   if (v == nullptr)
     return def;
