@@ -415,36 +415,22 @@ static void sampler_fields(json_t *body, json_t *chat) {
   }
 }
 
-/* The chat request's rendering into t's prompt, its parser and stop
- * strings into a (the request's own stops first). */
-static int prompt_of(an_t *a, fields_t *f, json_t *chat, task_t *t,
-                     json_t **fmt) {
-  if (render_apply_min(f, a->a.site, chat, 0, fmt) != 0)
-    return -1;
-  json_t *p = json_object_get(*fmt, "prompt");
-  json_t *parser = json_object_get(*fmt, "parser");
-  a->parser_json = parser ? json_dumps(parser, JSON_COMPACT) : NULL;
-  a->n_stops = t->want.n_stop;
-  if (render_stops(json_object_get(*fmt, "additional_stops"), t) != 0)
-    return f->bad = NULL, -1;
-  return field_prompt(f, a->a.site, "messages",
-                      json_string_value(p) ? json_string_value(p) : "",
-                      json_string_length(p), true, t);
-}
-
 /* POST /v1/messages. */
 static enum MHD_Result messages(call_t *c) {
-  json_t *body, *chat = NULL, *fmt = NULL, *params = NULL;
+  json_t *chat = NULL, *fmt = NULL, *params = NULL;
+  fields_t f;
+  task_t *t;
   enum MHD_Result sent;
-  if (http_json(c, &body, &sent) != 0)
+  an_t *a = answer_begin(c, &anthropic, sizeof(*a), &f, &t, &sent);
+  if (a == NULL)
     return sent;
-  fields_t f = {.body = body};
-  an_t *a = answer_new(c, &anthropic, sizeof(*a));
-  task_t *t = a != NULL ? task_new() : NULL;
-  int bad = t == NULL ? -1 : 0;
-  if (bad == 0)
-    bad = anthropic_convert(&f, &chat) || own_fields(a, &f, t) ||
-          prompt_of(a, &f, chat, t, &fmt);
+  json_t *body = f.body;
+  int bad = anthropic_convert(&f, &chat) || own_fields(a, &f, t);
+  if (bad == 0) {
+    /* The request's own stops first, the format's after them. */
+    a->n_stops = t->want.n_stop;
+    bad = render_task(&f, a->a.site, chat, 0, t, &fmt, &a->parser_json);
+  }
   if (bad == 0) {
     sampler_fields(body, chat);
     if ((params = chain_params(a->a.site, fmt, chat)) == NULL)
@@ -467,13 +453,7 @@ static enum MHD_Result messages(call_t *c) {
   json_decref(fmt);
   json_decref(chat);
   json_decref(body);
-  if (t == NULL)
-    return http_error(c, 500, "out_of_memory", NULL, "out of memory");
-  if (bad != 0) {
-    tq_release(a->a.site->q, t);
-    return fields_refuse(c, &f);
-  }
-  return answer_task(&a->a, t, a->a.stream);
+  return answer_start(c, &a->a, t, bad, &f);
 }
 
 /* POST /v1/messages/count_tokens. */

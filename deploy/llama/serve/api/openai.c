@@ -459,42 +459,24 @@ static int completion_format(fields_t *f, json_t *params) {
   return json_object_set_new(params, "json_schema", schema);
 }
 
-/* A chat's messages through the templates into t's prompt; *fmt the
- * template's answer (the sampler's part of it, the parser). */
-static int chat_prompt_of(oa_t *oa, fields_t *f, json_t *body, task_t *t,
-                          json_t **fmt) {
-  if (render_apply(f, oa->a.site, body, fmt) != 0)
-    return -1;
-  json_t *p = json_object_get(*fmt, "prompt");
-  json_t *parser = json_object_get(*fmt, "parser");
-  oa->parser_json = parser ? json_dumps(parser, JSON_COMPACT) : NULL;
-  if (render_stops(json_object_get(*fmt, "additional_stops"), t) != 0)
-    return f->bad = NULL, -1;
-  /* The chat's prompt carries the template's special tokens as text. */
-  return field_prompt(f, oa->a.site, "messages",
-                      json_string_value(p) ? json_string_value(p) : "",
-                      json_string_length(p), true, t);
-}
-
 /* Reads a completion request of either kind into a task, then answers it
  * from the task's events. */
 static enum MHD_Result completion(call_t *c, bool chat) {
-  json_t *body, *fmt = NULL, *params = NULL;
+  json_t *fmt = NULL, *params = NULL;
+  fields_t f;
+  task_t *t;
   enum MHD_Result sent;
-  if (http_json(c, &body, &sent) != 0)
+  oa_t *oa = answer_begin(c, &openai, sizeof(*oa), &f, &t, &sent);
+  if (oa == NULL)
     return sent;
-  fields_t f = {.body = body};
-  oa_t *oa = answer_new(c, &openai, sizeof(*oa));
-  task_t *t = oa != NULL ? task_new() : NULL;
-  int bad = t == NULL ? -1 : 0;
-  const serve_opts_t *o = ((const site_t *)c->ctx)->o;
-  if (bad == 0) {
-    oa->chat = chat;
-    bad = common(oa, &f, t, o->n_predict ? o->n_predict
-                            : chat ? o->n_predict_max : 16);
-  }
+  json_t *body = f.body;
+  const serve_opts_t *o = oa->a.site->o;
+  oa->chat = chat;
+  int bad = common(oa, &f, t, o->n_predict ? o->n_predict
+                              : chat ? o->n_predict_max : 16);
   if (bad == 0)
-    bad = chat ? chat_prompt_of(oa, &f, body, t, &fmt)
+    bad = chat ? render_task(&f, oa->a.site, body, 1, t, &fmt,
+                             &oa->parser_json)
                : field_prompt_any(&f, oa->a.site, "prompt", t);
   if (bad == 0 && (params = chain_params(oa->a.site, fmt, body)) == NULL)
     bad = -1, f.bad = NULL;
@@ -518,13 +500,7 @@ static enum MHD_Result completion(call_t *c, bool chat) {
   json_decref(params);
   json_decref(fmt);
   json_decref(body);
-  if (t == NULL)
-    return http_error(c, 500, "out_of_memory", NULL, "out of memory");
-  if (bad != 0) {
-    tq_release(oa->a.site->q, t);
-    return fields_refuse(c, &f);
-  }
-  return answer_task(&oa->a, t, oa->a.stream);
+  return answer_start(c, &oa->a, t, bad, &f);
 }
 
 static enum MHD_Result completions(call_t *c) { return completion(c, false); }

@@ -476,19 +476,18 @@ static int echo(resp_t *r, json_t *body, const task_t *t) {
 
 /* POST /v1/responses (and /responses). */
 static enum MHD_Result create(call_t *c) {
-  json_t *body;
+  fields_t f;
+  task_t *t;
   enum MHD_Result sent;
-  if (http_json(c, &body, &sent) != 0)
+  resp_t *r = answer_begin(c, &responses_api, sizeof(*r), &f, &t, &sent);
+  if (r == NULL)
     return sent;
-  const site_t *site = c->ctx;
+  json_t *body = f.body, *msgs = json_array();
+  const site_t *site = r->a.site;
   const serve_opts_t *o = site->o;
-  fields_t f = {.body = body};
-  resp_t *r = answer_new(c, &responses_api, sizeof(*r));
-  task_t *t = r != NULL ? task_new() : NULL;
-  json_t *msgs = json_array();
   long long max_tokens;
   rconv_t prev = {.session = ""};
-  int bad = t == NULL || msgs == NULL ? -1 : 0, found = 0;
+  int bad = msgs == NULL ? (f.bad = NULL, -1) : 0, found = 0;
   if (bad == 0)
     bad = field_model(&f) || (found = previous(r, &f, &prev)) != 0;
   if (found == 1) {
@@ -531,13 +530,7 @@ static enum MHD_Result create(call_t *c) {
   }
   json_decref(body);
   json_decref(msgs);
-  if (t == NULL)
-    return http_error(c, 500, "out_of_memory", NULL, "out of memory");
-  if (bad != 0) {
-    tq_release(site->q, t);
-    return fields_refuse(c, &f);
-  }
-  return answer_task(&r->a, t, r->a.stream);
+  return answer_start(c, &r->a, t, bad, &f);
 }
 
 /* GET /v1/responses/{id}: the stored answer. */

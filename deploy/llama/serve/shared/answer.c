@@ -45,6 +45,22 @@ void *answer_new(call_t *c, const api_t *api, size_t size) {
   return a;
 }
 
+void *answer_begin(call_t *c, const api_t *api, size_t size, fields_t *f,
+                   task_t **t, enum MHD_Result *sent) {
+  *f = (fields_t){.body = NULL};
+  *t = NULL;
+  if (http_json(c, &f->body, sent) != 0)
+    return NULL;
+  answer_t *a = answer_new(c, api, size);
+  if (a == NULL || (*t = task_new()) == NULL) {
+    json_decref(f->body);
+    f->body = NULL;
+    *sent = http_error(c, 500, "out_of_memory", NULL, "out of memory");
+    return NULL;
+  }
+  return a;
+}
+
 void answer_drawn(answer_t *a, uint32_t i, const choice_out_t *out,
                   void (*take)(answer_t *a, uint32_t i, const char *bytes,
                                size_t len)) {
@@ -300,6 +316,17 @@ enum MHD_Result answer_tasks(answer_t *a, task_t **ts, uint32_t k,
     tq_release(a->site->q, ts[i]);
   }
   return rc;
+}
+
+enum MHD_Result answer_start(call_t *c, answer_t *a, task_t *t, int bad,
+                             const fields_t *f) {
+  if (t == NULL)
+    return http_error(c, 500, "out_of_memory", NULL, "out of memory");
+  if (bad != 0) {
+    tq_release(a->site->q, t);
+    return fields_refuse(c, f);
+  }
+  return answer_task(a, t, a->stream);
 }
 
 enum MHD_Result answer_task(answer_t *a, task_t *t, bool stream) {

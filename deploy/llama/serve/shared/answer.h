@@ -13,6 +13,7 @@
 #include "buf.h"
 #include "serve/http/http.h"
 #include "serve/queue/tasks.h"
+#include "serve/shared/fields.h"
 #include "serve/shared/site.h"
 
 /* A choice's outcome gathered for an answer that is not streamed. */
@@ -72,6 +73,21 @@ void *answer_new(call_t *c, const api_t *api, size_t size);
  * server-sent events, or the whole answer when it is done; a client that
  * goes away cancels it. */
 enum MHD_Result answer_task(answer_t *a, task_t *t, bool stream);
+
+/* The start of an API's request of one task: the body parsed into f (a
+ * new reference in f->body, which the caller drops), the API's state of
+ * size bytes (answer_new) and a task (*t). The state, or NULL with the
+ * answer sent into *sent: the body's 400 or 413, or a 500 (out of
+ * memory). */
+void *answer_begin(call_t *c, const api_t *api, size_t size, fields_t *f,
+                   task_t **t, enum MHD_Result *sent);
+
+/* The end of an API's request of one task: t (taken) answered as
+ * answer_task does (streamed when a->stream); or, when its fields were
+ * refused (bad not 0), t released and f's 400 sent; or, t NULL (out of
+ * memory, a then perhaps NULL too), a 500. */
+enum MHD_Result answer_start(call_t *c, answer_t *a, task_t *t, int bad,
+                             const fields_t *f);
 
 /* Submits ts[0..k) (taken: each released here, the array the caller's)
  * and answers, once all are done, with the list of the API's whole

@@ -146,3 +146,17 @@ int render_stops(json_t *extra, task_t *t) {
   }
   return 0;
 }
+
+int render_task(fields_t *f, const site_t *site, json_t *body, size_t min,
+                task_t *t, json_t **fmt, char **parser) {
+  if (render_apply_min(f, site, body, min, fmt) != 0)
+    return -1;
+  json_t *p = json_object_get(*fmt, "prompt");
+  json_t *ps = json_object_get(*fmt, "parser");
+  *parser = ps != NULL ? json_dumps(ps, JSON_COMPACT) : NULL;
+  if (render_stops(json_object_get(*fmt, "additional_stops"), t) != 0)
+    return f->bad = NULL, -1;
+  return field_prompt(f, site, "messages",
+                      json_string_value(p) ? json_string_value(p) : "",
+                      json_string_length(p), true, t);
+}

@@ -35,6 +35,15 @@ int render_prompt(fields_t *f, const site_t *site, json_t *messages,
                   evd_buf_t *out);
 
 
+/* A chat request (body, OpenAI's, of at least min messages) rendered into
+ * t's prompt, tokenized as a request's is (the template's special tokens
+ * as themselves), with the format's stop strings after t's own; *fmt the
+ * template's answer (the sampler's part of it: chain_params), *parser
+ * the format's parser as JSON text (malloc'd; NULL when it has none). 0,
+ * or -1 with f's why set (bad NULL: out of memory). */
+int render_task(fields_t *f, const site_t *site, json_t *body, size_t min,
+                task_t *t, json_t **fmt, char **parser);
+
 /* The chat format's extra stop strings (up_chat_apply's
  * "additional_stops": a list of strings, or NULL) added to t's own: they
  * end the text as the request's do. 0, or -1 when out of memory. */
