@@ -1,9 +1,11 @@
-/* evictd-llama serve: the command line (serve's options here, llama-server's
- * in flags.c, the rules between them here), the listening socket and the life
- * of the process. Threads: libmicrohttpd's listening thread and a thread
- * per connection (http.c), the engine thread (engine.c), and this main
- * thread, which waits for SIGTERM/SIGINT (blocked in every thread, taken
- * with sigwait) and then stops them in order. */
+/* evictd-llama serve (serve.h): its own options (llama-server's are
+ * flags.c's, the rules between them options.c's), the listening socket,
+ * the parts started from the bottom (the queue and the board, the engine,
+ * the site every request reads, the transport with every API's routes)
+ * and the life of the process. Threads: libmicrohttpd's listening thread
+ * and a thread per connection (http/), the engine thread (engine/), and
+ * this main thread, which waits for SIGTERM/SIGINT (blocked in every
+ * thread, taken with sigwait) and then stops them in order. */
 #include "serve/serve.h"
 
 #include <errno.h>
