@@ -15,7 +15,7 @@
 #
 # llama.cpp's own `common` library (chat templates, tool-call parsing,
 # JSON schema to grammar, llama-server's sampler chain), which
-# deploy/llama/serve/upstream.cpp wraps, is built beside it as a static
+# deploy/llama/serve/upstream/*.cpp wrap, is built beside it as a static
 # library in OUTDIR/common, from the same tree. llama.cpp installs neither
 # its headers nor a static copy, so with LLAMA_CPP_SRC=pkg-config it comes
 # from LLAMA_COMMON_SRC (a tree or tarball; default the pinned npm source),
@@ -220,7 +220,7 @@ LLAMA_LIBS := $libs
 LLAMA_CPP_VERSION := $version
 GGUF_PY := $gguf_py
 LLAMA_TREE := $tree
-# llama.cpp's common library (deploy/llama/serve/upstream.cpp alone
+# llama.cpp's common library (deploy/llama/serve/upstream/*.cpp alone
 # includes its headers): its folder, as a system one so that its own
 # warnings do not fail our -Werror, and its static archives.
 LLAMA_COMMON_CXXFLAGS := -isystem $common_inc

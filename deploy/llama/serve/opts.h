@@ -33,7 +33,7 @@ typedef struct serve_llama_s {
   int warmup;             /* --warmup 1 (the default): two passes before
                              serving (lm_warmup); --no-warmup 0 */
   int slots;              /* --slots 1 (the default), --no-slots 0: GET
-                             /slots answers, or 501 (extra.c) */
+                             /slots answers, or 501 (api/props.c) */
   const char *chat_template;      /* --chat-template NAME|JINJA, or the
                                      text of --chat-template-file */
   const char *chat_template_file;
@@ -61,7 +61,7 @@ typedef struct serve_opts_s {
   const char *api_key_file;  /* --api-key-file: a key a line, '#'
                                 lines comments */
   char **api_keys;           /* both's keys, NULL-terminated, or NULL:
-                                none asked (http.c) */
+                                none asked (http/http.c) */
   /* CORS, as llama-server's flags say it (NULL: its defaults, "*",
    * "GET, POST, DELETE, OPTIONS", "*"; credentials allowed). */
   const char *cors_origins;  /* "*", "localhost", an origin or a list */
@@ -76,7 +76,7 @@ typedef struct serve_opts_s {
   uint32_t n_predict_max;    /* the most tokens a choice may ask for */
   uint32_t n_predict;        /* -n: every route's default of max tokens
                                 (0: each route's own) */
-  /* Conversations (serve/convs.c): a request's sequence stays parked when
+  /* Conversations (engine/park.c): a request's sequence stays parked when
    * it ends, and a request whose tokens extend it continues it. */
   bool verbose;              /* -v/--verbose: llama.cpp's whole log (as
                                 --debug) and __verbose in answers */

@@ -120,7 +120,8 @@ static void take_token(answer_t *x, uint32_t i, const char *bytes,
 /* The request's stop sequence that ended the text, or NULL (another
  * reason, or one of the chat format's own stops: the turn's end). The
  * engine ends at the earliest stop string in the text, the first listed
- * where two begin at the same byte (text.c); the raw text has them all. */
+ * where two begin at the same byte (engine/text.c); the raw text has them
+ * all. */
 static const char *stopped_by(an_t *a) {
   const want_t *w = &a->a.task->want;
   if (a->finish != FIN_STOP || a->n_stops == 0)

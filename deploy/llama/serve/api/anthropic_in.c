@@ -302,7 +302,7 @@ static int convert_choice(fields_t *f, json_t *tc, json_t *chat) {
     json_object_set_new(chat, "tool_choice", json_string("required"));
   } else if (strcmp(ty, "tool") == 0 && has_tools &&
              json_string_length(name) > 0) {
-    /* That tool alone, and required (upstream.h). */
+    /* That tool alone, and required (upstream/templates.h). */
     json_object_set_new(chat, "tool_choice", json_pack(
         "{s:s,s:{s:O}}", "type", "function", "function", "name", name));
   } else {
@@ -369,7 +369,7 @@ int anthropic_convert(fields_t *f, json_t **chat) {
    * and what the model writes stays text. Thinking asked for, as
    * llama-server: the template's thinking on, what the model thinks read
    * apart (thinking blocks), within budget_tokens (10000 when not given,
-   * as there; the reasoning budget of upstream.h). */
+   * as there; the reasoning budget of upstream/templates.h). */
   json_t *c = json_pack("{s:[],s:s,s:{s:b}}", "messages", "reasoning_format",
                         think ? "deepseek" : "none", "chat_template_kwargs",
                         "enable_thinking", think);

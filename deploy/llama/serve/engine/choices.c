@@ -159,7 +159,7 @@ static int resume(engine_t *e, choice_t *c, task_t *t, uint32_t m) {
 }
 
 /* Takes a task into slots: its first choice continues the conversation
- * that keeps most of its prompt, if any (convs.c), else gets a fresh
+ * that keeps most of its prompt, if any (park.c), else gets a fresh
  * session, its id the task's; the others' sessions are forked from it,
  * ID~I (a continued one's: its id up to its first '~', then ~TASK.I).
  * (nginx's key is an id up to its first '~', so that in a pool the forks'

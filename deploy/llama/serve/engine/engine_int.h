@@ -69,7 +69,7 @@ typedef struct choice_s {
                              step comes back */
   bool keep;              /* an orphan to park, not give back */
   bool parked;            /* no task: the slot holds a conversation, its
-                             cells, its session and hist[0..n) (convs.c) */
+                             cells, its session and hist[0..n) (park.c) */
   double used_at;         /* when its conversation last decoded */
   uint64_t gen;           /* its conversation's generation: new each time
                              a request takes it (engine's e->gens) */

@@ -24,7 +24,7 @@ typedef struct lane_state_s {
   uint32_t waiting;       /* sequences sitting out for its answers */
 } lane_state_t;
 
-/* What conversations saved, reused and dropped (serve/convs.c). */
+/* What conversations saved, reused and dropped (engine/park.c). */
 typedef struct conv_counts_s {
   uint64_t hits, misses;      /* requests that continued one, or not */
   uint64_t reused, prefilled; /* prompt tokens kept, and decoded */

@@ -82,7 +82,7 @@ typedef struct want_s {
   char **stop;            /* stop strings (the task owns them) */
   uint32_t n_stop;
   bool ignore_eos;        /* llama-server's: end tokens are never drawn */
-  /* llama-server's sampler chain (common's, serve/upstream.h), one per
+  /* llama-server's sampler chain (common's, upstream/sampler.h), one per
    * choice (seed + i), made and checked on the HTTP side; NULL: greedy or
    * the plain temperature draw of common/sampler.c. The task owns them. */
   struct up_sampler_s **samplers;

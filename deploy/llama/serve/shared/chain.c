@@ -1,5 +1,6 @@
-/* A request's sampler chain, llama-server's (upstream.h: llama.cpp's own
- * common_sampler): its parameters are the request's fields under
+/* A request's sampler chain, llama-server's (upstream/sampler.h:
+ * llama.cpp's own common_sampler): its parameters are the request's fields
+ * under
  * llama-server's names, over what the chat format asks (a grammar, its
  * triggers) and the server's defaults (--temp, --top-k, ...); one sampler
  * per choice, choice i seeded with seed + i. Made here, on the HTTP side,

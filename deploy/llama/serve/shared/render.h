@@ -13,9 +13,9 @@
 #include "serve/shared/site.h"
 
 /* A chat request (its messages, tools, tool_choice, response_format, ...)
- * through the templates (upstream.h's up_chat_apply): *out its answer,
- * the prompt's text, what the sampler needs, how to read the text back
- * (a new reference). 0, or -1 with f's why set (a 400). */
+ * through the templates (upstream/templates.h's up_chat_apply): *out its
+ * answer, the prompt's text, what the sampler needs, how to read the text
+ * back (a new reference). 0, or -1 with f's why set (a 400). */
 int render_apply(fields_t *f, const site_t *site, json_t *body, json_t **out);
 
 /* The same, messages taken from min of them (Anthropic's route takes

@@ -133,8 +133,8 @@ int up_chat_info(const up_chat_t *t, char **out_json, char *err,
 
 /* The checks llama-server makes of the messages before common parses
  * them (oaicompat_chat_params_parse); media are not served here. None at
- * all is llama-server's to take too: chat.c says which routes want some
- * (chat_apply_min). */
+ * all is llama-server's to take too: shared/render.c says which routes
+ * want some (render_apply_min). */
 static void check_messages(const json &messages) {
   if (!messages.is_array())
     throw bad("\"messages\" must be a list of messages");
