@@ -1,10 +1,10 @@
-/* A request's sampler chain, llama-server's (upstream/sampler.h:
- * llama.cpp's own common_sampler): its parameters are the request's fields
- * under
- * llama-server's names, over what the chat format asks (a grammar, its
- * triggers) and the server's defaults (--temp, --top-k, ...); one sampler
- * per choice, choice i seeded with seed + i. Made here, on the HTTP side,
- * so that a bad value is a 400 naming it before the request queues. */
+/* A request's sampler chain (chain.h), llama-server's
+ * (upstream/sampler.h: llama.cpp's own common_sampler): its parameters are
+ * the request's fields under llama-server's names, over what the chat
+ * format asks (a grammar, its triggers) and the server's defaults (--temp,
+ * --top-k, ...); one sampler per choice, choice i seeded with seed + i.
+ * Made here, on the HTTP side, so that a bad value is a 400 naming it
+ * before the request queues. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
