@@ -212,7 +212,7 @@ bench-llama:
 # The position map's arithmetic is tested by tests/unit/test_posmap.c
 # (its rule is in tests/unit/unit.mk), in `make check`.
 
-# The README's perplexity tables and figures (deploy/llama/perplexity.md,
+# deploy/llama/README.md's perplexity tables and figures (perplexity.md,
 # perplexity-*.svg): a few minutes on 2 cores, not part of CI.
 perplexity:
 	@$(MAKE) --no-print-directory $(B)/evictd gguf && \

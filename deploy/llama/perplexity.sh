@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's perplexity figures (make perplexity; not part of CI): the
-# tiny model of deploy/model on held-out text longer than its training
-# context, decoded by evictd-llama perplexity against a real daemon, in
-# both position modes. Writes OUT/perplexity.md (the tables) and
+# The perplexity figures of deploy/llama/README.md (make perplexity; not
+# part of CI): the tiny model of deploy/model on held-out text longer than
+# its training context, decoded by evictd-llama perplexity against a real
+# daemon, in both position modes. Writes OUT/perplexity.md (the tables) and
 # OUT/perplexity-original.svg, OUT/perplexity-cache.svg (budget SVG_BUDGET).
 #
 #   deploy/llama/perplexity.sh EVICTD EVICTD_LLAMA MODEL.gguf OUT_DIR
