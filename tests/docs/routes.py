@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks that the docs that point into the code point where the code is:
-the daemon's route table in README.md ("## Layout") against server/api.c's
+the daemon's route table in README.md ("### Routes: which file answers",
+under "## Layout") against server/api.c's
 routes and handlers; serve's route table in deploy/llama/README.md
 ("### Routes: which file answers") against the tables its API files
 register (and serve.c registers every one of them); and deploy/llama's
@@ -119,7 +120,8 @@ def route_keys(cell):
 
 def check_daemon(bad):
     code = daemon_routes()
-    rows = table_rows(section(read("README.md"), "## Layout"))
+    rows = table_rows(section(read("README.md"),
+                              "### Routes: which file answers"))
     doc = {}
     for cells in rows:
         if len(cells) != 3 or not route_keys(cells[0]):
