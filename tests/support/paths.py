@@ -1,0 +1,79 @@
+"""Where the binaries and models the suites run are: each from its
+environment variable (what the make targets pass), else the default of a
+build in build/ of this repository. Functions, not constants, so that a
+script that sets a variable from its own arguments is heard."""
+
+import os
+import sys
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(
+    __file__)), "..", ".."))
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def evictd_bin() -> str:
+    """The daemon: $EVICTD_BIN, else build/evictd."""
+    return _env("EVICTD_BIN", os.path.join(REPO, "build", "evictd"))
+
+
+def evictd_llama() -> str:
+    """The engine and server: $EVICTD_LLAMA, else build/evictd-llama."""
+    return _env("EVICTD_LLAMA", os.path.join(REPO, "build", "evictd-llama"))
+
+
+def llama_models() -> str:
+    """The folder of the GGUF files and config.mk the llama build makes:
+    $LLAMA_MODELS, else build/llama."""
+    return _env("LLAMA_MODELS", os.path.join(REPO, "build", "llama"))
+
+
+def llama_model(name: str) -> str:
+    """A GGUF file of that folder, e.g. "evictd-lm.gguf"."""
+    return os.path.join(llama_models(), name)
+
+
+def upstream_check() -> str:
+    """serve/upstream.h's test driver: $UPSTREAM_CHECK, else
+    upstream_check beside the models."""
+    return _env("UPSTREAM_CHECK", llama_model("upstream_check"))
+
+
+def stories_gguf() -> str:
+    """stories260K: $STORIES_GGUF, else ../shared/models beside the
+    repository (as deploy/llama/llama.mk's STORIES260K)."""
+    return os.path.normpath(_env("STORIES_GGUF", os.path.join(
+        REPO, "..", "shared", "models", "stories260K.gguf")))
+
+
+def config(name: str) -> str:
+    """The value of a line of the llama build's config.mk (the llama.cpp
+    tree, its gguf-py, its flags); AssertionError when it has none."""
+    with open(os.path.join(llama_models(), "config.mk")) as f:
+        for line in f:
+            if line.startswith(name):
+                return line.split("=", 1)[1].strip()
+    raise AssertionError("config.mk names no " + name)
+
+
+def gguf_py() -> str:
+    """llama.cpp's gguf-py: $GGUF_PY, else the build's own (config.mk's
+    GGUF_PY)."""
+    return os.environ.get("GGUF_PY") or config("GGUF_PY")
+
+
+def import_gguf(where: str = None):
+    """llama.cpp's gguf package, from `where` (default gguf_py()); "" for
+    Python's own gguf package. The one path this package adds to
+    sys.path: gguf-py lives in the llama.cpp tree the build unpacked,
+    outside this repository, wherever GGUF_PY says."""
+    where = gguf_py() if where is None else where
+    if where:
+        if not os.path.isdir(os.path.join(where, "gguf")):
+            raise RuntimeError("no gguf-py at %s" % where)
+        if where not in sys.path:
+            sys.path.insert(0, where)
+    import gguf
+    return gguf
