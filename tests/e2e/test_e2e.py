@@ -48,9 +48,6 @@ import time
 import unittest
 from typing import Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
 # The model is small: one BLAS thread, one torch thread is fastest for its
 # few-row products (and keeps the daemon's core free).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -60,7 +57,7 @@ import torch  # noqa: E402
 import engine as eng  # noqa: E402
 from engine import (Engine, PagedStore, RingStore, Seq, Stats,  # noqa: E402
                     WindowRef, Work, reference_logits)
-from daemon import Daemon  # noqa: E402
+from support.daemon import Daemon  # noqa: E402
 import model as lm  # noqa: E402
 from evictd_client import ConnectionFailed, EvictdClient  # noqa: E402
 
@@ -89,7 +86,7 @@ def setUpModule() -> None:
     MODEL = lm.load(WEIGHTS)
     DRAFT = lm.load(DRAFT_WEIGHTS)
     TMP = tempfile.TemporaryDirectory(prefix="evictd-e2e-")
-    MAIN = Daemon(TMP.name)
+    MAIN = Daemon.started(TMP.name)
 
 
 def tearDownModule() -> None:
@@ -628,7 +625,7 @@ class KillTest(Case):
         answers), once before a batch reaches it (the resend is applied
         afresh). Tokens and logits equal an uninterrupted run's exactly."""
         state = os.path.join(TMP.name, "state")
-        d = Daemon(TMP.name, "--state-dir", state, "--fsync", "always")
+        d = Daemon.started(TMP.name, "--state-dir", state, "--fsync", "always")
         self.addCleanup(d.stop)
         client = EvictdClient(d.url, timeout=30)
         self.addCleanup(client.close)

@@ -16,18 +16,15 @@ serve as the engine is tests/llamacpp/test_pool.py (make e2e-llamacpp).
 
 Usage: resize_test.py [path/to/evictd]  (default: $EVICTD_BIN). Needs nginx.
 """
-import os
 import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import resize  # noqa: E402
-from shard_test import BUDGET, Fail, Model, expect, harness_main  # noqa: E402
-from evictd_client import (Diverged, EvictdClient, EvictdError,  # noqa: E402
+from evictd_client import (Diverged, EvictdClient, EvictdError,
                            UnknownSession)
+from support import resize
+from support.fail import Fail, expect
+from support.shard import BUDGET, Model, harness_main
 
 SESSIONS = 16
 

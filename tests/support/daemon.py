@@ -27,6 +27,7 @@ class Daemon:
         self.log_path = log_path
         self.proc: Optional[subprocess.Popen] = None
         self.addr: Optional[str] = None
+        self.listening: Optional[listening.Listening] = None
         self.args: List[str] = []
         self.env: Dict[str, str] = {}
         self.offset = 0
@@ -82,7 +83,7 @@ class Daemon:
         Daemon.live.append(self)
         found = listening.wait(self.log, self.proc, wait)
         if found is not None:
-            self.addr = found.addr
+            self.listening, self.addr = found, found.addr
             return None
         rc = self.proc.poll()
         if rc is not None:
