@@ -3,6 +3,7 @@
 metric summed over its labels, and promtool's lint."""
 
 import subprocess
+import time
 from typing import Dict, List
 
 from support.http import request
@@ -45,3 +46,14 @@ def promtool_findings(text: bytes) -> List[str]:
     out = (lint.stdout + lint.stderr).decode().splitlines()
     assert lint.returncode in (0, 3), out  # 3: lint findings, parsed
     return [line for line in out if line.strip()]
+
+
+def wait_sessions(daemon, want: int, secs: float = 10) -> float:
+    """Polls the daemon's evictd_sessions until it is `want` or secs have
+    passed; returns the last count (the caller asserts it)."""
+    deadline = time.monotonic() + secs
+    while True:
+        n = total(daemon.addr, "evictd_sessions")
+        if n == want or time.monotonic() > deadline:
+            return n
+        time.sleep(0.05)

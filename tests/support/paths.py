@@ -3,6 +3,7 @@ environment variable (what the make targets pass), else the default of a
 build in build/ of this repository. Functions, not constants, so that a
 script that sets a variable from its own arguments is heard."""
 
+import hashlib
 import os
 import sys
 
@@ -77,3 +78,25 @@ def import_gguf(where: str = None):
             sys.path.insert(0, where)
     import gguf
     return gguf
+
+
+# stories260K's sha256: the suites that compare its logits or texts with
+# figures of their own must run this very file.
+STORIES_SHA256 = \
+    "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"
+
+
+def checked_stories() -> str:
+    """stories_gguf(), RuntimeError unless the file is there and is
+    stories260K (by its sha256)."""
+    path = stories_gguf()
+    if not os.path.isfile(path):
+        raise RuntimeError("%s is missing: the stories260K model (see "
+                           "../shared/models/README.md) must be beside the "
+                           "repository, or named by STORIES_GGUF" % path)
+    with open(path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    if sha != STORIES_SHA256:
+        raise RuntimeError("%s is not stories260K (sha256 %s, not %s)"
+                           % (path, sha, STORIES_SHA256))
+    return path

@@ -3,12 +3,14 @@ and the evictd (or pool) given, on an ephemeral loopback port by default,
 its address and settings read from its "listening on" line, its stderr in
 a log file of its own."""
 
+import json
 import os
 import subprocess
 import tempfile
 from typing import Dict, List, Optional
 
 from support import listening, paths
+from support.http import request
 
 
 class Serve:
@@ -66,3 +68,14 @@ class Serve:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def complete(addr: str, text: str, n: int, **kw) -> dict:
+    """One llama.cpp /completion of n tokens, its answer (AssertionError
+    unless 200). Greedy unless told: llama-server's default temperature
+    is 0.8."""
+    kw.setdefault("temperature", 0)
+    status, _, body = request(addr, "POST", "/completion",
+                              dict(prompt=text, n_predict=n, **kw))
+    assert status == 200, body
+    return json.loads(body)
