@@ -100,3 +100,10 @@ def checked_stories() -> str:
         raise RuntimeError("%s is not stories260K (sha256 %s, not %s)"
                            % (path, sha, STORIES_SHA256))
     return path
+
+
+def llama_tree() -> str:
+    """The llama.cpp source tree serve was built against (the folder of
+    config.mk's common library headers, less common/)."""
+    return os.path.dirname(config("LLAMA_COMMON_CXXFLAGS")
+                           .split("-isystem", 1)[1].strip())
