@@ -95,7 +95,7 @@ def stream(addr: str, text: str, n: int) -> Tuple[str, List[dict]]:
     return "".join(e.get("content", "") for e in ev[:-1]), ev
 
 
-class ServeTest(unittest.TestCase):
+class Completions(unittest.TestCase):
 
     def test_plain_equals_generate(self) -> None:
         out = complete(SERVER.addr, PROMPTS[0], 80)

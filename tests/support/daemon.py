@@ -10,7 +10,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from support import listening, paths
 from support.fail import Fail
@@ -30,12 +30,14 @@ class Daemon:
         self.listening: Optional[listening.Listening] = None
         self.args: List[str] = []
         self.env: Dict[str, str] = {}
+        self.prefix: List[str] = []
         self.offset = 0
 
     @classmethod
     def started(cls, tmpdir: str, *args: str, listen: str = "127.0.0.1:0",
                 env: Optional[Dict[str, str]] = None,
-                binary: Optional[str] = None) -> "Daemon":
+                binary: Optional[str] = None,
+                prefix: Sequence[str] = ()) -> "Daemon":
         """A daemon with these flags, logging to a new file in tmpdir, up
         and listening; RuntimeError (with its log) if it exits instead."""
         binary = binary or paths.evictd_bin()
@@ -46,7 +48,7 @@ class Daemon:
                                    dir=tmpdir)
         os.close(fd)
         d = cls(log, binary)
-        rc = d.start(*args, listen=listen, env=env)
+        rc = d.start(*args, listen=listen, env=env, prefix=prefix)
         if rc is not None:
             raise RuntimeError("evictd did not start (exit %s); log:\n%s"
                                % (rc, d.log()))
@@ -64,13 +66,16 @@ class Daemon:
 
     def start(self, *args: str, listen: str = "127.0.0.1:0",
               env: Optional[Dict[str, str]] = None,
+              prefix: Sequence[str] = (),
               wait: float = 20.0) -> Optional[int]:
         """Starts the daemon with these flags (remembered for restart),
-        which see none of the caller's EVICTD_* variables but env's.
+        which see none of the caller's EVICTD_* variables but env's, under
+        prefix (a command such as taskset's, which must exec the daemon).
         Returns None once it says where it listens (.addr), or its exit
         status if it exits first; Fail if it says nothing within wait
         seconds (it is killed)."""
         self.args, self.env = [str(a) for a in args], dict(env or {})
+        self.prefix = list(prefix)
         self.offset = (os.path.getsize(self.log_path)
                        if os.path.exists(self.log_path) else 0)
         full = {k: v for k, v in os.environ.items()
@@ -78,7 +83,7 @@ class Daemon:
         full.update(self.env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [self.binary, "--listen", listen] + self.args,
+                self.prefix + [self.binary, "--listen", listen] + self.args,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=full)
         Daemon.live.append(self)
         found = listening.wait(self.log, self.proc, wait)
@@ -101,7 +106,8 @@ class Daemon:
             raise RuntimeError("restart of a running daemon")
         want = self.addr
         for _ in range(tries):
-            if self.start(*self.args, listen=want, env=self.env) is None:
+            if self.start(*self.args, listen=want, env=self.env,
+                          prefix=self.prefix) is None:
                 break
             if "in use" not in self.log():
                 raise RuntimeError("evictd did not restart; log:\n"
