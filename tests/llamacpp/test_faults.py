@@ -31,7 +31,7 @@ chunk, against an undisturbed run of the same eight prompts:
 Each case runs for both ways of reaching the pool: the list of the
 instances' URLs given to serve (`--evictd url1,url2,url3`: serve routes
 each session itself, a lane per instance) and nginx in front running
-deploy/nginx-shard.conf (tests/shard/resize.py's ResizingPool; serve
+deploy/nginx-shard.conf (tests/support/resize.py's ResizingPool; serve
 steps each session on a request of its own). Which streams are affected
 is nginx's ring's word (HashRing over "127.0.0.1:PORT", the session id
 being the task id in the chunks' "id", `cmpl-serve-PID-K`), checked

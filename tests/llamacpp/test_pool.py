@@ -4,7 +4,7 @@ directory) behind a real nginx running deploy/nginx-shard.conf, serve
 (stories260K, --exact) with 16 generations in flight through nginx; then a
 fourth instance added and nginx reloaded, one instance killed with SIGKILL
 and restarted without state, the pool shrunk back to the first three
-(tests/shard/resize.py, whose plan says beforehand which sessions each
+(tests/support/resize.py, whose plan says beforehand which sessions each
 change moves). Every generation completes with the text the same request
 got from the pool left alone, none fails, and serve's /metrics and the
 daemons' count exactly the re-homings the plan predicts: unknown_session

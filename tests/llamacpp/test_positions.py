@@ -5,10 +5,10 @@ checked (make e2e-llamacpp runs it after test_llamacpp.py).
 In cache mode a token goes to llama.cpp at its index in the kept cache
 (the count the cache holds), and after each removal the cells above every
 gap move down with llama_memory_seq_add, so that llama.cpp re-rotates
-those keys (K-shift) before its next pass. The reference (reference.py,
-forward_rows) rotates each key at its index in the cache as each query
-sees it and each query at its own index: streaming-llm's arithmetic,
-computed from the policy's rows alone. Every scenario of test_llamacpp.py
+those keys (K-shift) before its next pass. The reference
+(support/reference.py, forward_rows) rotates each key at its index in the
+cache as each query sees it and each query at its own index:
+streaming-llm's arithmetic, computed from the policy's rows alone. Every scenario of test_llamacpp.py
 that moves keys runs here in cache mode and must agree within TOL; the
 negative controls check the same records against original positions and
 against keys left at the index they were computed at (no shift): both

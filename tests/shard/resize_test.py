@@ -6,7 +6,7 @@ nginx by 16 threads that re-home as deploy/clients/python/README.md says
 (expect_newest on every step; on UnknownSession adopt what they hold, on
 Diverged adopt it with replace; resend), while a fourth instance is added
 and nginx reloaded, one instance is killed with SIGKILL and restarted
-without state, and the pool shrinks back (tests/shard/resize.py).
+without state, and the pool shrinks back (tests/support/resize.py).
 
 Every answer is checked against the window each thread keeps itself (the
 newest BUDGET positions): no step is ever answered from a window other than
