@@ -26,10 +26,11 @@ import shutil
 import sys
 
 sys.dont_write_bytecode = True
-from support.durability import (Client, Fleet, run_cases, segments,
-                                verify)
-from support.fail import expect
-from support.window_model import Sess, Win, same_answer, step_key
+from support.durability import (  # noqa: E402
+    Client, Fleet, run_cases, segments, verify)
+from support.fail import expect  # noqa: E402
+from support.window_model import (  # noqa: E402
+    Sess, Win, same_answer, step_key)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "v1")

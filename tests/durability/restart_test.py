@@ -31,10 +31,10 @@ import sys
 import time
 
 sys.dont_write_bytecode = True
-from support.durability import (COVERAGE, DEFAULT_BUDGET, Client, Fleet,
-                                coverage, run_cases, segments, session_ids,
-                                verify)
-from support.fail import expect
+from support.durability import (  # noqa: E402
+    COVERAGE, DEFAULT_BUDGET, Client, Fleet, coverage, run_cases, segments,
+    session_ids, verify)
+from support.fail import expect  # noqa: E402
 
 OPS = 1500
 ALL = []  # every fleet of the cases run, for case_coverage

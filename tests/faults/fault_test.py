@@ -3,9 +3,9 @@
 (a small tmpfs filled up by a filler file, as root) and libfiu's injection
 points of the FIU=1 build (server/fault.h), under concurrent load from
 several clients each on its own keep-alive connection and its own sessions
-(support.durability's workload: single steps, batches, PUTs, drafts and commits,
-truncates, forks, evicts, deletes, retries), every answer checked against
-support.window_model's naive model.
+(support.durability's workload: single steps, batches, PUTs, drafts and
+commits, truncates, forks, evicts, deletes, retries), every answer checked
+against support.window_model's naive model.
 
 What every journal-failure case asserts, once the disk is full or the point
 is enabled (an "episode"):
@@ -28,8 +28,8 @@ is enabled (an "episode"):
     answer the model expects, and new changes are accepted again;
   - kill -9 (under load, or while the journal fails with requests parked)
     and a restart on the same state directory: every acknowledged change is
-    there exactly (views and replay records, support.durability.verify), and a request
-    without an answer at the kill is all or nothing.
+    there exactly (views and replay records, support.durability.verify),
+    and a request without an answer at the kill is all or nothing.
 
 Cases:
   disk-full-always, disk-full-everysec   the tmpfs fills up (--fsync always,
@@ -184,8 +184,9 @@ class Episode:
 
 
 class Canned:
-    """A client that hands support.durability's Fleet.send an answer already read, so
-    that Fleet.send checks it against the model and keeps the books."""
+    """A client that hands support.durability's Fleet.send an answer already
+    read, so that Fleet.send checks it against the model and keeps the
+    books."""
 
     def __init__(self, status, body):
         self.answer = (status, body)

@@ -84,9 +84,7 @@ def with_template(src: str, dst: str, template: str) -> None:
 
 def setUpModule() -> None:
     global TMP, EVD
-    for path in (paths.evictd_llama(), STORIES):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    paths.require(paths.evictd_llama(), STORIES)
     TMP = tempfile.TemporaryDirectory(prefix="evictd-anthropic-")
     tools = os.path.join(TMP.name, "stories-tools.gguf")
     with open(os.path.join(paths.llama_tree(), "models", "templates",

@@ -51,18 +51,16 @@ deploy/llama/llama.mk's LLAMA_TEST_ENV).
 
 import http.client
 import json
-import os
 import re
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 import unittest
 from typing import Callable, Dict, List, Optional, Tuple
 
-from support import paths, resize
+from support import paths, resize, shard
 from support.http import request
 from support.metrics import scrape as serve_metrics
 from support.resize import HashRing
@@ -244,12 +242,8 @@ class Way:
 class Faults(unittest.TestCase):
 
     def setUp(self) -> None:
-        for path in (EVICTD, paths.evictd_llama(), STORIES, NGINX):
-            if not os.path.exists(path):
-                raise RuntimeError("%s is missing: run make e2e-llamacpp"
-                                   % path)
-        self.tmp = tempfile.mkdtemp(prefix="evictd-faults-")
-        os.chmod(self.tmp, 0o755)  # nginx's workers drop to another user
+        paths.require(EVICTD, paths.evictd_llama(), STORIES, NGINX)
+        self.tmp = shard.scratch("evictd-faults-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.stopped: List[Instance] = []
         self.pauses: List[str] = []  # a case's pauses (check_unaffected)

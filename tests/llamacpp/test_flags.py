@@ -217,9 +217,7 @@ class Flagged(Serve):
 
 def setUpModule() -> None:
     global TMP, EVD
-    for path in (BIN, STORIES):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    paths.require(BIN, STORIES)
     TMP = tempfile.TemporaryDirectory(prefix="evictd-flags-")
     EVD = Daemon.started(TMP.name)
 

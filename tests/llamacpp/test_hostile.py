@@ -1026,10 +1026,7 @@ class HostileSweep(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        for path in (paths.evictd_llama(), STORIES):
-            if not os.path.exists(path):
-                raise AssertionError("%s is missing: run make e2e-llamacpp"
-                                     % path)
+        paths.require(paths.evictd_llama(), STORIES, error=AssertionError)
         cls.tmp = tempfile.TemporaryDirectory(prefix="evictd-hostile-")
         cls.d = Daemon.started(cls.tmp.name)
         try:

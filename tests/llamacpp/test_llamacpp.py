@@ -215,16 +215,14 @@ class Case(Engine):
         state = os.path.join(gen.TMP.name, "kill-state")
         os.mkdir(state)
         d = Daemon.started(gen.TMP.name, "--state-dir", state, "--fsync",
-                           "always")
-        d.stop()
-        d.addr = "unix:" + sock
-        d.restart()
+                           "always", listen="unix:" + sock)
         try:
             text = prompt(9, 40).decode("ascii")
             args = ["--budget", "32", "-n", "1500", "-p", text]
             base, _, bprefix = self.run_engine(*args, url=d.addr)
             self.runs += 1
-            prefix = os.path.join(gen.TMP.name, "%s-%d" % (self.name, self.runs))
+            prefix = os.path.join(gen.TMP.name,
+                                  "%s-%d" % (self.name, self.runs))
             cmd = [BIN, "generate", "-m", TARGET_GGUF, "--evictd", d.addr,
                    "--session", "killed", "--stats", "--dump", prefix] + args
             p, got = kill_midway(d, cmd, 300)
@@ -491,8 +489,9 @@ class Case(Engine):
         os.symlink(TARGET_GGUF, odd)
         self.runs += 1
         prefix = os.path.join(gen.TMP.name, "odd-%d" % self.runs)
-        p = subprocess.run([BIN, "generate", "-m", odd, "--evictd", gen.MAIN.url,
-                            "-n", "4", "-p", "x", "--dump", prefix],
+        p = subprocess.run([BIN, "generate", "-m", odd, "--evictd",
+                            gen.MAIN.url, "-n", "4", "-p", "x", "--dump",
+                            prefix],
                            stdin=subprocess.DEVNULL, capture_output=True,
                            timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -41,13 +41,11 @@ class OpenAIClient(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        for path in (paths.evictd_llama(), STORIES,
-                     os.path.join(NODE_DIR, "node_modules", "openai"),
-                     os.path.join(NODE_DIR, "openai.test.mjs"),
-                     os.path.join(CONTRACT_DIR, "node_modules", "ajv")):
-            if not os.path.exists(path):
-                raise AssertionError("%s is missing: run make e2e-llamacpp"
-                                     % path)
+        paths.require(paths.evictd_llama(), STORIES,
+                      os.path.join(NODE_DIR, "node_modules", "openai"),
+                      os.path.join(NODE_DIR, "openai.test.mjs"),
+                      os.path.join(CONTRACT_DIR, "node_modules", "ajv"),
+                      error=AssertionError)
         cls.tmp = tempfile.TemporaryDirectory(prefix="evictd-openai-")
         tmp = cls.tmp.name
         key = os.path.join(tmp, "key")

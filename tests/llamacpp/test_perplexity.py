@@ -55,9 +55,7 @@ MODEL = None
 
 def setUpModule() -> None:
     global TMP, DAEMON, MODEL
-    for path in (gen.BIN, gen.TARGET_GGUF, ZERO_GGUF, BIGRAM_GGUF):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    paths.require(gen.BIN, gen.TARGET_GGUF, ZERO_GGUF, BIGRAM_GGUF)
     torch.set_num_threads(1)
     lm.rope_tables = ref.ggml_rope_tables
     MODEL = lm.load(lm.WEIGHTS).double()

@@ -26,16 +26,14 @@ engines written with the Python client).
 
 import http.client
 import json
-import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 import unittest
 from typing import List, Optional
 
-from support import paths, resize
+from support import paths, resize, shard
 from support.metrics import scrape as serve_metrics
 from support.serve import Serve
 
@@ -124,12 +122,8 @@ def wait_events(streams: List[Stream], n: int, secs: float = 120) -> None:
 class Pool(unittest.TestCase):
 
     def setUp(self) -> None:
-        for path in (EVICTD, paths.evictd_llama(), STORIES, NGINX):
-            if not os.path.exists(path):
-                raise RuntimeError("%s is missing: run make e2e-llamacpp"
-                                   % path)
-        self.tmp = tempfile.mkdtemp(prefix="evictd-pool-")
-        os.chmod(self.tmp, 0o755)  # nginx's workers drop to another user
+        paths.require(EVICTD, paths.evictd_llama(), STORIES, NGINX)
+        self.tmp = shard.scratch("evictd-pool-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
 
     def pool(self) -> resize.ResizingPool:

@@ -8,8 +8,9 @@ gap move down with llama_memory_seq_add, so that llama.cpp re-rotates
 those keys (K-shift) before its next pass. The reference
 (support/reference.py, forward_rows) rotates each key at its index in the
 cache as each query sees it and each query at its own index:
-streaming-llm's arithmetic, computed from the policy's rows alone. Every scenario of test_llamacpp.py
-that moves keys runs here in cache mode and must agree within TOL; the
+streaming-llm's arithmetic, computed from the policy's rows alone. Every
+scenario of test_llamacpp.py that moves keys runs here in cache mode and
+must agree within TOL; the
 negative controls check the same records against original positions and
 against keys left at the index they were computed at (no shift): both
 must be far off. (Without sinks a window has no gap, and cache positions
@@ -172,10 +173,7 @@ class CachePositions(gen.Engine):
         state = os.path.join(gen.TMP.name, "kill-cache-state")
         os.mkdir(state)
         d = Daemon.started(gen.TMP.name, "--state-dir", state, "--fsync",
-                           "always")
-        d.stop()
-        d.addr = "unix:" + sock
-        d.restart()
+                           "always", listen="unix:" + sock)
         try:
             args = ["--budget", "32", "-n", "800", "-p",
                     prompt(9, 40).decode("ascii"), *CACHE]

@@ -59,9 +59,7 @@ TMP: Optional[tempfile.TemporaryDirectory] = None
 
 def setUpModule() -> None:
     global EVD, TMP
-    for path in (paths.evictd_llama(), STORIES):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    paths.require(paths.evictd_llama(), STORIES)
     TMP = tempfile.TemporaryDirectory(prefix="evictd-routes-")
     EVD = Daemon.started(TMP.name)
     flags = {

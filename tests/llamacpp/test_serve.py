@@ -49,9 +49,7 @@ def serve_on(evictd: str, *args: str, **kw) -> Serve:
 
 def setUpModule() -> None:
     global TMP, EVD, SERVER
-    for path in (BIN, GGUF):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    paths.require(BIN, GGUF)
     TMP = tempfile.TemporaryDirectory(prefix="evictd-serve-")
     EVD = Daemon.started(TMP.name)
     SERVER = serve_on(EVD.url, *SERVE, "--parallel", "4")
@@ -650,10 +648,8 @@ class Completions(unittest.TestCase):
         state = os.path.join(TMP.name, "state")
         os.mkdir(state)
         d = Daemon.started(TMP.name, "--state-dir", state, "--fsync",
-                           "always")
-        d.stop()
-        d.addr = "unix:" + os.path.join(TMP.name, "evictd.sock")
-        d.restart()
+                           "always", listen="unix:" + os.path.join(
+                               TMP.name, "evictd.sock"))
         sv = serve_on(d.addr, *SERVE,
                       listen="unix:" + os.path.join(TMP.name, "serve.sock"))
         try:

@@ -39,9 +39,7 @@ RESULTS: Dict[str, str] = {}
 
 def set_up() -> None:
     global TMP, MAIN, TARGET, DRAFT
-    for path in (BIN, TARGET_GGUF, DRAFT_GGUF):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    paths.require(BIN, TARGET_GGUF, DRAFT_GGUF)
     torch.set_num_threads(1)
     lm.rope_tables = ref.ggml_rope_tables  # llama.cpp's angles (see there)
     TARGET = lm.load(lm.WEIGHTS).double()

@@ -107,3 +107,12 @@ def llama_tree() -> str:
     config.mk's common library headers, less common/)."""
     return os.path.dirname(config("LLAMA_COMMON_CXXFLAGS")
                            .split("-isystem", 1)[1].strip())
+
+
+def require(*files: str, error=RuntimeError) -> None:
+    """Raises error (RuntimeError, or the class given) naming the first
+    of files that is missing: the suites of make e2e-llamacpp say so
+    before they start anything."""
+    for path in files:
+        if not os.path.exists(path):
+            raise error("%s is missing: run make e2e-llamacpp" % path)

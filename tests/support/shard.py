@@ -161,6 +161,15 @@ class Model:
         return victims
 
 
+def scratch(prefix):
+    """A new directory for the pool's logs, sockets and nginx's files,
+    which nginx's workers can read: they drop to another user when nginx
+    runs as root."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(tmp, 0o755)
+    return tmp
+
+
 def stop_all(nginx_proc, daemons):
     """Stops nginx (killed if it does not stop in 10 s) and the daemons."""
     if nginx_proc is not None:
@@ -187,8 +196,7 @@ def harness_main(name, run):
     if not os.access(nginx, os.X_OK):
         print(f"{name}_test: nginx is not installed", file=sys.stderr)
         return 2
-    tmp = tempfile.mkdtemp(prefix=f"evictd-{name}.")
-    os.chmod(tmp, 0o755)  # nginx workers drop to another user when run as root
+    tmp = scratch(f"evictd-{name}.")
     try:
         run(binary, nginx, tmp)
     except Fail as e:
