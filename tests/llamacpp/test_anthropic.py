@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from support import metrics, paths
 from support.daemon import Daemon
 from support.http import connect
-from support.serve import Serve
+from support.serve import Serve, stop_cleanly
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = paths.REPO
@@ -110,15 +110,14 @@ def setUpModule() -> None:
 
 
 def tearDownModule() -> None:
-    bad = [s.log() for s in SERVERS.values() if s.stop() != 0]
-    SERVERS.clear()
-    if EVD is not None:
-        EVD.stop()
-    if TMP is not None:
-        TMP.cleanup()
-    if bad:
-        raise AssertionError("a server did not stop cleanly:\n" +
-                             "\n".join(bad))
+    try:
+        stop_cleanly(SERVERS.values())
+    finally:
+        SERVERS.clear()
+        if EVD is not None:
+            EVD.stop()
+        if TMP is not None:
+            TMP.cleanup()
 
 
 # The exchanges a test keeps for the contract's check (Contract).

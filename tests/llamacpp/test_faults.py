@@ -65,11 +65,10 @@ from support.http import request
 from support.metrics import scrape as serve_metrics
 from support.resize import HashRing
 from support.serve import Serve
-from support.shard import Instance
+from support.shard import NGINX, Instance
 
 EVICTD = paths.evictd_bin()
 STORIES = paths.stories_gguf()
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 # --no-cache-prompt: each request its own session, named by its task id
 # (a request may otherwise continue a conversation an earlier one left).
 SETTINGS = ["--budget", "48", "--sinks", "4", "--lookahead", "8", "--exact",

@@ -211,11 +211,7 @@ class Case(Engine):
         # with SIGKILL mid-generation and restarted; the engine resends the
         # request whose answer it lost, and the output and every logit
         # equal an uninterrupted run's.
-        sock = os.path.join(gen.TMP.name, "kill.sock")
-        state = os.path.join(gen.TMP.name, "kill-state")
-        os.mkdir(state)
-        d = Daemon.started(gen.TMP.name, "--state-dir", state, "--fsync",
-                           "always", listen="unix:" + sock)
+        d = gen.durable_daemon("kill")
         try:
             text = prompt(9, 40).decode("ascii")
             args = ["--budget", "32", "-n", "1500", "-p", text]

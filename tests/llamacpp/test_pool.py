@@ -36,10 +36,10 @@ from typing import List, Optional
 from support import paths, resize, shard
 from support.metrics import scrape as serve_metrics
 from support.serve import Serve
+from support.shard import NGINX
 
 EVICTD = paths.evictd_bin()
 STORIES = paths.stories_gguf()
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 # --no-cache-prompt: each request its own session, whose ids the plan
 # knows beforehand (a request may otherwise continue a conversation an
 # earlier one left, in that one's session).

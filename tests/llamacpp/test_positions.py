@@ -30,7 +30,6 @@ import torch  # noqa: E402
 import model as lm  # noqa: E402
 from support import generate as gen  # noqa: E402
 from support import reference as ref  # noqa: E402
-from support.daemon import Daemon  # noqa: E402
 
 setUpModule = gen.set_up
 tearDownModule = gen.tear_down
@@ -169,11 +168,7 @@ class CachePositions(gen.Engine):
         # evictd killed with SIGKILL mid-generation and restarted from its
         # state: the resent step is answered as first, and output and
         # logits equal an uninterrupted cache-mode run's.
-        sock = os.path.join(gen.TMP.name, "kill-cache.sock")
-        state = os.path.join(gen.TMP.name, "kill-cache-state")
-        os.mkdir(state)
-        d = Daemon.started(gen.TMP.name, "--state-dir", state, "--fsync",
-                           "always", listen="unix:" + sock)
+        d = gen.durable_daemon("kill-cache")
         try:
             args = ["--budget", "32", "-n", "800", "-p",
                     prompt(9, 40).decode("ascii"), *CACHE]

@@ -30,7 +30,7 @@ from support.daemon import Daemon
 from support.http import connect
 from support.metrics import promtool_findings
 from support.openapi import DOC, Answer, call, contract, problems
-from support.serve import Serve
+from support.serve import Serve, stop_cleanly
 
 STORIES = paths.stories_gguf()
 WINDOW = ["--budget", "64", "--sinks", "4", "--lookahead", "16", "--exact"]
@@ -89,14 +89,13 @@ def setUpModule() -> None:
 
 
 def tearDownModule() -> None:
-    bad = [s.log() for s in SERVERS.values() if s.stop() != 0]
-    if EVD is not None:
-        EVD.stop()
-    if TMP is not None:
-        TMP.cleanup()
-    if bad:
-        raise AssertionError("a server did not stop cleanly:\n" +
-                             "\n".join(bad))
+    try:
+        stop_cleanly(SERVERS.values())
+    finally:
+        if EVD is not None:
+            EVD.stop()
+        if TMP is not None:
+            TMP.cleanup()
 
 
 def addr(name: str) -> str:

@@ -64,6 +64,16 @@ def gguf_py_dir() -> str:
     return paths.gguf_py()
 
 
+def durable_daemon(name: str) -> Daemon:
+    """A daemon of a case's own for a kill and a restart: on the unix
+    socket TMP/NAME.sock, its state in TMP/NAME-state, --fsync always."""
+    state = os.path.join(TMP.name, name + "-state")
+    os.mkdir(state)
+    return Daemon.started(TMP.name, "--state-dir", state, "--fsync",
+                          "always", listen="unix:" + os.path.join(
+                              TMP.name, name + ".sock"))
+
+
 def prompt(i: int, n: int) -> bytes:
     """n bytes of the held-out text, a different place for each i."""
     with open(lm.HELD_OUT_TEXT, "rb") as f:

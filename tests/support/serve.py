@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 from support import listening, paths
 from support.http import request
@@ -79,3 +79,12 @@ def complete(addr: str, text: str, n: int, **kw) -> dict:
                               dict(prompt=text, n_predict=n, **kw))
     assert status == 200, body
     return json.loads(body)
+
+
+def stop_cleanly(servers: Iterable[Serve]) -> None:
+    """Stops every server; then AssertionError, with their logs, if any
+    did not exit 0 (SIGTERM ends serve cleanly)."""
+    bad = [s.log() for s in list(servers) if s.stop() != 0]
+    if bad:
+        raise AssertionError("a server did not stop cleanly:\n" +
+                             "\n".join(bad))

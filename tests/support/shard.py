@@ -20,6 +20,7 @@ from support.daemon import Daemon
 from support.fail import Fail, expect
 
 TEMPLATE = os.path.join(paths.REPO, "deploy", "nginx-shard.conf")
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 BUDGET = 8
 
 
@@ -192,7 +193,7 @@ def harness_main(name, run):
         print(f"{name}_test: no evictd binary (argument or EVICTD_BIN)",
               file=sys.stderr)
         return 2
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    nginx = NGINX
     if not os.access(nginx, os.X_OK):
         print(f"{name}_test: nginx is not installed", file=sys.stderr)
         return 2
