@@ -930,9 +930,9 @@ def files(folder: str) -> List[str]:
 
 
 def session_prefix(sv: Serve) -> str:
-    m = re.search(r"sessions (\S+)-K\)", sv.log())
-    assert m, sv.log()
-    return m.group(1)
+    p = sv.line.prefix()
+    assert p, sv.log()
+    return p
 
 
 class Restarts(Case):
