@@ -32,6 +32,7 @@ class Daemon:
         self.env: Dict[str, str] = {}
         self.prefix: List[str] = []
         self.offset = 0
+        self.starts = 0  # how many times it was started, failed starts too
 
     @classmethod
     def started(cls, tmpdir: str, *args: str, listen: str = "127.0.0.1:0",
@@ -76,6 +77,7 @@ class Daemon:
         seconds (it is killed)."""
         self.args, self.env = [str(a) for a in args], dict(env or {})
         self.prefix = list(prefix)
+        self.starts += 1
         self.offset = (os.path.getsize(self.log_path)
                        if os.path.exists(self.log_path) else 0)
         full = {k: v for k, v in os.environ.items()
