@@ -100,7 +100,7 @@ class Pair:
         except BaseException:
             self.evictd.stop()
             raise
-        self.port = self.serve.port
+        self.proc, self.port = self.serve.proc, self.serve.port
 
     def settings(self) -> Tuple[int, int, int]:
         """The budget, sinks and lookahead serve said it runs with."""
