@@ -237,8 +237,8 @@ def part_turns(evictd: str, engine: str, lserver: str, model: str,
                 srv = llama_server(lserver, model, tmp)
             else:
                 srv = Pair(evictd, engine, model, tmp,
-                            ["--no-cache-prompt"] if "no cache" in name
-                            else [])
+                           ["--no-cache-prompt"] if "no cache" in name
+                           else [])
                 settings = srv.settings()
             try:
                 if "no cache" in name:

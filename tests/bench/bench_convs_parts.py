@@ -137,7 +137,7 @@ def part_slots(evictd: str, engine: str, lserver: str, model: str,
     for mib in CACHE_RAM:
         name = "serve --cache-ram %s" % mib
         srv = bc.Pair(evictd, engine, model, tmp, ["--cache-ram", mib],
-                       np=SLOTS)
+                      np=SLOTS)
         try:
             rows[name] = round_robin(srv)
             counters[name] = srv.metrics()

@@ -22,14 +22,13 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
 from typing import Any, Dict, List, Optional, Tuple
 
 from support import metrics, paths
-from support.daemon import Daemon
+from support.daemon import Daemon, Scratch
 from support.http import connect
 from support.serve import Serve, stop_cleanly
 
@@ -53,7 +52,7 @@ WEATHER = {"name": "get_weather", "description": "The weather of a city",
                             "required": ["city"]}}
 ASK = [{"role": "user", "content": "Tell me a story."}]
 
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 EVD: Optional[Daemon] = None
 SERVERS: Dict[str, Serve] = {}
 
@@ -85,7 +84,7 @@ def with_template(src: str, dst: str, template: str) -> None:
 def setUpModule() -> None:
     global TMP, EVD
     paths.require(paths.evictd_llama(), STORIES)
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-anthropic-")
+    TMP = Scratch("evictd-anthropic-")
     tools = os.path.join(TMP.name, "stories-tools.gguf")
     with open(os.path.join(paths.llama_tree(), "models", "templates",
                            TEMPLATE + ".jinja")) as f:
@@ -94,7 +93,7 @@ def setUpModule() -> None:
     with open(os.path.join(paths.llama_tree(), "models", "templates",
                            THINK_TEMPLATE + ".jinja")) as f:
         with_template(STORIES, think, f.read())
-    EVD = Daemon.started(TMP.name)
+    EVD = TMP.daemon
     try:
         for name, model, args in (
                 ("plain", STORIES, WINDOW + ["-np", "4"]),
@@ -114,10 +113,8 @@ def tearDownModule() -> None:
         stop_cleanly(SERVERS.values())
     finally:
         SERVERS.clear()
-        if EVD is not None:
-            EVD.stop()
         if TMP is not None:
-            TMP.cleanup()
+            TMP.close()
 
 
 # The exchanges a test keeps for the contract's check (Contract).
@@ -708,7 +705,7 @@ class Errors(unittest.TestCase):
         # that had begun ends with Anthropic's error event.
         d = Daemon.started(TMP.name)
         sv = Serve(TMP.name, d.url, *WINDOW, model=STORIES,
-                       env={"EVICTD_LLAMA_REHOME": "off"})
+                   env={"EVICTD_LLAMA_REHOME": "off"})
         try:
             c = connect(sv.addr, timeout=600)
             c.request("POST", "/v1/messages", body=json.dumps(dict(

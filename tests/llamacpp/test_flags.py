@@ -20,12 +20,11 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import unittest
 from typing import Dict, List, Optional, Tuple
 
 from support import paths
-from support.daemon import Daemon
+from support.daemon import Daemon, Scratch
 from support.openapi import Answer, contract
 from support.serve import Serve
 
@@ -37,7 +36,7 @@ PROMPT = "Once upon a time"
 # the same request gets the same text from every server below.
 QUIET = ["--exact", "-np", "1", "--no-cache-prompt"]
 
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 EVD: Optional[Daemon] = None
 
 
@@ -218,15 +217,13 @@ class Flagged(Serve):
 def setUpModule() -> None:
     global TMP, EVD
     paths.require(BIN, STORIES)
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-flags-")
-    EVD = Daemon.started(TMP.name)
+    TMP = Scratch("evictd-flags-")
+    EVD = TMP.daemon
 
 
 def tearDownModule() -> None:
-    if EVD is not None:
-        EVD.stop()
     if TMP is not None:
-        TMP.cleanup()
+        TMP.close()
 
 
 def model_context(path: str) -> int:

@@ -27,7 +27,6 @@ import json
 import math
 import os
 import subprocess
-import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
@@ -41,7 +40,7 @@ import model as lm  # noqa: E402
 from support import generate as gen  # noqa: E402
 from support import paths  # noqa: E402
 from support import reference as ref  # noqa: E402
-from support.daemon import Daemon  # noqa: E402
+from support.daemon import Daemon, Scratch  # noqa: E402
 
 TOL = gen.TOL
 VOCAB = 258
@@ -59,15 +58,13 @@ def setUpModule() -> None:
     torch.set_num_threads(1)
     lm.rope_tables = ref.ggml_rope_tables
     MODEL = lm.load(lm.WEIGHTS).double()
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-ppl-")
-    DAEMON = Daemon.started(TMP.name)
+    TMP = Scratch("evictd-ppl-")
+    DAEMON = TMP.daemon
 
 
 def tearDownModule() -> None:
-    if DAEMON is not None:
-        DAEMON.stop()
     if TMP is not None:
-        TMP.cleanup()
+        TMP.close()
 
 
 def text_file(name: str, data: bytes) -> str:

@@ -70,7 +70,7 @@ class CachePositions(gen.Engine):
         stale = self.verify(prefix, rope="stale")
         self.assertGreater(stale.max_diff, 100 * TOL, stale.summary())
         gen.RESULTS[self.name] += (" (checked as original %.3g, as stale "
-                                  "%.3g)" % (same.max_diff, stale.max_diff))
+                                   "%.3g)" % (same.max_diff, stale.max_diff))
 
     def test_cache_sinks(self) -> None:
         # With sinks the window has a gap above them, and cache positions
@@ -244,8 +244,8 @@ class CachePositions(gen.Engine):
 
     def refused(self, *args: str):
         p = subprocess.run([gen.BIN, "generate", "-m", gen.TARGET_GGUF,
-                               "-p", "x", *args], capture_output=True,
-                              timeout=60)
+                            "-p", "x", *args], capture_output=True,
+                           timeout=60)
         return p.returncode, p.stderr.decode()
 
 

@@ -19,14 +19,13 @@ import os
 import re
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 from typing import Any, Dict, List, Optional, Tuple
 
 from support import paths
-from support.daemon import Daemon
+from support.daemon import Daemon, Scratch
 from support.http import connect
 from support.metrics import promtool_findings
 from support.openapi import DOC, Answer, call, contract, problems
@@ -54,14 +53,14 @@ LLAMACPP = ["llamacpp:prompt_tokens_total",
 
 SERVERS: Dict[str, Serve] = {}
 EVD: Optional[Daemon] = None
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 
 
 def setUpModule() -> None:
     global EVD, TMP
     paths.require(paths.evictd_llama(), STORIES)
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-routes-")
-    EVD = Daemon.started(TMP.name)
+    TMP = Scratch("evictd-routes-")
+    EVD = TMP.daemon
     flags = {
         # conversations kept (the default), two slots
         "main": ["-np", "2"],
@@ -92,10 +91,8 @@ def tearDownModule() -> None:
     try:
         stop_cleanly(SERVERS.values())
     finally:
-        if EVD is not None:
-            EVD.stop()
         if TMP is not None:
-            TMP.cleanup()
+            TMP.close()
 
 
 def addr(name: str) -> str:

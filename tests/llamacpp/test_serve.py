@@ -11,14 +11,13 @@ import json
 import os
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 from typing import Dict, List, Optional, Tuple
 
 from support import metrics, paths
-from support.daemon import Daemon
+from support.daemon import Daemon, Scratch
 from support.http import connect, events, request
 from support.metrics import promtool_findings, wait_sessions
 from support.metrics import scrape as serve_metrics
@@ -37,7 +36,7 @@ BUDGET = 32
 PROMPTS = ["The quick brown fox jumps", "Once upon a time there",
            "In the beginning was", "A long way from home, the"]
 
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 EVD: Optional[Daemon] = None
 SERVER: Optional[Serve] = None
 
@@ -50,18 +49,16 @@ def serve_on(evictd: str, *args: str, **kw) -> Serve:
 def setUpModule() -> None:
     global TMP, EVD, SERVER
     paths.require(BIN, GGUF)
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-serve-")
-    EVD = Daemon.started(TMP.name)
+    TMP = Scratch("evictd-serve-")
+    EVD = TMP.daemon
     SERVER = serve_on(EVD.url, *SERVE, "--parallel", "4")
 
 
 def tearDownModule() -> None:
     if SERVER is not None:
         SERVER.stop()
-    if EVD is not None:
-        EVD.stop()
     if TMP is not None:
-        TMP.cleanup()
+        TMP.close()
 
 
 GENERATED: Dict[Tuple[str, int], str] = {}

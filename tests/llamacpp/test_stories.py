@@ -339,7 +339,7 @@ class Stories(gen.Engine):
             self.assertGreater(wrong, 100 * TOL, how)
             notes.append("%s %.3g" % (how, wrong))
         gen.RESULTS[self.name] = ("full attention, 100 rows: max diff %.2e; "
-                                 "misread %s" % (right, ", ".join(notes)))
+                                  "misread %s" % (right, ", ".join(notes)))
 
     def test_stories_metadata(self) -> None:
         # A copy of the file with another RoPE base and RMSNorm eps: the
@@ -357,7 +357,7 @@ class Stories(gen.Engine):
         self.assertLessEqual(right, TOL)
         self.assertGreater(wrong, 100 * TOL)
         gen.RESULTS[self.name] = ("rope base 500, eps 1e-2: max diff %.2e; "
-                                 "with the original's %.3g" % (right, wrong))
+                                  "with the original's %.3g" % (right, wrong))
 
 
 class TiledBlock(gguf_lm.GQABlock):

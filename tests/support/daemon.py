@@ -166,3 +166,23 @@ class Daemon:
         """Kills every daemon started and not reaped yet."""
         for d in list(Daemon.live):
             d.kill()
+
+
+class Scratch:
+    """A suite's scratch directory and its daemon (with the flags given),
+    logging into it: what most setUpModule()s start, stopped and removed
+    together by close(). .name is the directory, as TemporaryDirectory's,
+    .daemon the daemon."""
+
+    def __init__(self, prefix: str, *args: str) -> None:
+        self.dir = tempfile.TemporaryDirectory(prefix=prefix)
+        self.name = self.dir.name
+        try:
+            self.daemon = Daemon.started(self.name, *args)
+        except BaseException:
+            self.dir.cleanup()
+            raise
+
+    def close(self) -> None:
+        self.daemon.stop()
+        self.dir.cleanup()

@@ -11,7 +11,6 @@ TOL is test_llamacpp.py's (its docstring says why 1e-4)."""
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 import unittest
@@ -24,14 +23,14 @@ import model as lm  # noqa: E402
 from evictd_client import EvictdClient, UnknownSession  # noqa: E402
 from support import paths  # noqa: E402
 from support import reference as ref  # noqa: E402
-from support.daemon import Daemon  # noqa: E402
+from support.daemon import Daemon, Scratch  # noqa: E402
 
 TOL = 1e-4
 BIN = paths.evictd_llama()
 TARGET_GGUF = paths.llama_model("evictd-lm.gguf")
 DRAFT_GGUF = paths.llama_model("draft.gguf")
 
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 MAIN: Optional[Daemon] = None
 TARGET = DRAFT = None
 RESULTS: Dict[str, str] = {}
@@ -44,15 +43,13 @@ def set_up() -> None:
     lm.rope_tables = ref.ggml_rope_tables  # llama.cpp's angles (see there)
     TARGET = lm.load(lm.WEIGHTS).double()
     DRAFT = lm.load(lm.DRAFT_WEIGHTS).double()
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-llamacpp-")
-    MAIN = Daemon.started(TMP.name)
+    TMP = Scratch("evictd-llamacpp-")
+    MAIN = TMP.daemon
 
 
 def tear_down() -> None:
-    if MAIN is not None:
-        MAIN.stop()
     if TMP is not None:
-        TMP.cleanup()
+        TMP.close()
     print("", file=sys.stderr)
     for name, line in sorted(RESULTS.items()):
         print("%-22s %s" % (name, line), file=sys.stderr)

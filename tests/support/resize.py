@@ -13,8 +13,8 @@ happens at least once for the sessions given (an instance that does not
 hold a session, one that holds an old window of it).
 
 Used by tests/shard/resize_test.py (make check: 16 engines written with
-the Python client) and tests/llamacpp/test_pool.py (make e2e-llamacpp: evictd-llama
-serve with 16 generations in flight)."""
+the Python client) and tests/llamacpp/test_pool.py (make e2e-llamacpp:
+evictd-llama serve with 16 generations in flight)."""
 import os
 import subprocess
 import time
