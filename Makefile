@@ -98,6 +98,10 @@ $(B)/bench_window: tests/bench/bench_window.c $(B)/evictd-core.a
 
 # Every test program runs with the daemon binary at hand.
 export EVICTD_BIN = $(abspath $(B)/evictd)
+# Every Python suite and bench imports tests/support, the Python client
+# and the reference model by name: this one path, set here so that each
+# fragment's python3 has it (tests/README.md: by hand, the same).
+export PYTHONPATH := $(abspath tests):$(abspath deploy/clients/python):$(abspath deploy/model)
 
 check: deps-test
 	@$(MAKE) --no-print-directory build-all

@@ -6,13 +6,9 @@ warm-up)
 through deploy/clients/python's EvictdClient, timed over repetitions of
 --seconds each. Prints "rep us_per_iter=X" per repetition."""
 import argparse
-import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "clients",
-                                "python"))
 sys.dont_write_bytecode = True
 from evictd_client import EvictdClient  # noqa: E402
 

@@ -46,13 +46,17 @@ MET. A benchmark: it prints figures and asserts nothing.
 import http.client
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
+
+from support import metrics as prom
+from support.daemon import Daemon
+from support.llama_server import LlamaServer
+from support.process import wait_healthy
+from support.serve import Serve
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 TURNS = int(os.environ.get("BENCH_CONV_TURNS", "300"))
@@ -78,57 +82,34 @@ NAMES = ("llama-server", "serve", "serve, no cache")
 
 # ---- processes ----------------------------------------------------------
 
-# free_port, wait_ready and stop are bench_serve's (beside this file).
-from bench_serve import free_port, stop, wait_ready  # noqa: E402,F401
-
-
-class Serve:
+class Pair:
     """evictd on a Unix socket and evictd-llama serve beside it."""
 
     def __init__(self, evictd: str, engine: str, model: str, tmp: str,
                  extra: List[str], np: int = 1) -> None:
-        self.sock = os.path.join(tmp, "evictd.sock")
-        self.evictd = subprocess.Popen(
-            [evictd, "--listen", "unix:" + self.sock],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(tmp, "evictd.log"), "ab"))
-        for _ in range(200):
-            if os.path.exists(self.sock):
-                break
-            time.sleep(0.05)
-        self.port = free_port()
-        self.log = os.path.join(tmp, "serve.log")
-        with open(self.log, "ab") as f:
-            self.at = f.tell()
-        self.proc = subprocess.Popen(
-            [engine, "serve", "-m", model, "--evictd", "unix:" + self.sock,
-             "--host", "127.0.0.1", "--port", str(self.port), "-np", str(np),
-             "-t", str(THREADS)] +
-            ([] if "--exact" in extra else COMMON) + SERVE_EXTRA + extra,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(self.log, "ab"))
+        self.evictd = Daemon.started(
+            tmp, listen="unix:" + os.path.join(tmp, "evictd.sock"),
+            binary=evictd)
         try:
-            wait_ready(self.port, self.proc, "evictd-llama serve")
-        except SystemExit:
-            stop(self.evictd)
+            self.serve = Serve(
+                tmp, self.evictd.url, "-np", str(np), "-t", str(THREADS),
+                *(([] if "--exact" in extra else COMMON) + SERVE_EXTRA +
+                  extra), model=model, binary=engine)
+            wait_healthy(self.serve.addr, self.serve.proc,
+                         "evictd-llama serve")
+        except BaseException:
+            self.evictd.stop()
             raise
+        self.proc, self.port = self.serve.proc, self.serve.port
 
     def settings(self) -> Tuple[int, int, int]:
         """The budget, sinks and lookahead serve said it runs with."""
-        with open(self.log, "rb") as f:
-            f.seek(self.at)
-            m = re.search(rb"budget (\d+), sinks (\d+), lookahead (\d+)",
-                          f.read())
-        return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+        s = self.serve.settings
+        return s["budget"], s["sinks"], s["lookahead"]
 
     def metrics(self) -> Dict[str, float]:
-        """serve's /metrics: each unlabelled series and its value."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        c.request("GET", "/metrics")
-        text = c.getresponse().read().decode()
-        c.close()
-        return {f[0]: float(f[1]) for f in map(str.split, text.splitlines())
-                if len(f) == 2 and not f[0].startswith("#")}
+        """serve's /metrics: each series and its value."""
+        return prom.scrape(self.serve.addr)
 
     def decoded(self) -> float:
         """Prompt tokens serve decoded so far (its /metrics)."""
@@ -138,29 +119,19 @@ class Serve:
         return m
 
     def close(self) -> None:
-        stop(self.proc)
-        stop(self.evictd)
-        if os.path.exists(self.sock):
-            os.unlink(self.sock)
+        self.serve.stop()
+        self.evictd.stop()
+        sock = self.evictd.addr[len("unix:"):]
+        if os.path.exists(sock):
+            os.unlink(sock)
 
 
-class LlamaServer:
+def llama_server(binary: str, model: str, tmp: str,
+                 np: int = 1) -> LlamaServer:
     """llama-server, np slots of CTX cells each, its prompt cache on."""
-
-    def __init__(self, binary: str, model: str, tmp: str,
-                 np: int = 1) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [binary, "-m", model, "--host", "127.0.0.1", "--port",
-             str(self.port), "-np", str(np), "-c", str(CTX * np),
-             "-t", str(THREADS),
-             "--no-webui"] + COMMON,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(tmp, "llama-server.log"), "ab"))
-        wait_ready(self.port, self.proc, "llama-server")
-
-    def close(self) -> None:
-        stop(self.proc)
+    return LlamaServer(binary, model, "-np", str(np), "-c", str(CTX * np),
+                       "-t", str(THREADS), "--no-webui", *COMMON,
+                       log_path=os.path.join(tmp, "llama-server.log"))
 
 
 def post(port: int, body: dict, path: str = "/v1/completions"
@@ -199,7 +170,7 @@ def conversation(srv, repeat: Tuple[int, ...] = (),
     for turn in range(1, turns + 1):
         times, texts = [], []
         for _ in range(RUNS if turn in repeat else 1):
-            d0 = srv.decoded() if isinstance(srv, Serve) else 0.0
+            d0 = srv.decoded() if isinstance(srv, Pair) else 0.0
             status, ans, dt = post(srv.port, {
                 "prompt": prompt, "max_tokens": ANSWER, "temperature": 0,
                 "ignore_eos": True})
@@ -207,7 +178,7 @@ def conversation(srv, repeat: Tuple[int, ...] = (),
                 recs.append({"turn": turn, "error": "HTTP %d %s" % (
                     status, error_text(ans)), "chars": len(prompt)})
                 return recs
-            if isinstance(srv, Serve):
+            if isinstance(srv, Pair):
                 evaluated = srv.decoded() - d0
             else:
                 evaluated = ans.get("timings", {}).get("prompt_n")
@@ -263,11 +234,11 @@ def part_turns(evictd: str, engine: str, lserver: str, model: str,
                 continue  # stateless: its repetitions are within one run
             t0 = time.monotonic()
             if name == "llama-server":
-                srv = LlamaServer(lserver, model, tmp)
+                srv = llama_server(lserver, model, tmp)
             else:
-                srv = Serve(evictd, engine, model, tmp,
-                            ["--no-cache-prompt"] if "no cache" in name
-                            else [])
+                srv = Pair(evictd, engine, model, tmp,
+                           ["--no-cache-prompt"] if "no cache" in name
+                           else [])
                 settings = srv.settings()
             try:
                 if "no cache" in name:
@@ -460,7 +431,7 @@ def part_turns(evictd: str, engine: str, lserver: str, model: str,
         # --exact (F32, one thread) to play both ways.
         body = s0[d - 1]["body"]
         same = n0[d - 1]["body"] == body
-        ls = LlamaServer(lserver, model, tmp)
+        ls = llama_server(lserver, model, tmp)
         try:
             status, ans, _ = post(ls.port, {
                 "prompt": body, "max_tokens": ANSWER, "temperature": 0,
@@ -480,7 +451,7 @@ def part_turns(evictd: str, engine: str, lserver: str, model: str,
         upto = min(TURNS, (evicts or TURNS) + 2)
         ex = []
         for extra in (["--exact"], ["--exact", "--no-cache-prompt"]):
-            srv = Serve(evictd, engine, model, tmp, extra)
+            srv = Pair(evictd, engine, model, tmp, extra)
             try:
                 ex.append(conversation(srv, turns=upto))
             finally:
@@ -505,7 +476,7 @@ def part_turns(evictd: str, engine: str, lserver: str, model: str,
             "after" if evicts is not None and d > evicts else "before")))
 
 
-def replay(srv: "Serve", model_recs: List[dict],
+def replay(srv: Pair, model_recs: List[dict],
            have: List[dict]) -> List[dict]:
     """The reported turns past those in have, each model_recs' prompt of
     that turn sent RUNS times to srv (which keeps nothing)."""

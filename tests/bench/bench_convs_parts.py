@@ -101,7 +101,7 @@ def round_robin(srv) -> Tuple[List[List[float]], List[List[float]]]:
     for turn in range(1, SLOT_TURNS + 1):
         ts, es = [], []
         for i in range(CONVS):
-            d0 = srv.decoded() if isinstance(srv, bc.Serve) else 0.0
+            d0 = srv.decoded() if isinstance(srv, bc.Pair) else 0.0
             status, ans, dt = bc.post(srv.port, {
                 "prompt": prompts[i], "max_tokens": bc.ANSWER,
                 "temperature": 0, "ignore_eos": True})
@@ -110,7 +110,7 @@ def round_robin(srv) -> Tuple[List[List[float]], List[List[float]]]:
                                  "%d %s" % (turn, i, status,
                                             bc.error_text(ans)))
             ts.append(dt)
-            es.append(srv.decoded() - d0 if isinstance(srv, bc.Serve) else
+            es.append(srv.decoded() - d0 if isinstance(srv, bc.Pair) else
                       ans.get("timings", {}).get("prompt_n", 0))
             prompts[i] += ans["choices"][0]["text"] + \
                 bc.LINES[(i + turn) % len(bc.LINES)]
@@ -129,15 +129,15 @@ def part_slots(evictd: str, engine: str, lserver: str, model: str,
     rows: Dict[str, Tuple[List[List[float]], List[List[float]]]] = {}
     counters: Dict[str, Dict[str, float]] = {}
     t0 = time.monotonic()
-    srv = bc.LlamaServer(lserver, model, tmp, np=SLOTS)
+    srv = bc.llama_server(lserver, model, tmp, np=SLOTS)
     try:
         rows["llama-server"] = round_robin(srv)
     finally:
         srv.close()
     for mib in CACHE_RAM:
         name = "serve --cache-ram %s" % mib
-        srv = bc.Serve(evictd, engine, model, tmp, ["--cache-ram", mib],
-                       np=SLOTS)
+        srv = bc.Pair(evictd, engine, model, tmp, ["--cache-ram", mib],
+                      np=SLOTS)
         try:
             rows[name] = round_robin(srv)
             counters[name] = srv.metrics()
@@ -199,7 +199,7 @@ def part_long(evictd: str, engine: str, lserver: str, model: str,
           "tokens answered per turn (temperature 0, ignore_eos), one slot, "
           "%d thread, serve's defaults otherwise" % (
               CONV_TOKENS, LONG_OUT, bc.THREADS))
-    srv = bc.Serve(evictd, engine, model, tmp, [])
+    srv = bc.Pair(evictd, engine, model, tmp, [])
     pids = {"serve": srv.proc.pid, "evictd": srv.evictd.pid}
     samples: List[Tuple[float, int, Dict[str, Optional[int]]]] = []
     turns: List[Tuple[int, int, float]] = []  # (new input, output, s)
@@ -374,7 +374,7 @@ def part_prefill(evictd: str, engine: str, lserver: str, model: str,
           "false, one token answered), one slot, %d thread, f16 K/V, flash "
           "attention off; serve on its defaults (budget, sinks, chunks); "
           "time: median of %d requests" % (bc.THREADS, runs))
-    ls = bc.LlamaServer(lserver, model, tmp)
+    ls = bc.llama_server(lserver, model, tmp)
     res: Dict[Tuple[str, int], Tuple[float, int, Optional[float]]] = {}
     prompts: Dict[int, str] = {}
     try:
@@ -388,7 +388,7 @@ def part_prefill(evictd: str, engine: str, lserver: str, model: str,
                                            if own else None)
     finally:
         ls.close()
-    srv = bc.Serve(evictd, engine, model, tmp, [])
+    srv = bc.Pair(evictd, engine, model, tmp, [])
     try:
         for want in PREFILL:
             d0 = srv.decoded()

@@ -3,14 +3,11 @@
 through an EvictdPool of the URLs given, then steps them all, one pool
 batch per iteration, for SECONDS; prints "steps_per_s N iters N".
 Usage: bench_pool.py SESSIONS SECONDS URL..."""
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "deploy", "clients", "python"))
-from evictd_client import StepResult  # noqa: E402
-from evictd_pool import EvictdPool  # noqa: E402
+from evictd_client import StepResult
+from evictd_pool import EvictdPool
 
 
 def main():

@@ -54,7 +54,6 @@ disturbed kept."""
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,6 +61,12 @@ import tempfile
 import threading
 import time
 from typing import List, Optional, Tuple
+
+from support import metrics as prom
+from support.daemon import Daemon
+from support.llama_server import LlamaServer
+from support.process import wait_healthy
+from support.serve import Serve
 
 TOKENS = int(os.environ.get("BENCH_TOKENS", "128"))
 CTX = int(os.environ.get("BENCH_CTX", "256"))
@@ -89,41 +94,6 @@ LOOKAHEAD = 32
 PROMPTS = ["Once upon a time", "The little dog", "One day, a girl named",
            "Tom and his mom went", "The sun was", "A big red ball",
            "In the park there was", "The cat sat"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port: int, proc: subprocess.Popen, what: str,
-               path: str = "/health") -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("%s exited (%d) before it was ready" %
-                             (what, proc.returncode))
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", path)
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("%s not ready after 120 s" % what)
-
-
-def stop(proc: Optional[subprocess.Popen]) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def stream(port: int, prompt: str,
@@ -219,102 +189,57 @@ class Pair:
             if instances == 1 else \
             [os.path.join(tmp, "evictd-%d-%d.sock" % (k, i))
              for i in range(instances)]
-        self.evictd = [subprocess.Popen(
-            pin[1] + [evictd, "--listen", "unix:" + sock,
-                      "--max-sessions", "100000"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(tmp, "evictd.log"), "ab"))
-            for sock in self.socks]
-        for sock in self.socks:
-            for _ in range(200):
-                if os.path.exists(sock):
-                    break
-                time.sleep(0.05)
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            pin[0] + [engine, "serve", "-m", model, "--evictd",
-                      ",".join("unix:" + sock for sock in self.socks),
-             "--host", "127.0.0.1", "--port", str(self.port),
-             "--parallel", str(k), "--threads", str(threads),
-             "--budget", str(CTX - LOOKAHEAD), "--sinks", "4",
-             "--lookahead", str(LOOKAHEAD), "--cache-type-k", KV,
-             "--cache-type-v", KV, "--flash-attn", FA,
-             "--n-predict-max", str(64 * CTX), "--queue", str(4 * k)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(tmp, "serve.log"), "ab"),
-            env=dict(os.environ, EVICTD_LLAMA_PIPELINE="on" if pipeline
-                     else "off"))
-        wait_ready(self.port, self.proc, "evictd-llama serve")
-        # /health is 200 "degraded" while some instance of a pool does not
-        # answer yet: a pool is measured whole.
-        deadline = time.monotonic() + 30
-        while health(self.port) != "ok":
-            if time.monotonic() > deadline:
-                raise SystemExit("evictd-llama serve: /health says %s" %
-                                 health(self.port))
-            time.sleep(0.2)
+        self.evictd: List[Daemon] = []
+        self.serve: Optional[Serve] = None
+        try:
+            for sock in self.socks:
+                self.evictd.append(Daemon.started(
+                    tmp, "--max-sessions", "100000", listen="unix:" + sock,
+                    binary=evictd, prefix=pin[1]))
+            self.serve = Serve(
+                tmp, ",".join("unix:" + sock for sock in self.socks),
+                "--parallel", str(k), "--threads", str(threads),
+                "--budget", str(CTX - LOOKAHEAD), "--sinks", "4",
+                "--lookahead", str(LOOKAHEAD), "--cache-type-k", KV,
+                "--cache-type-v", KV, "--flash-attn", FA,
+                "--n-predict-max", str(64 * CTX), "--queue", str(4 * k),
+                model=model, binary=engine, prefix=pin[0],
+                env={"EVICTD_LLAMA_PIPELINE": "on" if pipeline else "off"})
+            self.proc, self.port = self.serve.proc, self.serve.port
+            wait_healthy(self.serve.addr, self.proc, "evictd-llama serve")
+            # /health is 200 "degraded" while some instance of a pool does
+            # not answer yet: a pool is measured whole.
+            deadline = time.monotonic() + 30
+            while health(self.port) != "ok":
+                if time.monotonic() > deadline:
+                    raise SystemExit("evictd-llama serve: /health says %s"
+                                     % health(self.port))
+                time.sleep(0.2)
+        except BaseException:
+            self.close()
+            raise
 
     def evictd_metrics(self) -> List[dict]:
         """Each instance's /metrics, in --evictd's order."""
-        return [unix_metrics(sock) for sock in self.socks]
+        return [prom.scrape("unix:" + sock) for sock in self.socks]
 
     def close(self) -> None:
-        stop(self.proc)
-        for proc in self.evictd:
-            stop(proc)
+        if self.serve is not None:
+            self.serve.stop()
+        for d in self.evictd:
+            d.stop()
 
 
-class LlamaServer:
+def llama_server(binary: str, model: str, k: int, tmp: str) -> LlamaServer:
     """llama-server with k slots of CTX cells each."""
-
-    def __init__(self, binary: str, model: str, k: int, tmp: str) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [binary, "-m", model, "--host", "127.0.0.1", "--port",
-             str(self.port), "-np", str(k), "-c", str(CTX * k),
-             "-t", str(THREADS), "-ctk", KV, "-ctv", KV, "-fa", FA,
-             "--no-webui"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(tmp, "llama-server.log"), "ab"))
-        wait_ready(self.port, self.proc, "llama-server")
-
-    def close(self) -> None:
-        stop(self.proc)
+    return LlamaServer(binary, model, "-np", str(k), "-c", str(CTX * k),
+                       "-t", str(THREADS), "-ctk", KV, "-ctv", KV, "-fa", FA,
+                       "--no-webui",
+                       log_path=os.path.join(tmp, "llama-server.log"))
 
 
 def metrics(port: int) -> dict:
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request("GET", "/metrics")
-    return prom(c)
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """http.client over a Unix socket (evictd's --listen unix:PATH)."""
-
-    def __init__(self, path: str, timeout: float = 10) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path)
-
-
-def unix_metrics(path: str) -> dict:
-    c = UnixHTTPConnection(path)
-    c.request("GET", "/metrics")
-    return prom(c)
-
-
-def prom(c: http.client.HTTPConnection) -> dict:
-    """The samples of the Prometheus text a request made on c answers
-    (labels part of the name)."""
-    text = c.getresponse().read().decode()
-    c.close()
-    return {f[0]: float(f[1]) for f in (line.split() for line in
-                                        text.splitlines())
-            if len(f) == 2 and not f[0].startswith("#")}
+    return prom.scrape("127.0.0.1:%d" % port)
 
 
 def health(port: int) -> str:
@@ -436,7 +361,7 @@ def table(evictd: str, engine: str, lserver: str, models: List[str],
         for k in CONC:
             rows = {}
             for label, make in (("llama-server",
-                                 lambda: LlamaServer(lserver, model, k, tmp)),
+                                 lambda: llama_server(lserver, model, k, tmp)),
                                 ("evictd-llama",
                                  lambda: Pair(evictd, engine, model, k, tmp)),
                                 ("no pipelining",
@@ -461,7 +386,7 @@ def table(evictd: str, engine: str, lserver: str, models: List[str],
         # One generation of 4x the per-sequence context.
         n = 4 * CTX
         for label, make in (("llama-server",
-                             lambda: LlamaServer(lserver, model, 1, tmp)),
+                             lambda: llama_server(lserver, model, 1, tmp)),
                             ("evictd-llama",
                              lambda: Pair(evictd, engine, model, 1, tmp))):
             srv = make()

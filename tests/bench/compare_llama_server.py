@@ -37,8 +37,8 @@ server's answer. A token written two ways in the logprobs (same
 log-probability and runner-up, different piece: serve writes BOS as
 "<s>", llama-server as "") is listed, but it is not a difference.
 
-Only 127.0.0.1: evictd listens on an ephemeral loopback port and both
-servers on free ports. This is a benchmark, not part of CI, because
+Only 127.0.0.1: evictd and both servers listen on ephemeral loopback
+ports. This is a benchmark, not part of CI, because
 llama-server takes about 17 minutes to build.
 """
 
@@ -48,18 +48,15 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, HERE)
-
-from daemon import Daemon  # noqa: E402
-from bench_serve import free_port, stop, wait_ready  # noqa: E402
+from support import paths
+from support.daemon import Daemon
+from support.llama_server import LlamaServer
+from support.process import wait_healthy
+from support.serve import Serve
 
 SEED = 31
 OPENINGS = [
@@ -190,19 +187,17 @@ def show(tok: Optional[Tok]) -> str:
     return json.dumps(tok[0]) + ("" if tok[1] is None else "#%d" % tok[1])
 
 
-class Servers:
+class Lineup:
     """evictd, serve beside it and llama-server, one model and flags;
     on demand, a llama-server that prefills in serve's chunks and a serve
     that prefills a whole prompt at once, as llama-server does."""
 
     def __init__(self, a: argparse.Namespace, model: str, tmp: str) -> None:
-        os.environ["EVICTD_BIN"] = a.evictd
-        self.a, self.tmp = a, tmp
-        self.evictd = Daemon(tmp)
-        self.flags = ["-m", model, "--host", "127.0.0.1", "-np", "1",
-                      "-t", str(a.threads), "-fa", a.flash_attn,
+        self.a, self.tmp, self.model = a, tmp, model
+        self.evictd = Daemon.started(tmp, binary=a.evictd)
+        self.flags = ["-np", "1", "-t", str(a.threads), "-fa", a.flash_attn,
                       "-ctk", a.kv, "-ctv", a.kv, "--no-cache-prompt"]
-        self.procs: Dict[str, Tuple[subprocess.Popen, int]] = {}
+        self.procs: Dict[str, Union[Serve, LlamaServer]] = {}
         try:
             self.serve_port = self.port("serve")
             self.server_port = self.port("llama-server")
@@ -215,34 +210,34 @@ class Servers:
         for: "serve", "llama-server" (with the same cells per sequence as
         serve's budget and lookahead), "llama-server chunked" (-b and -ub
         equal to serve's lookahead) or "serve whole" (a lookahead as large
-        as llama-server's batch, the budget unchanged)."""
+        as llama-server's batch, the budget unchanged). Each on 127.0.0.1,
+        a port the system picks."""
         if which not in self.procs:
-            a, port = self.a, free_port()
+            a = self.a
             if which.startswith("serve"):
                 look = a.budget + a.lookahead if "whole" in which \
                     else a.lookahead
-                argv = [a.serve, "serve"] + self.flags + [
-                    "--port", str(port), "--evictd", self.evictd.url,
-                    "--budget", str(a.budget), "--sinks", "4",
-                    "--lookahead", str(look)]
+                srv = Serve(self.tmp, self.evictd.url, "--host", "127.0.0.1",
+                            "--port", "0", *self.flags, "--budget",
+                            str(a.budget), "--sinks", "4", "--lookahead",
+                            str(look), model=self.model, binary=a.serve,
+                            listen=None)
+                self.procs[which] = srv
+                wait_healthy(srv.addr, srv.proc, which)
             else:
-                argv = [a.llama_server] + self.flags + [
-                    "--port", str(port), "-c", str(a.budget + a.lookahead),
-                    "--no-webui"]
+                args = self.flags + ["-c", str(a.budget + a.lookahead),
+                                     "--no-webui"]
                 if "chunked" in which:
-                    argv += ["-b", str(a.lookahead), "-ub", str(a.lookahead)]
-            with open(os.path.join(self.tmp, which.replace(" ", "-") +
-                                   ".log"), "ab") as log:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL,
-                                        stderr=log)
-            self.procs[which] = (proc, port)
-            wait_ready(port, proc, which)
-        return self.procs[which][1]
+                    args += ["-b", str(a.lookahead), "-ub", str(a.lookahead)]
+                self.procs[which] = LlamaServer(
+                    a.llama_server, self.model, *args,
+                    log_path=os.path.join(self.tmp, which.replace(" ", "-")
+                                          + ".log"))
+        return self.procs[which].port
 
     def close(self) -> None:
-        for proc, _ in self.procs.values():
-            stop(proc)
+        for srv in self.procs.values():
+            srv.stop()
         self.evictd.stop()
 
 
@@ -276,9 +271,9 @@ def compare(a: argparse.Namespace, model: str) -> Tuple[List[dict], int]:
     noise = 0.0
     sizes: Dict[str, List[int]] = {}
     tmp = tempfile.mkdtemp(prefix="compare-llama-server-")
-    s: Optional[Servers] = None
+    s: Optional[Lineup] = None
     try:
-        s = Servers(a, model, tmp)
+        s = Lineup(a, model, tmp)
         for i, (path, body) in enumerate(cases):
             body = dict(body, max_tokens=a.tokens, temperature=0,
                         cache_prompt=False, model="compare")
@@ -409,13 +404,11 @@ def report(rows: List[dict], total: int, a: argparse.Namespace) -> int:
 def main() -> None:
     env = os.environ.get
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--evictd", default=env("EVICTD_BIN") or
-                   os.path.join(REPO, "build", "evictd"))
-    p.add_argument("--serve", default=env("EVICTD_LLAMA") or
-                   os.path.join(REPO, "build", "evictd-llama"))
+    p.add_argument("--evictd", default=paths.evictd_bin())
+    p.add_argument("--serve", default=paths.evictd_llama())
     p.add_argument("--llama-server", default=env("LLAMA_SERVER") or
-                   os.path.join(REPO, "build", "llama", "server", "build",
-                                "bin", "llama-server"))
+                   os.path.join(paths.REPO, "build", "llama", "server",
+                                "build", "bin", "llama-server"))
     p.add_argument("--model", action="append", help="a GGUF (repeatable; "
                    "default ../shared/models/stories260K.gguf)")
     p.add_argument("--prompts", type=int, default=50,
@@ -434,8 +427,7 @@ def main() -> None:
     p.add_argument("--threshold", type=float, default=0.05,
                    help="a near-tie's top-two margin (default 0.05)")
     a = p.parse_args()
-    models = a.model or [os.path.normpath(os.path.join(
-        REPO, "..", "shared", "models", "stories260K.gguf"))]
+    models = a.model or [paths.stories_gguf()]
     for path in (a.evictd, a.serve, a.llama_server):
         if not os.access(path, os.X_OK):
             raise SystemExit("%s is missing (see --help)" % path)

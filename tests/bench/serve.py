@@ -15,34 +15,34 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, os.path.join(REPO, "tests", "llamacpp"))
+from support import paths
+from support.daemon import Daemon
+from support.metrics import scrape
+from support.serve import Serve, complete
+
 if len(sys.argv) == 4:
     os.environ["EVICTD_BIN"], os.environ["EVICTD_LLAMA"] = sys.argv[1:3]
-
-import test_serve as ts  # noqa: E402
-from daemon import Daemon  # noqa: E402
-
-GGUF = sys.argv[3] if len(sys.argv) == 4 else ts.GGUF
+GGUF = sys.argv[3] if len(sys.argv) == 4 else \
+    paths.llama_model("evictd-lm.gguf")
+PROMPTS = ["The quick brown fox jumps", "Once upon a time there",
+           "In the beginning was", "A long way from home, the"]
 N = int(os.environ.get("BENCH_N", "400"))
 ARGS = ["--budget", "256", "--sinks", "4", "--lookahead", "16",
         "--parallel", "8"]
 
 
 def run(addr: str, k: int) -> None:
-    before = ts.serve_metrics(addr)
+    before = scrape(addr)
     t0 = time.monotonic()
-    th = [threading.Thread(target=ts.complete,
-                           args=(addr, "%d: %s" % (i, ts.PROMPTS[i % 4]), N))
+    th = [threading.Thread(target=complete,
+                           args=(addr, "%d: %s" % (i, PROMPTS[i % 4]), N))
           for i in range(k)]
     for t in th:
         t.start()
     for t in th:
         t.join()
     wall = time.monotonic() - t0
-    m = ts.serve_metrics(addr)
+    m = scrape(addr)
     d = {key: m[key] - before.get(key, 0) for key in m}
     it = d["evictd_llama_iterations_total"]
     tot = d["evictd_llama_iteration_seconds_total"]
@@ -57,13 +57,9 @@ def run(addr: str, k: int) -> None:
 
 def main() -> None:
     tmp = tempfile.TemporaryDirectory(prefix="bench-serve-")
-    ts.TMP = tmp
-    ts.GGUF = GGUF
-    d = Daemon(tmp.name)
-    d.stop()
-    d.addr = "unix:" + os.path.join(tmp.name, "evictd.sock")
-    d.restart()
-    sv = ts.Server(d.addr, *ARGS)
+    d = Daemon.started(tmp.name,
+                       listen="unix:" + os.path.join(tmp.name, "evictd.sock"))
+    sv = Serve(tmp.name, d.url, *ARGS, model=GGUF)
     try:
         print("evictd-llama serve, %s, budget 256, sinks 4, lookahead 16, "
               "%d tokens per completion" % (os.path.basename(GGUF), N))

@@ -12,7 +12,7 @@ and answered.
   snapshot is rewritten as version 2, and everything is the same after a
   restart.
 - v1-then-new-ops: the fixture's sessions (and new ones) go on under the
-  random workload of every operation, checked against evdlib's model:
+  random workload of every operation, checked against support.window_model:
   drafts, commits, truncates, forks, lookahead and pages, retries; kill -9
   under --fsync always, so that a start replays the old snapshot, the old
   segment and the new one (version 2) together; then SIGTERM and start,
@@ -26,8 +26,11 @@ import shutil
 import sys
 
 sys.dont_write_bytecode = True
-from evdlib import (Client, Fleet, Sess, Win, expect, run_cases,  # noqa
-                    same_answer, segments, step_key, verify)
+from support.durability import (  # noqa: E402
+    Client, Fleet, run_cases, segments, verify)
+from support.fail import expect  # noqa: E402
+from support.window_model import (  # noqa: E402
+    Sess, Win, same_answer, step_key)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "v1")

@@ -12,10 +12,10 @@ lookahead too), drafts and commits, truncates, forks, batches (with stale
 and replayed items now and then), evicts, PUTs, deletes, adoptions (made,
 resent, replaced, refused), changes expecting the session's newest (and
 refused as diverged) and retries of every kind, on sessions with and
-without lookahead and pages, every answer
-checked against a naive model (evdlib.py). At a random moment the daemon
-gets SIGKILL. A client has at most one request in flight then; after the
-restart, the sessions it touches must be all as before it or all as after
+without lookahead and pages, every answer checked against a naive model
+(support/window_model.py). At a random moment the daemon gets SIGKILL. A
+client has at most one request in flight then; after the restart, the
+sessions it touches must be all as before it or all as after
 it (a multi-position step, a fork or a batch is one record, all or
 nothing), and every other session exactly as the acknowledged requests
 left it, replay records included: each session's last step, commit or
@@ -42,9 +42,10 @@ import threading
 import time
 
 sys.dont_write_bytecode = True
-from evdlib import (DEFAULT_BUDGET, Client, Fail, Fleet, Transport,  # noqa
-                    coverage, expect, run_cases, session_ids, verify,
-                    wait_dir_free)
+from support.durability import (  # noqa: E402
+    DEFAULT_BUDGET, Client, Fleet, Transport, coverage, run_cases,
+    session_ids, verify, wait_dir_free)
+from support.fail import Fail, expect  # noqa: E402
 
 CLIENTS = 4
 SESSIONS = 30  # per client

@@ -23,8 +23,9 @@ import struct
 import sys
 
 sys.dont_write_bytecode = True
-from evdlib import (DEFAULT_BUDGET, Client, Fleet, expect, run_cases,  # noqa
-                    segments, session_ids, verify)
+from support.durability import (  # noqa: E402
+    DEFAULT_BUDGET, Client, Fleet, run_cases, segments, session_ids, verify)
+from support.fail import expect  # noqa: E402
 
 # Segments this release writes (version 2; version 1 is still read).
 SEG_MAGICS = (b"EVDJRNL2", b"EVDJRNL1")

@@ -37,8 +37,9 @@ import tempfile
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from evdlib import Client, Daemon, expect  # noqa: E402
+from support.daemon import Daemon  # noqa: E402
+from support.durability import Client  # noqa: E402
+from support.fail import expect  # noqa: E402
 
 
 class Gen:
@@ -226,7 +227,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="evictd-v1-fixture-")
     state = os.path.join(tmp, "state")
     args = ("--state-dir", state, "--fsync", "always", "--budget", 8)
-    d = Daemon(binary, os.path.join(tmp, "evictd.log"))
+    d = Daemon(os.path.join(tmp, "evictd.log"), binary)
     g = Gen(None, random.Random(opts.seed))
     try:
         expect(d.start(*args) is None, "the old daemon did not start")

@@ -7,7 +7,7 @@ above the newest), forked (and both sides stepped on), evicted and deleted,
 adopted (created, resent, replaced; refused for a state no session can be
 in), changed with the newest expected (and refused as diverged when it is
 not the session's), and retried, every answer checked against a naive model
-(evdlib.py); then
+(support/window_model.py); then
 the daemon gets SIGTERM, must exit 0, and a daemon started on the same
 --state-dir must show every session exactly as the model says (GET) and
 answer a retry of each session's last step, commit or truncate request with
@@ -21,7 +21,7 @@ than today's --max-sessions; reaped sessions stay reaped; sessions created
 under
 other --sinks/--lookahead/--page-size defaults keep their configuration
 when the daemon restarts with others; and last, that the workloads of the
-cases before it exercised every operation (evdlib.COVERAGE).
+cases before it exercised every operation (support.durability.COVERAGE).
 
 Usage: restart_test.py [--seed N] [--only CASE,...] [path/to/evictd]
 (default $EVICTD_BIN)."""
@@ -31,9 +31,10 @@ import sys
 import time
 
 sys.dont_write_bytecode = True
-from evdlib import (COVERAGE, DEFAULT_BUDGET, Client, Fleet,  # noqa
-                    coverage, expect, run_cases, segments, session_ids,
-                    verify)
+from support.durability import (  # noqa: E402
+    COVERAGE, DEFAULT_BUDGET, Client, Fleet, coverage, run_cases, segments,
+    session_ids, verify)
+from support.fail import expect  # noqa: E402
 
 OPS = 1500
 ALL = []  # every fleet of the cases run, for case_coverage
@@ -256,7 +257,7 @@ def case_defaults_change(ctx):
 
 def case_coverage(ctx):
     """The workloads of the cases before this one (when all of them ran)
-    used every operation and variant evdlib.COVERAGE names."""
+    used every operation and variant support.durability.COVERAGE names."""
     total, missing = coverage(ALL)
     if len(ALL) < 10:
         return "skipped: not every case ran"

@@ -48,14 +48,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "deploy", "model"))
-sys.path.insert(0, os.path.join(REPO, "deploy", "clients", "python"))
-
-import model as lm  # noqa: E402
-from evictd_client import (ConnectionFailed, EvictdError,  # noqa: E402
-                           StepBatch, StepResult)
+import model as lm
+from evictd_client import (ConnectionFailed, EvictdError, StepBatch,
+                           StepResult)
 
 
 class Violation(AssertionError):

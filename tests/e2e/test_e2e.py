@@ -43,13 +43,9 @@ E2E_DRAFT_WEIGHTS load other weights (e.g. from train.py --out DIR).
 import os
 import random
 import sys
-import tempfile
 import time
 import unittest
 from typing import Dict, List, Optional
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
 # The model is small: one BLAS thread, one torch thread is fastest for its
 # few-row products (and keeps the daemon's core free).
@@ -60,7 +56,7 @@ import torch  # noqa: E402
 import engine as eng  # noqa: E402
 from engine import (Engine, PagedStore, RingStore, Seq, Stats,  # noqa: E402
                     WindowRef, Work, reference_logits)
-from daemon import Daemon  # noqa: E402
+from support.daemon import Daemon, Scratch  # noqa: E402
 import model as lm  # noqa: E402
 from evictd_client import ConnectionFailed, EvictdClient  # noqa: E402
 
@@ -72,7 +68,7 @@ TEXT_PATH = lm.HELD_OUT_TEXT  # held out of training
 WEIGHTS = os.environ.get("E2E_WEIGHTS") or lm.WEIGHTS
 DRAFT_WEIGHTS = os.environ.get("E2E_DRAFT_WEIGHTS") or lm.DRAFT_WEIGHTS
 
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 MAIN: Optional[Daemon] = None
 MODEL: Optional[lm.ByteLM] = None
 DRAFT: Optional[lm.ByteLM] = None
@@ -88,15 +84,13 @@ def setUpModule() -> None:
                            % TEXT_PATH)
     MODEL = lm.load(WEIGHTS)
     DRAFT = lm.load(DRAFT_WEIGHTS)
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-e2e-")
-    MAIN = Daemon(TMP.name)
+    TMP = Scratch("evictd-e2e-")
+    MAIN = TMP.daemon
 
 
 def tearDownModule() -> None:
-    if MAIN is not None:
-        MAIN.stop()
     if TMP is not None:
-        TMP.cleanup()
+        TMP.close()
     if STATS.rows:
         print("\nper iteration, by test and phase (forward: model.step; "
               "evictd rtt: the batch request's round trip; engine: the "
@@ -628,7 +622,7 @@ class KillTest(Case):
         answers), once before a batch reaches it (the resend is applied
         afresh). Tokens and logits equal an uninterrupted run's exactly."""
         state = os.path.join(TMP.name, "state")
-        d = Daemon(TMP.name, "--state-dir", state, "--fsync", "always")
+        d = Daemon.started(TMP.name, "--state-dir", state, "--fsync", "always")
         self.addCleanup(d.stop)
         client = EvictdClient(d.url, timeout=30)
         self.addCleanup(client.close)

@@ -3,9 +3,9 @@
 (a small tmpfs filled up by a filler file, as root) and libfiu's injection
 points of the FIU=1 build (server/fault.h), under concurrent load from
 several clients each on its own keep-alive connection and its own sessions
-(evdlib.py's workload: single steps, batches, PUTs, drafts and commits,
-truncates, forks, evicts, deletes, retries), every answer checked against
-evdlib's naive model.
+(support.durability's workload: single steps, batches, PUTs, drafts and
+commits, truncates, forks, evicts, deletes, retries), every answer checked
+against support.window_model's naive model.
 
 What every journal-failure case asserts, once the disk is full or the point
 is enabled (an "episode"):
@@ -28,8 +28,8 @@ is enabled (an "episode"):
     answer the model expects, and new changes are accepted again;
   - kill -9 (under load, or while the journal fails with requests parked)
     and a restart on the same state directory: every acknowledged change is
-    there exactly (views and replay records, evdlib.verify), and a request
-    without an answer at the kill is all or nothing.
+    there exactly (views and replay records, support.durability.verify),
+    and a request without an answer at the kill is all or nothing.
 
 Cases:
   disk-full-always, disk-full-everysec   the tmpfs fills up (--fsync always,
@@ -85,11 +85,13 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "durability"))
 sys.dont_write_bytecode = True
-from evdlib import (DEFAULT_BUDGET, Client, Ctx, Daemon, Fail, Fleet,  # noqa
-                    Transport, expect, same_answer, segments, session_ids,
-                    verify, wait_dir_free)
+from support.daemon import Daemon  # noqa: E402
+from support.durability import (DEFAULT_BUDGET, Client, Ctx,  # noqa: E402
+                                Fleet, Transport, segments, session_ids,
+                                verify, wait_dir_free)
+from support.fail import Fail, expect  # noqa: E402
+from support.window_model import same_answer  # noqa: E402
 
 CLIENTS = 4
 SESSIONS = 25        # per client
@@ -182,8 +184,9 @@ class Episode:
 
 
 class Canned:
-    """A client that hands evdlib's Fleet.send an answer already read, so
-    that Fleet.send checks it against the model and keeps the books."""
+    """A client that hands support.durability's Fleet.send an answer already
+    read, so that Fleet.send checks it against the model and keeps the
+    books."""
 
     def __init__(self, status, body):
         self.answer = (status, body)
@@ -693,7 +696,7 @@ def fiu_daemon(ctx, name="evictd"):
             f.write(f"#!/bin/sh\nexec fiu-run -f '{prefix}' "
                     f"'{ctx.fiu_bin}' \"$@\"\n")
         os.chmod(wrapper, 0o755)
-    d = Daemon(wrapper, ctx.path(name + ".log"))
+    d = Daemon(ctx.path(name + ".log"), wrapper)
     d.fiu_prefix = prefix
     ctx.daemons.append(d)
     return d

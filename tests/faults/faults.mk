@@ -4,7 +4,7 @@
 # needs root, and without it those cases say they were NOT tested) and
 # libfiu's fault points in a FIU=1 build of the daemon (server/fault.h:
 # journal write, sync and open, snapshot fork and rename), each under
-# concurrent load checked against evdlib's model: changes refused with 503
+# concurrent load checked against support's model: changes refused with 503
 # or parked, reads, health and metrics answering at once, recovery by
 # itself, nothing acknowledged lost across kill -9 and SIGTERM. About 35 s
 # (the compaction cases wait out the daemon's 30 s back-off side by side).

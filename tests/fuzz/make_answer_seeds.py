@@ -15,13 +15,14 @@ regenerates the seeds every time.
 Usage: make_answer_seeds.py EVICTD OUTDIR [VECTORS_DIR]"""
 import glob
 import hashlib
-import http.client
 import json
 import os
-import re
-import subprocess
+import shutil
 import sys
-import threading
+import tempfile
+
+import support.daemon
+from support.http import connect
 
 # The API fuzzer's seed writer, beside this file: the same request bodies.
 from make_corpus import step_body, vector_config as config
@@ -37,46 +38,19 @@ REQUIRED = {
 MAX_ITEMS = 16
 
 
-LISTENING = re.compile(r"listening on (\S+):(\d+)\s")
+class Evictd:
+    """The daemon (support.daemon's, its log in a directory of its own)
+    and one keep-alive connection to it."""
 
-
-class Daemon:
-    """The daemon, its address taken from its "listening on" line, which
-    need not be its first: with a low descriptor limit a warning comes
-    before it (issue 32). A thread reads stderr to the end, so that the
-    daemon never blocks on a full pipe."""
-
-    def __init__(self, binary, wait=20.0):
-        self.proc = subprocess.Popen(
-            [binary, "--listen", "127.0.0.1:0", "--budget", "512"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
-        self.said, self.started = [], threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.started.wait(wait)
-        m = LISTENING.search(self.said[-1]) if self.said else None
-        if not m:
-            ended = self.started.is_set()  # its output ended first
-            self.proc.kill()
-            rc = self.proc.wait()
-            self.reader.join(10)
-            why = ("exit status %d" % rc if ended
-                   else "no address within %g s" % wait)
-            sys.exit("make_answer_seeds: the daemon did not start (%s); it "
-                     "said:\n%s" % (why, "".join(self.said)))
-        self.conn = http.client.HTTPConnection(m.group(1), int(m.group(2)),
-                                               timeout=10)
-
-    def _read(self):
-        """Keeps the lines up to the address line, then only drains; sets
-        started at the address line or at the end of the output."""
-        for raw in self.proc.stderr:
-            if not self.started.is_set():
-                self.said.append(raw.decode("utf-8", "replace"))
-                if LISTENING.search(self.said[-1]):
-                    self.started.set()
-        self.started.set()
+    def __init__(self, binary):
+        self.tmp = tempfile.mkdtemp(prefix="answer-seeds-")
+        self.d = support.daemon.Daemon(os.path.join(self.tmp, "evictd.log"),
+                                       binary)
+        rc = self.d.start("--budget", "512")
+        if rc is not None:
+            sys.exit("make_answer_seeds: the daemon did not start (exit "
+                     "status %d); it said:\n%s" % (rc, self.d.log()))
+        self.conn = connect(self.d.addr, timeout=10)
 
     def ask(self, method, path, body=None):
         data = None if body is None else json.dumps(
@@ -88,9 +62,8 @@ class Daemon:
 
     def stop(self):
         self.conn.close()
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-        self.reader.join(10)
+        self.d.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class Seeds:
@@ -169,7 +142,7 @@ def main():
     vectors = [json.load(open(p))
                for p in sorted(glob.glob(os.path.join(vdir, "*.json")))]
     seeds = Seeds(out)
-    d = Daemon(binary)
+    d = Evictd(binary)
     try:
         for v in vectors:
             replay(d, seeds, v, v["name"])

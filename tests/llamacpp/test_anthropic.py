@@ -22,24 +22,19 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
 from typing import Any, Dict, List, Optional, Tuple
 
+from support import metrics, paths
+from support.daemon import Daemon, Scratch
+from support.http import connect
+from support.serve import Serve, stop_cleanly
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, HERE)
-
-from daemon import Daemon  # noqa: E402
-import test_serve as ts  # noqa: E402
-
-STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
-    REPO, "..", "shared", "models", "stories260K.gguf")
-MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
-                                                        "llama")
+REPO = paths.REPO
+STORIES = paths.stories_gguf()
 NODE_DIR = os.path.join(HERE, "anthropic")
 # A window that holds the conversations these tests continue (a request's
 # prompt and answer), so that the next request reads them from the cache;
@@ -57,32 +52,16 @@ WEATHER = {"name": "get_weather", "description": "The weather of a city",
                             "required": ["city"]}}
 ASK = [{"role": "user", "content": "Tell me a story."}]
 
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 EVD: Optional[Daemon] = None
-SERVERS: Dict[str, ts.Server] = {}
-
-
-def config(name: str) -> str:
-    """A line of the build's config.mk (the llama.cpp tree, gguf-py)."""
-    with open(os.path.join(MODELS, "config.mk")) as f:
-        for line in f:
-            if line.startswith(name):
-                return line.split("=", 1)[1].strip()
-    raise AssertionError("config.mk names no " + name)
-
-
-def llama_tree() -> str:
-    return os.path.dirname(config("LLAMA_COMMON_CXXFLAGS")
-                           .split("-isystem", 1)[1].strip())
+SERVERS: Dict[str, Serve] = {}
 
 
 def with_template(src: str, dst: str, template: str) -> None:
     """dst: src with `template` as its chat template and BOS as its end
     token, every other key and tensor as src has them."""
-    gguf_py = os.environ.get("GGUF_PY") or config("GGUF_PY")
-    sys.path.insert(0, gguf_py)
-    import gguf  # noqa: E402
-    import numpy as np  # noqa: E402
+    gguf = paths.import_gguf()
+    import numpy as np
     r = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
     bos = r.fields["tokenizer.ggml.bos_token_id"].contents()
@@ -104,20 +83,17 @@ def with_template(src: str, dst: str, template: str) -> None:
 
 def setUpModule() -> None:
     global TMP, EVD
-    for path in (ts.BIN, STORIES):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-anthropic-")
-    ts.TMP = TMP
+    paths.require(paths.evictd_llama(), STORIES)
+    TMP = Scratch("evictd-anthropic-")
     tools = os.path.join(TMP.name, "stories-tools.gguf")
-    with open(os.path.join(llama_tree(), "models", "templates",
+    with open(os.path.join(paths.llama_tree(), "models", "templates",
                            TEMPLATE + ".jinja")) as f:
         with_template(STORIES, tools, f.read())
     think = os.path.join(TMP.name, "stories-think.gguf")
-    with open(os.path.join(llama_tree(), "models", "templates",
+    with open(os.path.join(paths.llama_tree(), "models", "templates",
                            THINK_TEMPLATE + ".jinja")) as f:
         with_template(STORIES, think, f.read())
-    EVD = Daemon(TMP.name)
+    EVD = TMP.daemon
     try:
         for name, model, args in (
                 ("plain", STORIES, WINDOW + ["-np", "4"]),
@@ -126,22 +102,19 @@ def setUpModule() -> None:
                 ("keyed", STORIES, WINDOW + ["--api-key", KEY]),
                 ("busy", STORIES, WINDOW + ["--parallel", "1", "--queue",
                                             "1"])):
-            SERVERS[name] = ts.Server(EVD.url, *args, model=model)
+            SERVERS[name] = Serve(TMP.name, EVD.url, *args, model=model)
     except BaseException:
         tearDownModule()
         raise
 
 
 def tearDownModule() -> None:
-    bad = [s.log() for s in SERVERS.values() if s.stop() != 0]
-    SERVERS.clear()
-    if EVD is not None:
-        EVD.stop()
-    if TMP is not None:
-        TMP.cleanup()
-    if bad:
-        raise AssertionError("a server did not stop cleanly:\n" +
-                             "\n".join(bad))
+    try:
+        stop_cleanly(SERVERS.values())
+    finally:
+        SERVERS.clear()
+        if TMP is not None:
+            TMP.close()
 
 
 # The exchanges a test keeps for the contract's check (Contract).
@@ -152,7 +125,7 @@ def post(server: str, path: str, body: Any = None, raw: Optional[bytes] =
          None, headers: Optional[Dict[str, str]] = None,
          method: str = "POST") -> Tuple[int, Dict[str, str], bytes]:
     # A long timeout: the machines these run on may be shared and slow.
-    c = ts.connect(SERVERS[server].addr, timeout=600)
+    c = connect(SERVERS[server].addr, timeout=600)
     data = raw if raw is not None else (
         None if body is None else json.dumps(body).encode())
     c.request(method, path, body=data, headers=headers or {})
@@ -707,7 +680,7 @@ class Errors(unittest.TestCase):
         held = []
         try:
             for _ in range(2):
-                c = ts.connect(addr)
+                c = connect(addr)
                 c.request("POST", "/completion", body=json.dumps(dict(
                     prompt="Once upon a time", n_predict=30000,
                     ignore_eos=True, stream=True)))
@@ -715,7 +688,7 @@ class Errors(unittest.TestCase):
                 if len(held) == 1:
                     c.getresponse().read1(64)
             deadline = time.monotonic() + 10
-            while ts.serve_metrics(addr)["evictd_llama_requests_queued"] != 1:
+            while metrics.scrape(addr)["evictd_llama_requests_queued"] != 1:
                 self.assertLess(time.monotonic(), deadline)
                 time.sleep(0.02)
             for stream_ in (False, True):
@@ -730,11 +703,11 @@ class Errors(unittest.TestCase):
     def test_failure_mid_stream(self) -> None:
         # evictd restarted without its state, re-homing off: the stream
         # that had begun ends with Anthropic's error event.
-        d = Daemon(TMP.name)
-        sv = ts.Server(d.url, *WINDOW, model=STORIES,
-                       env={"EVICTD_LLAMA_REHOME": "off"})
+        d = Daemon.started(TMP.name)
+        sv = Serve(TMP.name, d.url, *WINDOW, model=STORIES,
+                   env={"EVICTD_LLAMA_REHOME": "off"})
         try:
-            c = ts.connect(sv.addr, timeout=600)
+            c = connect(sv.addr, timeout=600)
             c.request("POST", "/v1/messages", body=json.dumps(dict(
                 model="m", max_tokens=3000, messages=ASK, stream=True)))
             r = c.getresponse()

@@ -49,7 +49,6 @@ Runs in about 15 s on two cores (make e2e-llamacpp's environment,
 deploy/llama/llama.mk's LLAMA_TEST_ENV); the figures go to stderr.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -57,21 +56,22 @@ import sys
 import tempfile
 import threading
 import time
-import types
 import unittest
 from typing import Dict, List, Optional, Set, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import test_serve as ts  # noqa: E402  (Server, request, metrics)
-import test_stories as st  # noqa: E402  (the model file and its sha256)
-import gguf_lm  # noqa: E402
-import reference as ref  # noqa: E402
-from daemon import Daemon  # noqa: E402
+import torch  # noqa: E402
 
-GGUF = st.GGUF
-TOL = st.TOL
+from support import generate as gen  # noqa: E402
+from support import gguf_lm, metrics, paths  # noqa: E402
+from support import reference as ref  # noqa: E402
+from support.daemon import Daemon  # noqa: E402
+from support.http import request  # noqa: E402
+from support.serve import Serve  # noqa: E402
+
+GGUF = paths.stories_gguf()
+TOL = gen.TOL
 EXACT = ["--exact", "--threads", "1"]
 # Test 1's two windows: (budget, sinks, lookahead or None for serve's
 # default chunks of 512).
@@ -82,7 +82,7 @@ BIG = ["--budget", "96", "--sinks", "4", "--lookahead", "16"] + EXACT
 SMALL = ["--budget", "32", "--sinks", "4", "--lookahead", "8"] + EXACT
 
 TMP: Optional[tempfile.TemporaryDirectory] = None
-NOCACHE: Optional[ts.Server] = None   # BIG, --no-cache-prompt, own evictd
+NOCACHE: Optional[Serve] = None   # BIG, --no-cache-prompt, own evictd
 NOCACHE_EVD: Optional[Daemon] = None
 MODEL = None
 FIGURES: Dict[str, str] = {}
@@ -90,18 +90,12 @@ FIGURES: Dict[str, str] = {}
 
 def setUpModule() -> None:
     global TMP, NOCACHE, NOCACHE_EVD, MODEL
-    if not os.path.isfile(GGUF):
-        raise RuntimeError("%s is missing: the stories260K model (see "
-                           "../shared/models/README.md)" % GGUF)
-    with open(GGUF, "rb") as f:
-        if hashlib.sha256(f.read()).hexdigest() != st.SHA256:
-            raise RuntimeError("%s is not stories260K" % GGUF)
-    st.torch.set_num_threads(1)
+    paths.checked_stories()
+    torch.set_num_threads(1)
     TMP = tempfile.TemporaryDirectory(prefix="evictd-convs-")
-    ts.TMP = types.SimpleNamespace(name=TMP.name)  # the servers' logs
-    NOCACHE_EVD = Daemon(TMP.name)
+    NOCACHE_EVD = Daemon.started(TMP.name)
     NOCACHE = serve(NOCACHE_EVD, *BIG, "--no-cache-prompt", "-np", "4")
-    MODEL = gguf_lm.load(GGUF, st.tl.gguf_py_dir())
+    MODEL = gguf_lm.load(GGUF, gen.gguf_py_dir())
 
 
 def tearDownModule() -> None:
@@ -116,8 +110,8 @@ def tearDownModule() -> None:
 
 
 def serve(d: Daemon, *args: str, env: Optional[Dict[str, str]] = None
-          ) -> ts.Server:
-    return ts.Server(d.url, *args, model=GGUF, env=env)
+          ) -> Serve:
+    return Serve(TMP.name, d.url, *args, model=GGUF, env=env)
 
 
 # ---- conversations -------------------------------------------------------
@@ -169,7 +163,7 @@ class Conv:
 
 def post(addr: str, path: str, body: dict) -> Tuple[str, int, int]:
     """(text, prompt tokens, tokens generated) of one request."""
-    status, _, raw = ts.request(addr, "POST", path, body)
+    status, _, raw = request(addr, "POST", path, body)
     assert status == 200, (path, body, raw)
     out = json.loads(raw)
     if path == "/completion":
@@ -200,14 +194,14 @@ def short(k: str) -> str:
         .replace("conversations_", "").replace("prompt_tokens_", "")
 
 
-def counts(sv: ts.Server) -> Dict[str, float]:
-    m = ts.serve_metrics(sv.addr)
+def counts(sv: Serve) -> Dict[str, float]:
+    m = metrics.scrape(sv.addr)
     out = {short(k): m[k] for k in CONV_KEYS}
     out["active"] = m["evictd_llama_sequences_active"]
     return out
 
 
-def settled(sv: ts.Server, before: Dict[str, float], n_prompt: int,
+def settled(sv: Serve, before: Dict[str, float], n_prompt: int,
             secs: float = 10) -> Dict[str, float]:
     """serve's counts once a request of n_prompt tokens has ended and its
     conversation is parked (every prompt token is counted as reused or
@@ -242,7 +236,7 @@ class Turn:
         return "%s%d" % (self.conv, self.turn + 1)
 
 
-def send(sv: ts.Server, path: str, body: dict, conv: str = "",
+def send(sv: Serve, path: str, body: dict, conv: str = "",
          turn: int = 0) -> Turn:
     """One request, alone: its Turn (the counts settled after it)."""
     before = counts(sv)
@@ -252,7 +246,7 @@ def send(sv: ts.Server, path: str, body: dict, conv: str = "",
                 {k: after[k] - before[k] for k in after})
 
 
-def talk(sv: ts.Server, convs: List[Conv], order: List[int]) -> List[Turn]:
+def talk(sv: Serve, convs: List[Conv], order: List[int]) -> List[Turn]:
     """Each conversation's next turn, one request at a time, in order."""
     out = []
     for i in order:
@@ -264,7 +258,7 @@ def talk(sv: ts.Server, convs: List[Conv], order: List[int]) -> List[Turn]:
     return out
 
 
-def again(sv: ts.Server, t: Turn, **extra) -> Turn:
+def again(sv: Serve, t: Turn, **extra) -> Turn:
     """The same request as t (with extra fields) once more."""
     body = dict(t.body, **extra)
     return send(sv, t.path, body, t.conv, t.turn)
@@ -486,7 +480,7 @@ def story_convs(n: int = 20) -> List[Conv]:
     ]
 
 
-def scenario(sv: ts.Server) -> List[Turn]:
+def scenario(sv: Serve) -> List[Turn]:
     """Test 1's requests: five conversations, three turns each (E two)
     taken in turn (over -np 2: saved and restored all along), then the
     last request of E (never evicted) and of C (evicted) again."""
@@ -529,7 +523,7 @@ def verify(turns: List[Turn], prefix: str, budget: int, sinks: int,
 
 # ---- the tests ----------------------------------------------------------
 
-def tail(sv: ts.Server, n: int = 12) -> str:
+def tail(sv: Serve, n: int = 12) -> str:
     """serve's own last lines (llama.cpp's loading left out)."""
     lines = [x for x in sv.log().splitlines() if x.startswith((
         "evictd-llama", "init:", "decode:", "state_", " -", " it is",
@@ -538,14 +532,14 @@ def tail(sv: ts.Server, n: int = 12) -> str:
 
 
 def sessions_are(test: unittest.TestCase, d: Daemon,
-                 servers: List[ts.Server]) -> int:
+                 servers: List[Serve]) -> int:
     """evictd's sessions are the servers' parked and saved conversations
     (all of them idle): the number."""
     want = 0
     for sv in servers:
         c = counts(sv)
         want += int(c["parked"] + c["saved"])
-    got = ts.wait_sessions(d, want)
+    got = metrics.wait_sessions(d, want)
     test.assertEqual(got, want, "evictd's sessions, serve's conversations")
     return want
 
@@ -566,17 +560,17 @@ class Case(unittest.TestCase):
     """Each test on an evictd of its own (its sessions are counted)."""
 
     def setUp(self) -> None:
-        self.evd = Daemon(TMP.name)
+        self.evd = Daemon.started(TMP.name)
 
     def tearDown(self) -> None:
         self.evd.stop()
 
-    def talk(self, sv: ts.Server, convs: List[Conv], order: List[int]
+    def talk(self, sv: Serve, convs: List[Conv], order: List[int]
              ) -> List[Turn]:
         """talk(), failing with serve's last words if a request fails."""
         return self.guard(sv, talk, sv, convs, order)
 
-    def guard(self, sv: ts.Server, fn, *args):
+    def guard(self, sv: Serve, fn, *args):
         """fn(*args) of requests to sv, failing with serve's last words if
         one fails."""
         try:
@@ -607,7 +601,7 @@ class Reference(Case):
         finally:
             self.assertEqual(sv.stop(), 0)
         # Without --cache-dir nothing outlives serve.
-        self.assertEqual(ts.wait_sessions(self.evd, 0), 0)
+        self.assertEqual(metrics.wait_sessions(self.evd, 0), 0)
         self.assertGreater(c["saved_total"], 0)
         self.assertGreater(c["restored_total"], 0)
         self.assertEqual(c["dropped_total"], 0)
@@ -692,9 +686,9 @@ class Rules(Case):
             self.edited_and_again(sv)
         finally:
             self.assertEqual(sv.stop(), 0)
-        self.assertEqual(ts.wait_sessions(NOCACHE_EVD, 0), 0)
+        self.assertEqual(metrics.wait_sessions(NOCACHE_EVD, 0), 0)
 
-    def edited_and_again(self, sv: ts.Server) -> None:
+    def edited_and_again(self, sv: Serve) -> None:
         chat = Conv("A", "chat", [
             {"role": "system", "content": "You tell short stories."},
             {"role": "user", "content": "Tell me a story about a dog."}],
@@ -707,9 +701,9 @@ class Rules(Case):
         path, body = chat.request()
         body["messages"][1]["content"] = "Tell me a story about a frog."
         edited = send(sv, path, body)
-        before = ts.evictd_metric(self.evd, "evictd_sessions")
+        before = metrics.total(self.evd.addr, "evictd_sessions")
         off = send(sv, path, dict(body, cache_prompt=False))
-        self.assertEqual(ts.evictd_metric(self.evd, "evictd_sessions"),
+        self.assertEqual(metrics.total(self.evd.addr, "evictd_sessions"),
                          before)
         plain = post(NOCACHE.addr, path, body)[0]
         self.assertEqual((edited.delta["misses_total"],
@@ -784,7 +778,7 @@ def many_convs() -> List[Conv]:
             for i, text in enumerate(OPENERS)]
 
 
-def talk_at_once(sv: ts.Server, convs: List[Conv]) -> Dict[str, List[str]]:
+def talk_at_once(sv: Serve, convs: List[Conv]) -> Dict[str, List[str]]:
     """Every conversation's turns, each client in a thread of its own:
     the texts."""
     out: Dict[str, List[str]] = {c.name: [] for c in convs}
@@ -824,7 +818,7 @@ class Many(Case):
                 self.assertEqual(sessions_are(self, self.evd, [sv]), 16)
             finally:
                 self.assertEqual(sv.stop(), 0)
-            self.assertEqual(ts.wait_sessions(self.evd, 0), 0)
+            self.assertEqual(metrics.wait_sessions(self.evd, 0), 0)
         return ROOMY
 
     def test_sixteen_over_four(self) -> None:
@@ -868,7 +862,7 @@ class Many(Case):
             sessions_are(self, self.evd, [sv])
         finally:
             self.assertEqual(sv.stop(), 0, tail(sv))
-        self.assertEqual(ts.wait_sessions(self.evd, 0), 0)
+        self.assertEqual(metrics.wait_sessions(self.evd, 0), 0)
         clean = {"c%d" % i: True for i in range(16)}
         kinds = {"fresh": 0, "continued": 0, "after a drop": 0}
         for t in turns:
@@ -935,10 +929,10 @@ def files(folder: str) -> List[str]:
     return [f for f in os.listdir(folder) if re.match(r"conv-\d+\.bin$", f)]
 
 
-def session_prefix(sv: ts.Server) -> str:
-    m = re.search(r"sessions (\S+)-K\)", sv.log())
-    assert m, sv.log()
-    return m.group(1)
+def session_prefix(sv: Serve) -> str:
+    p = sv.line.prefix()
+    assert p, sv.log()
+    return p
 
 
 class Restarts(Case):
@@ -955,7 +949,7 @@ class Restarts(Case):
             base = self.talk(u, three_convs(), [0, 1, 2, 0, 1, 2])
         finally:
             self.assertEqual(u.stop(), 0)
-        self.assertEqual(ts.wait_sessions(d, 0), 0)
+        self.assertEqual(metrics.wait_sessions(d, 0), 0)
         convs = three_convs()
         a = serve(d, *args, "--cache-dir", folder)
         try:
@@ -966,7 +960,7 @@ class Restarts(Case):
         # One saved when its slot was needed, two at shutdown: three
         # files, three sessions kept in evictd.
         self.assertEqual(len(files(folder)), 3, os.listdir(folder))
-        self.assertEqual(ts.wait_sessions(d, 3), 3)
+        self.assertEqual(metrics.wait_sessions(d, 3), 3)
         b = serve(d, *args, "--cache-dir", folder)
         try:
             self.assertIn("3 conversations found in %s" % folder, b.log())
@@ -977,7 +971,7 @@ class Restarts(Case):
             self.assertEqual(sessions_are(self, d, [b]), 3)
         finally:
             self.assertEqual(b.stop(), 0)
-        self.assertEqual(ts.wait_sessions(d, 3), 3)
+        self.assertEqual(metrics.wait_sessions(d, 3), 3)
         self.assertEqual(len(files(folder)), 3, os.listdir(folder))
         self.assertEqual([t.text for t in first + second],
                          [t.text for t in base])
@@ -1015,10 +1009,10 @@ class Restarts(Case):
             self.assertEqual(sessions_are(self, d, [sv]), 2)
             d.kill()
             d.restart()
-            self.assertEqual(ts.evictd_metric(d, "evictd_sessions"), 0)
-            m0 = ts.serve_metrics(sv.addr)
+            self.assertEqual(metrics.total(d.addr, "evictd_sessions"), 0)
+            m0 = metrics.scrape(sv.addr)
             second = self.talk(sv, convs, [1, 0])  # Y parked, X restored
-            m1 = ts.serve_metrics(sv.addr)
+            m1 = metrics.scrape(sv.addr)
             self.assertEqual(sessions_are(self, d, [sv]), 2)
         finally:
             self.assertEqual(sv.stop(), 0)

@@ -31,7 +31,7 @@ chunk, against an undisturbed run of the same eight prompts:
 Each case runs for both ways of reaching the pool: the list of the
 instances' URLs given to serve (`--evictd url1,url2,url3`: serve routes
 each session itself, a lane per instance) and nginx in front running
-deploy/nginx-shard.conf (tests/shard/resize.py's ResizingPool; serve
+deploy/nginx-shard.conf (tests/support/resize.py's ResizingPool; serve
 steps each session on a request of its own). Which streams are affected
 is nginx's ring's word (HashRing over "127.0.0.1:PORT", the session id
 being the task id in the chunks' "id", `cmpl-serve-PID-K`), checked
@@ -51,33 +51,24 @@ deploy/llama/llama.mk's LLAMA_TEST_ENV).
 
 import http.client
 import json
-import os
 import re
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
-import types
 import unittest
 from typing import Callable, Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "shard"))
-sys.path.insert(0, HERE)
+from support import paths, resize, shard
+from support.http import request
+from support.metrics import scrape as serve_metrics
+from support.resize import HashRing
+from support.serve import Serve
+from support.shard import NGINX, Instance
 
-import resize  # noqa: E402
-import test_serve  # noqa: E402
-from resize import HashRing  # noqa: E402
-from test_serve import Server, request, serve_metrics  # noqa: E402
-
-EVICTD = os.environ.get("EVICTD_BIN") or os.path.join(REPO, "build",
-                                                      "evictd")
-STORIES = os.environ.get("STORIES_GGUF") or os.path.normpath(
-    os.path.join(REPO, "..", "shared", "models", "stories260K.gguf"))
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+EVICTD = paths.evictd_bin()
+STORIES = paths.stories_gguf()
 # --no-cache-prompt: each request its own session, named by its task id
 # (a request may otherwise continue a conversation an earlier one left).
 SETTINGS = ["--budget", "48", "--sinks", "4", "--lookahead", "8", "--exact",
@@ -101,10 +92,10 @@ NEW_AT = 4.8       # case 4: new requests, once the affected have ended
 TASK_ID = re.compile(r"^serve-(\d+)\.[0-9a-f]+-(\d+)$")
 
 
-def prefix(sv: Server) -> str:
-    m = re.search(r"sessions (\S+)-K\)", sv.log())
-    assert m, sv.log()
-    return m.group(1)
+def prefix(sv: Serve) -> str:
+    p = sv.line.prefix()
+    assert p, sv.log()
+    return p
 TEXTS: Dict[str, Dict[str, str]] = {}  # each way's undisturbed texts
 
 
@@ -250,15 +241,10 @@ class Way:
 class Faults(unittest.TestCase):
 
     def setUp(self) -> None:
-        for path in (EVICTD, test_serve.BIN, STORIES, NGINX):
-            if not os.path.exists(path):
-                raise RuntimeError("%s is missing: run make e2e-llamacpp"
-                                   % path)
-        self.tmp = tempfile.mkdtemp(prefix="evictd-faults-")
-        os.chmod(self.tmp, 0o755)  # nginx's workers drop to another user
-        test_serve.TMP = types.SimpleNamespace(name=self.tmp)  # its logs
+        paths.require(EVICTD, paths.evictd_llama(), STORIES, NGINX)
+        self.tmp = shard.scratch("evictd-faults-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.stopped: List[resize.Daemon] = []
+        self.stopped: List[Instance] = []
         self.pauses: List[str] = []  # a case's pauses (check_unaffected)
 
     def way(self, kind: str) -> Way:
@@ -274,13 +260,13 @@ class Faults(unittest.TestCase):
                 d.proc.send_signal(signal.SIGCONT)
         self.stopped = []
 
-    def serve(self, way: Way, *extra: str) -> Server:
-        sv = Server(way.url(), *SETTINGS, *extra, model=STORIES)
+    def serve(self, way: Way, *extra: str) -> Serve:
+        sv = Serve(self.tmp, way.url(), *SETTINGS, *extra, model=STORIES)
         self.addCleanup(sv.stop)
         sv.count = 0  # requests sent to it, so the next task id is known
         return sv
 
-    def send(self, sv: Server, first: bool = False) -> List[Stream]:
+    def send(self, sv: Serve, first: bool = False) -> List[Stream]:
         """Eight streams, their first chunks in. Their ids are known
         before (PREFIX-K, K counting requests): one-token requests
         first move K on until not all eight land on one instance and,
@@ -300,7 +286,7 @@ class Faults(unittest.TestCase):
 
     # ---- the undisturbed run ------------------------------------------------
 
-    def reference(self, sv: Server) -> Dict[str, Stream]:
+    def reference(self, sv: Serve) -> Dict[str, Stream]:
         """The undisturbed run. The first one also sets the streams'
         length: on a machine where N_PREDICT tokens take the eight streams
         under UNDISTURBED_S (a quiet one), as many more as make that time
@@ -332,7 +318,7 @@ class Faults(unittest.TestCase):
 
     # ---- a disturbed run ----------------------------------------------------
 
-    def disturbed(self, sv: Server, kind: str, secs: float,
+    def disturbed(self, sv: Serve, kind: str, secs: float,
                   during: Optional[Callable[[int, List[Stream]], None]] = None,
                   first: bool = False):
         """Eight streams; about HIT_AT s in, an instance that holds some of
@@ -378,7 +364,7 @@ class Faults(unittest.TestCase):
             back = time.monotonic()
             if kind == "kill":
                 deadline = back + 10
-                while not d.start(d.addr):
+                while not d.up(d.addr):
                     self.assertLess(time.monotonic(), deadline,
                                     "cannot restart " + d.addr)
                     time.sleep(0.1)
@@ -419,7 +405,7 @@ class Faults(unittest.TestCase):
                       float("nan")), s.outcome()))
         print("\n".join(lines), file=sys.stderr)
 
-    def check_unaffected(self, sv: Server, streams: List[Stream],
+    def check_unaffected(self, sv: Serve, streams: List[Stream],
                          affected: List[Stream], ref: Dict[str, Stream],
                          hit: float) -> None:
         """The streams on healthy instances: their undisturbed text, they
@@ -446,7 +432,7 @@ class Faults(unittest.TestCase):
         self.assertGreater(span, 2 * GAP_MAX, "the healthy streams ended "
                            "%.3f s after the hit" % span)
 
-    def case_down(self, sv: Server, kind: str,
+    def case_down(self, sv: Serve, kind: str,
                   ref: Dict[str, Stream]) -> None:
         """Cases 2 (kill) and 3 (stop): DOWN s without the instance;
         every text as undisturbed, the affected ones paused."""
@@ -477,7 +463,7 @@ class Faults(unittest.TestCase):
         self.wait_sessions_gone()
         self.paused()
 
-    def case_overdue(self, sv: Server, ref: Dict[str, Stream]) -> None:
+    def case_overdue(self, sv: Serve, ref: Dict[str, Stream]) -> None:
         """Case 4: the instance stopped longer than --reconnect-ms."""
         w = self.w
         self.pauses = []

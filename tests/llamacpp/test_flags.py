@@ -20,33 +20,23 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
 from typing import Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+from support import paths
+from support.daemon import Daemon, Scratch
+from support.openapi import Answer, contract
+from support.serve import Serve
 
-from daemon import Daemon  # noqa: E402
-import test_routes as tr  # noqa: E402  (openapi.yaml's checker)
-
-BIN = os.environ.get("EVICTD_LLAMA") or os.path.join(REPO, "build",
-                                                     "evictd-llama")
-MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
-                                                        "llama")
-STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
-    MODELS, "stories260K.gguf")
-LISTENING = re.compile(r"listening on (127\.0\.0\.1:\d+) \(evictd \S+; "
-                       r"budget (\d+), "
-                       r"sinks (\d+), lookahead (\d+), parallel (\d+)")
+BIN = paths.evictd_llama()
+MODELS = paths.llama_models()
+STORIES = paths.stories_gguf()
 PROMPT = "Once upon a time"
 # One sequence, llama.cpp's exact settings, nothing kept between requests:
 # the same request gets the same text from every server below.
 QUIET = ["--exact", "-np", "1", "--no-cache-prompt"]
 
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 EVD: Optional[Daemon] = None
 
 
@@ -153,39 +143,22 @@ def run_serve(*args: str, timeout: float = 60) -> Tuple[int, str]:
     return p.returncode, err
 
 
-class Server:
+class Flagged(Serve):
     """evictd-llama serve on stories260K with these flags, on 127.0.0.1 at
     a port the system picks (llama-server's --host and --port); the
-    start-up line's address in .addr, its settings in .settings."""
+    start-up line's address in .addr, its settings in .settings, which
+    that line must give whole."""
 
     def __init__(self, *args: str) -> None:
-        fd, self.log_path = tempfile.mkstemp(prefix="serve-", suffix=".log",
-                                             dir=TMP.name)
-        os.close(fd)
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [BIN, "serve", "-m", STORIES, "--host", "127.0.0.1",
-                 "--port", "0", "--evictd", EVD.url] + list(args),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=log)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            m = LISTENING.search(self.log())
-            if m:
-                self.addr = m.group(1)
-                self.settings = {k: int(m.group(i + 2)) for i, k in
-                                 enumerate(("budget", "sinks", "lookahead",
-                                            "parallel"))}
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError("serve did not start:\n" + self.log())
-
-    def log(self) -> str:
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        super().__init__(TMP.name, EVD.url, "--host", "127.0.0.1", "--port",
+                         "0", *args, model=STORIES, listen=None)
+        if not re.fullmatch(r"127\.0\.0\.1:\d+", self.addr) or \
+                sorted(self.settings) != ["budget", "lookahead", "parallel",
+                                          "sinks"] or \
+                not self.line.about.startswith("evictd "):
+            self.stop()
+            raise RuntimeError("serve's start-up line is not whole:\n"
+                               + self.log())
 
     def request(self, path: str, body: Optional[dict],
                 headers: Optional[Dict[str, str]] = None,
@@ -203,8 +176,8 @@ class Server:
         c.close()
         self.last_type = r.getheader("Content-Type", "")
         method = method or ("POST" if body is not None else "GET")
-        tr.contract(method, path, body, tr.Answer(r.status,
-                                                  dict(r.getheaders()), raw))
+        contract(method, path, body, Answer(r.status, dict(r.getheaders()),
+                                            raw))
         try:
             return r.status, json.loads(raw)
         except ValueError:
@@ -228,17 +201,7 @@ class Server:
         return self.ok("/v1/completions", dict(
             prompt=PROMPT, max_tokens=48, **fields))["choices"][0]["text"]
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> "Flagged":
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
@@ -253,27 +216,22 @@ class Server:
 
 def setUpModule() -> None:
     global TMP, EVD
-    for path in (BIN, STORIES):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-flags-")
-    EVD = Daemon(TMP.name)
+    paths.require(BIN, STORIES)
+    TMP = Scratch("evictd-flags-")
+    EVD = TMP.daemon
 
 
 def tearDownModule() -> None:
-    if EVD is not None:
-        EVD.stop()
     if TMP is not None:
-        TMP.cleanup()
+        TMP.close()
 
 
 def model_context(path: str) -> int:
     """The GGUF's training context (its <arch>.context_length), read with
     llama.cpp's gguf-py."""
-    sys.path.insert(0, os.environ.get("GGUF_PY") or os.path.join(
+    gguf = paths.import_gguf(os.environ.get("GGUF_PY") or os.path.join(
         os.path.dirname(os.path.dirname(arg_cpp())), "gguf-py"))
-    from gguf import GGUFReader  # noqa: E402
-    r = GGUFReader(path)
+    r = gguf.GGUFReader(path)
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
     f = r.fields[arch + ".context_length"]
     return int(f.parts[f.data[0]][0])
@@ -477,7 +435,7 @@ class Meaning(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        with Server(*QUIET) as plain:
+        with Flagged(*QUIET) as plain:
             cls.greedy = plain.text(temperature=0)
             cls.greedy_chat = plain.ok("/v1/chat/completions", {
                 "messages": [{"role": "user", "content": PROMPT}],
@@ -488,7 +446,7 @@ class Meaning(unittest.TestCase):
     def test_temp_zero_is_greedy(self) -> None:
         # Negative control: a request with nothing said samples.
         self.assertNotEqual(self.random[0], self.random[1])
-        with Server(*QUIET, "--temp", "0") as s:
+        with Flagged(*QUIET, "--temp", "0") as s:
             self.assertEqual(s.text(), self.greedy)
             chat = s.ok("/v1/chat/completions", {
                 "messages": [{"role": "user", "content": PROMPT}],
@@ -498,12 +456,12 @@ class Meaning(unittest.TestCase):
             self.assertEqual(s.text(temperature=1.0, seed=42), self.seeded)
 
     def test_top_k_one_is_greedy(self) -> None:
-        with Server(*QUIET, "--top-k", "1") as s:
+        with Flagged(*QUIET, "--top-k", "1") as s:
             self.assertEqual(s.text(), self.greedy)
             self.assertEqual(s.text(seed=7), self.greedy)
 
     def test_seed_is_reproducible(self) -> None:
-        with Server(*QUIET, "--seed", "42", "--temp", "1.0") as s:
+        with Flagged(*QUIET, "--seed", "42", "--temp", "1.0") as s:
             a, b = s.text(), s.text()
             self.assertEqual(a, b)
             self.assertEqual(a, self.seeded)
@@ -511,7 +469,7 @@ class Meaning(unittest.TestCase):
             self.assertEqual(s.text(seed=-1, temperature=0), self.greedy)
 
     def test_n_predict_is_every_routes_default(self) -> None:
-        with Server(*QUIET, "-n", "7", "--ignore-eos") as s:
+        with Flagged(*QUIET, "-n", "7", "--ignore-eos") as s:
             out = s.ok("/v1/completions", {"prompt": PROMPT})
             self.assertEqual(out["usage"]["completion_tokens"], 7)
             self.assertEqual(out["choices"][0]["finish_reason"], "length")
@@ -526,11 +484,11 @@ class Meaning(unittest.TestCase):
             self.assertEqual(out["usage"]["completion_tokens"], 3)
         # -1: until an end token or --n-predict-max (never for
         # --ignore-eos), where /v1/completions alone would stop at 16.
-        with Server(*QUIET, "-n", "-1", "--n-predict-max", "40",
-                    "--ignore-eos") as s:
+        with Flagged(*QUIET, "-n", "-1", "--n-predict-max", "40",
+                     "--ignore-eos") as s:
             out = s.ok("/v1/completions", {"prompt": PROMPT})
             self.assertEqual(out["usage"]["completion_tokens"], 40)
-        with Server(*QUIET, "--ignore-eos") as s:
+        with Flagged(*QUIET, "--ignore-eos") as s:
             out = s.ok("/v1/completions", {"prompt": PROMPT})
             self.assertEqual(out["usage"]["completion_tokens"], 16)
 
@@ -554,14 +512,14 @@ class Meaning(unittest.TestCase):
                 (("--keep", "3", "--budget", "64", "--lookahead", "8"),
                  {"budget": 64, "sinks": 4, "lookahead": 8}),
                 (("-np", "-1",), {"parallel": 8})):
-            with Server(*args) as s:
+            with Flagged(*args) as s:
                 got = {k: s.settings[k] for k in want}
                 self.assertEqual(got, want, args)
         # The budget -c gave is the one the sessions get: the window of a
         # long generation holds budget + lookahead cells at most, so a
         # 300-token answer runs on past a context of 64 + 16.
-        with Server("-c", "80", "-ub", "16", "-np", "1", "--temp", "0",
-                    "--ignore-eos", "--sinks", "4") as s:
+        with Flagged("-c", "80", "-ub", "16", "-np", "1", "--temp", "0",
+                     "--ignore-eos", "--sinks", "4") as s:
             self.assertEqual(s.settings["budget"], 64)
             out = s.ok("/v1/completions", {"prompt": PROMPT,
                                            "max_tokens": 300})
@@ -575,19 +533,19 @@ class Meaning(unittest.TestCase):
                     "{% endif %}<assistant>")
         messages = [{"role": "user", "content": "Hi"}]
 
-        def prompt_tokens(s: Server, **fields) -> int:
+        def prompt_tokens(s: Flagged, **fields) -> int:
             return s.ok("/v1/chat/completions", dict(
                 messages=messages, max_tokens=1, **fields))[
                     "usage"]["prompt_tokens"]
 
-        with Server(*QUIET, "--chat-template-file", template) as s:
+        with Flagged(*QUIET, "--chat-template-file", template) as s:
             bare = prompt_tokens(s)
             hello = prompt_tokens(s, chat_template_kwargs={
                 "greeting": "hello there my good friend"})
             self.assertGreater(hello, bare)
-        with Server(*QUIET, "--chat-template-file", template,
-                    "--chat-template-kwargs",
-                    '{"greeting":"hello there my good friend"}') as s:
+        with Flagged(*QUIET, "--chat-template-file", template,
+                     "--chat-template-kwargs",
+                     '{"greeting":"hello there my good friend"}') as s:
             self.assertEqual(prompt_tokens(s), hello)
             # The request's own argument over the server's, key by key.
             self.assertEqual(prompt_tokens(s, chat_template_kwargs={
@@ -596,11 +554,11 @@ class Meaning(unittest.TestCase):
                 "other": 1}), hello)
         with open(template) as f:
             source = f.read()
-        with Server(*QUIET, "--chat-template", source) as s:
+        with Flagged(*QUIET, "--chat-template", source) as s:
             self.assertEqual(prompt_tokens(s), bare)
         # llama.cpp's built-in list without Jinja; a name with it is
         # refused as it would render the name.
-        with Server(*QUIET, "--no-jinja", "--chat-template", "llama2") as s:
+        with Flagged(*QUIET, "--no-jinja", "--chat-template", "llama2") as s:
             self.assertNotEqual(prompt_tokens(s), bare)
         rc, err = run_serve("-m", STORIES, "--evictd", EVD.url,
                             "--chat-template", "llama2", "--budget", "64",
@@ -614,8 +572,8 @@ class Meaning(unittest.TestCase):
         with open(keys, "w") as f:
             f.write("# the team's\nk3\n\n#k4\n")
         body = {"prompt": PROMPT, "max_tokens": 1}
-        with Server(*QUIET, "--api-key", "k1,k2", "--api-key-file",
-                    keys) as s:
+        with Flagged(*QUIET, "--api-key", "k1,k2", "--api-key-file",
+                     keys) as s:
             # Each key, in each of llama-server's ways of giving it.
             for header in ("Authorization", "X-Api-Key"):
                 for key in ("k1", "k2", "k3"):
@@ -652,7 +610,7 @@ class Meaning(unittest.TestCase):
             status, out = s.request("/props", None, {"X-Api-Key": "k3"})
             self.assertEqual(status, 200, out)
         # Without --api-key, no key is asked for.
-        with Server(*QUIET) as s:
+        with Flagged(*QUIET) as s:
             status, _ = s.request("/v1/completions", body)
             self.assertEqual(status, 200)
         # A key list or file of no key would ask for none: refused.
@@ -672,7 +630,7 @@ class Meaning(unittest.TestCase):
         # Each flag gives, by default, the answer the request's own field
         # gives on a server without it, which is not the answer without
         # either: the default was changed, and changed to that value.
-        with Server(*QUIET) as plain:
+        with Flagged(*QUIET) as plain:
             cases = []
             for flag, value, field, base in (
                     ("--top-p", "0.3", "top_p",
@@ -691,7 +649,7 @@ class Meaning(unittest.TestCase):
                                                    "changes nothing"))
                 cases.append((flag, value, base, before, want))
         for flag, value, base, before, want in cases:
-            with Server(*QUIET, flag, value) as s:
+            with Flagged(*QUIET, flag, value) as s:
                 got = s.text(**base)
                 self.assertEqual(got, want, flag)
                 self.assertNotEqual(got, before, flag)
@@ -703,12 +661,12 @@ class Meaning(unittest.TestCase):
 
     def test_no_slots(self) -> None:
         # --slots is the default, and llama-server's: /slots answers.
-        with Server(*QUIET) as s:
+        with Flagged(*QUIET) as s:
             slots = s.get("/slots")
             self.assertEqual(len(slots), 1)
             self.assertEqual(slots[0]["id"], 0)
             self.assertIs(s.get("/props")["endpoint_slots"], True)
-        with Server(*QUIET, "--no-slots") as s:
+        with Flagged(*QUIET, "--no-slots") as s:
             status, out = s.request("/slots", None)
             self.assertEqual(status, 501, out)
             self.assertIn("application/json", s.last_type)
@@ -719,7 +677,7 @@ class Meaning(unittest.TestCase):
             # Nothing else changes: a completion is answered.
             self.assertEqual(s.text(temperature=0), self.greedy)
         # The last of the two counts, as in llama-server.
-        with Server(*QUIET, "--no-slots", "--slots") as s:
+        with Flagged(*QUIET, "--no-slots", "--slots") as s:
             self.assertEqual(len(s.get("/slots")), 1)
             self.assertIs(s.get("/props")["endpoint_slots"], True)
 
@@ -727,23 +685,23 @@ class Meaning(unittest.TestCase):
         # --warmup is the default, and llama-server's: one pass before
         # serving, which leaves nothing in the cache (the first request's
         # text is the one a server without the pass gives).
-        with Server(*QUIET) as s:
+        with Flagged(*QUIET) as s:
             self.assertIn("warm-up pass", s.log())
             self.assertEqual(s.text(temperature=0), self.greedy)
-        with Server(*QUIET, "--no-warmup") as s:
+        with Flagged(*QUIET, "--no-warmup") as s:
             self.assertNotIn("warm-up pass", s.log())
             self.assertEqual(s.text(temperature=0), self.greedy)
-        with Server(*QUIET, "--no-warmup", "--warmup") as s:
+        with Flagged(*QUIET, "--no-warmup", "--warmup") as s:
             self.assertIn("warm-up pass", s.log())
 
     def test_props_reports_the_defaults(self) -> None:
-        with Server(*QUIET, "--n-predict-max", "40") as s:
+        with Flagged(*QUIET, "--n-predict-max", "40") as s:
             params = s.get("/props")["default_generation_settings"]["params"]
             self.assertEqual(params["n_predict"], 40)
             self.assertEqual(params["max_tokens"], 40)
             self.assertNotEqual(params["temperature"], 0.25)
-        with Server(*QUIET, "--n-predict-max", "40", "-n", "7", "--temp",
-                    "0.25", "--seed", "5", "-a", "tiny") as s:
+        with Flagged(*QUIET, "--n-predict-max", "40", "-n", "7", "--temp",
+                     "0.25", "--seed", "5", "-a", "tiny") as s:
             props = s.get("/props")
             params = props["default_generation_settings"]["params"]
             self.assertEqual(params["n_predict"], 7)
@@ -754,7 +712,7 @@ class Meaning(unittest.TestCase):
             self.assertEqual(props["total_slots"], 1)
 
     def test_alias(self) -> None:
-        with Server(*QUIET, "-a", "zed, alpha ,beta") as s:
+        with Flagged(*QUIET, "-a", "zed, alpha ,beta") as s:
             out = s.ok("/v1/completions", {"prompt": PROMPT,
                                            "max_tokens": 1})
             self.assertEqual(out["model"], "alpha")
@@ -763,7 +721,7 @@ class Meaning(unittest.TestCase):
             m = s.get("/v1/models")["data"][0]
             self.assertEqual((m["id"], m["aliases"], m["tags"]),
                              ("alpha", ["alpha", "beta", "zed"], []))
-        with Server(*QUIET, "--tags", "small, chat,small,,fim") as s:
+        with Flagged(*QUIET, "--tags", "small, chat,small,,fim") as s:
             m = s.get("/v1/models")["data"][0]
             self.assertEqual((m["aliases"], m["tags"]),
                              ([], ["chat", "fim", "small"]))
@@ -775,7 +733,7 @@ class Meaning(unittest.TestCase):
         chat = {"messages": [{"role": "system", "content": "Book"},
                              {"role": "user", "content": "Hi there"}],
                 "max_tokens": 2}
-        with Server(*QUIET, "--verbose") as s:
+        with Flagged(*QUIET, "--verbose") as s:
             v = s.ok("/v1/chat/completions", chat)["__verbose"]
             self.assertTrue(v["prompt"].startswith("<s> <|im_start|>system"),
                             v["prompt"])
@@ -788,9 +746,9 @@ class Meaning(unittest.TestCase):
             self.assertNotIn("__verbose", s.ok("/v1/chat/completions",
                                                dict(chat, verbose=False)))
         # --debug is llama.cpp's log alone: answers as without it.
-        with Server(*QUIET, "--debug") as s:
+        with Flagged(*QUIET, "--debug") as s:
             self.assertNotIn("__verbose", s.ok("/v1/chat/completions", chat))
-        with Server(*QUIET) as s:
+        with Flagged(*QUIET) as s:
             self.assertNotIn("__verbose", s.ok("/v1/chat/completions", chat))
             self.assertIn("Book", s.ok("/v1/chat/completions", dict(
                 chat, verbose=True))["__verbose"]["prompt"])

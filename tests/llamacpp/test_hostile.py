@@ -26,18 +26,14 @@ import time
 import unittest
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, HERE)
-
-from daemon import Daemon  # noqa: E402
-import test_serve as ts  # noqa: E402
-from hostile_oracle import (  # noqa: E402
+from hostile_oracle import (
     BODY_MAX, BOS, NMAX, NP, ROUTES, VOCAB, Verdict, judge, parse)
+from support import metrics, paths
+from support.daemon import Daemon
+from support.http import connect
+from support.serve import Serve
 
-STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
-    REPO, "..", "shared", "models", "stories260K.gguf")
+STORIES = paths.stories_gguf()
 # Room for the streams and every sweep thread's request (n at most 2 each),
 # so that no valid request waits, and a queue nothing can fill: a 503 busy
 # is then a failure like any 5xx.
@@ -926,7 +922,7 @@ def exchange(addr: str, c: Case) -> Tuple[Optional[int], Optional[str],
                                           bytes]:
     """One request on its own connection: status (None: no answer),
     Content-Type, body."""
-    conn = ts.connect(addr, 120)
+    conn = connect(addr, 120)
     try:
         conn.request(c.method, c.path, body=c.raw)
         r = conn.getresponse()
@@ -974,7 +970,7 @@ class Stream(threading.Thread):
         parts = []
         seen = 0
         try:
-            c = ts.connect(self.addr, 300)
+            c = connect(self.addr, 300)
             c.request("POST", self.path, body=json.dumps(self.body))
             r = c.getresponse()
             self.status = r.status
@@ -1030,15 +1026,11 @@ class HostileSweep(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        for path in (ts.BIN, STORIES):
-            if not os.path.exists(path):
-                raise AssertionError("%s is missing: run make e2e-llamacpp"
-                                     % path)
+        paths.require(paths.evictd_llama(), STORIES, error=AssertionError)
         cls.tmp = tempfile.TemporaryDirectory(prefix="evictd-hostile-")
-        ts.TMP = tempfile.TemporaryDirectory(dir=cls.tmp.name)
-        cls.d = Daemon(cls.tmp.name)
+        cls.d = Daemon.started(cls.tmp.name)
         try:
-            cls.sv = ts.Server(cls.d.url, *SETTINGS, model=STORIES)
+            cls.sv = Serve(cls.tmp.name, cls.d.url, *SETTINGS, model=STORIES)
         except BaseException:
             cls.d.stop()
             cls.tmp.cleanup()
@@ -1098,8 +1090,8 @@ class HostileSweep(unittest.TestCase):
         default), once they are `want` (or after secs)."""
         deadline = time.monotonic() + secs
         while True:
-            m = ts.serve_metrics(self.sv.addr)
-            n = ts.evictd_metric(self.d, "evictd_sessions") - (
+            m = metrics.scrape(self.sv.addr)
+            n = metrics.total(self.d.addr, "evictd_sessions") - (
                 m["evictd_llama_conversations_parked"] +
                 m["evictd_llama_conversations_saved"])
             if n == want or time.monotonic() > deadline:
@@ -1128,7 +1120,7 @@ class HostileSweep(unittest.TestCase):
                              self.sv.log()[-3000:])
             self.assertEqual((finish, tokens), s.expect)
         self.assertEqual(self.live(0), 0)
-        m0 = ts.serve_metrics(addr)
+        m0 = metrics.scrape(addr)
 
         # The same streams, and the sweep while they decode.
         t1 = time.monotonic()
@@ -1149,7 +1141,7 @@ class HostileSweep(unittest.TestCase):
         after = self.live(0)
         deadline = time.monotonic() + 10
         while True:
-            m1 = ts.serve_metrics(addr)
+            m1 = metrics.scrape(addr)
             gauges = (m1["evictd_llama_requests_active"],
                       m1["evictd_llama_sequences_active"],
                       m1["evictd_llama_requests_queued"])

@@ -27,33 +27,24 @@ error shape.
 import collections
 import json
 import os
-import re
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 import urllib.error
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(HERE, "llama_suite"))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+from llamacpp.llama_suite import run as suite
+from support import paths
+from support.daemon import Daemon
+from support.serve import Serve
 
-import run as suite  # noqa: E402
-from daemon import Daemon  # noqa: E402
-
-BIN = os.environ.get("EVICTD_LLAMA") or os.path.join(REPO, "build",
-                                                     "evictd-llama")
-MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
-                                                        "llama")
-STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
-    REPO, "..", "shared", "models", "stories260K.gguf")
-LISTENING = re.compile(r"listening on (\S+)")
+BIN = paths.evictd_llama()
+MODELS = paths.llama_models()
+STORIES = paths.stories_gguf()
 
 
-class LlamaServerSuite(unittest.TestCase):
+class LlamaCppSuite(unittest.TestCase):
     def test_llama_server_tests_pass_with_serve(self):
         cfg = suite.read_config(os.path.join(MODELS, "config.mk"))
         self.assertTrue(cfg.get("LLAMA_TREE"), "evictd-llama was not built "
@@ -167,23 +158,10 @@ OUT_OF_SCOPE_FLAGS = [
 class OutOfScope(unittest.TestCase):
     def test_refused_cleanly(self):
         with tempfile.TemporaryDirectory(prefix="llama-suite-") as tmp:
-            evd = Daemon(tmp)
-            log_path = os.path.join(tmp, "serve.log")
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    [BIN, "serve", "-m", STORIES, "--listen", "127.0.0.1:0",
-                     "--evictd", evd.url, "-np", "2"],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=log)
+            evd = Daemon.started(tmp)
+            sv = Serve(tmp, evd.url, "-np", "2", model=STORIES, binary=BIN)
             try:
-                addr = None
-                deadline = time.monotonic() + 30
-                while addr is None and time.monotonic() < deadline and \
-                        proc.poll() is None:
-                    with open(log_path, errors="replace") as f:
-                        m = LISTENING.search(f.read())
-                    addr = m.group(1) if m else time.sleep(0.02)
-                self.assertIsNotNone(addr, "serve did not start")
+                addr = sv.addr
                 seen = collections.OrderedDict()
                 for what, method, path, body in OUT_OF_SCOPE_REQUESTS:
                     req = urllib.request.Request(
@@ -208,8 +186,7 @@ class OutOfScope(unittest.TestCase):
                 print("\nout of scope, refused: " + ", ".join(
                     "%s %d" % kv for kv in seen.items()))
             finally:
-                proc.terminate()
-                proc.wait(20)
+                sv.stop()
                 evd.stop()
 
     def test_flags_refused_at_start(self):

@@ -46,191 +46,28 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
-import time
 import unittest
 from typing import Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "deploy", "model"))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, os.path.join(REPO, "deploy", "clients", "python"))
-sys.path.insert(0, HERE)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
 import model as lm  # noqa: E402
-from daemon import Daemon  # noqa: E402
 from evictd_client import EvictdClient, UnknownSession  # noqa: E402
 from proxy import LosingProxy  # noqa: E402
-import reference as ref  # noqa: E402
+from support import generate as gen  # noqa: E402
+from support import paths  # noqa: E402
+from support import reference as ref  # noqa: E402
+from support.daemon import Daemon  # noqa: E402
+from support.generate import (BIN, DRAFT_GGUF, RESULTS,  # noqa: E402
+                              TARGET_GGUF, TOL, Engine, gguf_py_dir,
+                              kill_at, kill_midway, prompt, wait_newest)
 
-TOL = 1e-4
-BIN = os.environ.get("EVICTD_LLAMA") or os.path.join(REPO, "build",
-                                                     "evictd-llama")
-MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
-                                                        "llama")
-TARGET_GGUF = os.path.join(MODELS, "evictd-lm.gguf")
-DRAFT_GGUF = os.path.join(MODELS, "draft.gguf")
-
-TMP: Optional[tempfile.TemporaryDirectory] = None
-MAIN: Optional[Daemon] = None
-TARGET = DRAFT = None
-RESULTS: Dict[str, str] = {}
-
-
-def setUpModule() -> None:
-    global TMP, MAIN, TARGET, DRAFT
-    for path in (BIN, TARGET_GGUF, DRAFT_GGUF):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
-    torch.set_num_threads(1)
-    lm.rope_tables = ref.ggml_rope_tables  # llama.cpp's angles (see there)
-    TARGET = lm.load(lm.WEIGHTS).double()
-    DRAFT = lm.load(lm.DRAFT_WEIGHTS).double()
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-llamacpp-")
-    MAIN = Daemon(TMP.name)
-
-
-def tearDownModule() -> None:
-    if MAIN is not None:
-        MAIN.stop()
-    if TMP is not None:
-        TMP.cleanup()
-    print("", file=sys.stderr)
-    for name, line in sorted(RESULTS.items()):
-        print("%-22s %s" % (name, line), file=sys.stderr)
-
-
-def gguf_py_dir() -> str:
-    """llama.cpp's gguf-py: $GGUF_PY, else the build's own (config.mk's
-    GGUF_PY, beside the GGUF files); "" for Python's gguf package."""
-    if os.environ.get("GGUF_PY"):
-        return os.environ["GGUF_PY"]
-    with open(os.path.join(MODELS, "config.mk")) as f:
-        for line in f:
-            if line.startswith("GGUF_PY"):
-                return line.split(":=", 1)[1].strip()
-    raise AssertionError("config.mk names no GGUF_PY")
-
-
-def prompt(i: int, n: int) -> bytes:
-    """n bytes of the held-out text, a different place for each i."""
-    with open(lm.HELD_OUT_TEXT, "rb") as f:
-        text = f.read()
-    start = (i * 997) % (len(text) - n)
-    return text[start:start + n]
-
-
-def kill_midway(d: Daemon, cmd: List[str], after: int
-                ) -> Tuple[subprocess.Popen, bytes]:
-    """Starts cmd (an evictd-llama run against d), kills d with SIGKILL once
-    `after` bytes of text have come out, restarts it; returns the running
-    engine and the text read so far."""
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    got = b""
-    while len(got) < after:
-        chunk = p.stdout.read1(4096)
-        if not chunk:
-            break
-        got += chunk
-    d.kill()
-    time.sleep(0.2)
-    d.restart()
-    return p, got
-
-
-def wait_newest(d: Daemon, p: subprocess.Popen, session: str, n: int
-                ) -> None:
-    """Until d's session has reached position n (the engine p must still
-    be running: the disturbance has to come mid-generation)."""
-    with EvictdClient(d.url) as ev:
-        while True:
-            if p.poll() is not None:
-                raise AssertionError("the run ended before position %d" % n)
-            try:
-                if ev.get(session).newest >= n:
-                    return
-            except UnknownSession:
-                pass
-            time.sleep(0.002)
-
-
-def kill_at(d: Daemon, p: subprocess.Popen, session: str, n: int) -> None:
-    """Kills d with SIGKILL once session reached position n; restarts it
-    with its flags (here: no state)."""
-    wait_newest(d, p, session, n)
-    d.kill()
-    time.sleep(0.1)
-    d.restart()
-
-
-class Engine(unittest.TestCase):
-    """Runs evictd-llama and checks its record: the helpers of the cases
-    here and of test_positions.py's and test_stories.py's (which run
-    another model: model_file and reference_models say which)."""
-
-    def setUp(self) -> None:
-        self.name = self._testMethodName[len("test_"):]
-        self.runs = 0
-
-    def model_file(self) -> str:
-        """The GGUF evictd-llama runs."""
-        return TARGET_GGUF
-
-    def reference_models(self) -> Tuple[torch.nn.Module, torch.nn.Module]:
-        """The reference's target and draft models (float64)."""
-        return TARGET, DRAFT
-
-    def run_engine(self, *args: str, url: Optional[str] = None,
-                   dump: bool = True, check: bool = True
-                   ) -> Tuple[bytes, str, Optional[str]]:
-        """Runs evictd-llama generate; returns (stdout, stderr, dump
-        prefix)."""
-        self.runs += 1
-        prefix = os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
-        cmd = [BIN, "generate", "-m", self.model_file(), "--evictd",
-               url or MAIN.url, "--session", "%s.%d" % (self.name,
-                                                        self.runs),
-               "--stats"] + list(args)
-        if dump:
-            cmd += ["--dump", prefix]
-        p = subprocess.run(cmd, stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=600)
-        err = p.stderr.decode("utf-8", "replace")
-        if check:
-            self.assertEqual(p.returncode, 0, "evictd-llama failed:\n" + err)
-        return p.stdout, err, prefix if dump else None
-
-    def verify(self, prefix: str, target=None, **kw) -> ref.Result:
-        events, rows = ref.load_dump(prefix)
-        ours, draft = self.reference_models()
-        return ref.replay(events, rows, target or ours, draft, **kw)
-
-    def check(self, prefix: str, note: str = "", target=None) -> ref.Result:
-        res = self.verify(prefix, target)
-        self.assertFalse(res.row_mismatches, res.row_mismatches[:5])
-        self.assertFalse(res.removal_mismatches,
-                         res.removal_mismatches[:5])
-        self.assertFalse(res.cache_mismatches, res.cache_mismatches[:5])
-        self.assertFalse(res.position_mismatches,
-                         res.position_mismatches[:5])
-        self.assertGreater(res.compared, 0)
-        self.assertGreater(res.cache_checks, 0)
-        self.assertLessEqual(res.max_diff, TOL, res.summary())
-        RESULTS[self.name] = res.summary() + ((" " + note) if note else "")
-        return res
-
-    def generate(self, budget: int, n: int, text: bytes, *args: str,
-                 sinks: int = 0) -> Tuple[bytes, ref.Result]:
-        out, _, prefix = self.run_engine(
-            "--budget", str(budget), "--sinks", str(sinks), "-n", str(n),
-            "-p", text.decode("ascii"), *args)
-        return ref.text_of(out), self.check(prefix)
+REPO = paths.REPO
+MODELS = paths.llama_models()
+setUpModule = gen.set_up
+tearDownModule = gen.tear_down
 
 
 class Case(Engine):
@@ -263,13 +100,13 @@ class Case(Engine):
         events, rows = ref.load_dump(self.last_prefix())
         toks = [lm.BOS] + list(text) + list(out[:-1])
         with torch.no_grad():
-            full = TARGET(torch.tensor(toks)).numpy()
+            full = gen.TARGET(torch.tensor(toks)).numpy()
         last = rows[-199:]
         diff = float(abs(last - full[-199:]).max())
         self.assertLessEqual(diff, TOL)
 
     def last_prefix(self) -> str:
-        return os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
+        return os.path.join(gen.TMP.name, "%s-%d" % (self.name, self.runs))
 
     def test_chunked_prefill(self) -> None:
         # A 200-byte prompt in chunks of 16 (lookahead 16) at budget 48:
@@ -374,19 +211,14 @@ class Case(Engine):
         # with SIGKILL mid-generation and restarted; the engine resends the
         # request whose answer it lost, and the output and every logit
         # equal an uninterrupted run's.
-        sock = os.path.join(TMP.name, "kill.sock")
-        state = os.path.join(TMP.name, "kill-state")
-        os.mkdir(state)
-        d = Daemon(TMP.name, "--state-dir", state, "--fsync", "always")
-        d.stop()
-        d.addr = "unix:" + sock
-        d.restart()
+        d = gen.durable_daemon("kill")
         try:
             text = prompt(9, 40).decode("ascii")
             args = ["--budget", "32", "-n", "1500", "-p", text]
             base, _, bprefix = self.run_engine(*args, url=d.addr)
             self.runs += 1
-            prefix = os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
+            prefix = os.path.join(gen.TMP.name,
+                                  "%s-%d" % (self.name, self.runs))
             cmd = [BIN, "generate", "-m", TARGET_GGUF, "--evictd", d.addr,
                    "--session", "killed", "--stats", "--dump", prefix] + args
             p, got = kill_midway(d, cmd, 300)
@@ -412,7 +244,7 @@ class Case(Engine):
         # the child in the prompt's state) and a delete's (the resent
         # delete meets 404, which the engine accepts). Nothing changes.
         text = prompt(12, 40).decode("ascii")
-        host, port = MAIN.addr.rsplit(":", 1)
+        host, port = gen.MAIN.addr.rsplit(":", 1)
 
         deletes = []
 
@@ -439,7 +271,7 @@ class Case(Engine):
         self.assertEqual(samples, again)
         self.assertIn("POST /session/lost_answers.3~0/fork", proxy.lost)
         self.assertEqual(len([x for x in proxy.lost if "DELETE" in x]), 1)
-        with EvictdClient(MAIN.url) as ev:
+        with EvictdClient(gen.MAIN.url) as ev:
             for i in range(3):
                 with self.assertRaises(UnknownSession):
                     ev.get("lost_answers.3~%d" % i)
@@ -453,7 +285,7 @@ class Case(Engine):
         --dump) and calls disturb(p) while it runs; returns the finished
         process (stdout, stderr as bytes) and the dump prefix."""
         self.runs += 1
-        prefix = os.path.join(TMP.name, "%s-%d" % (self.name, self.runs))
+        prefix = os.path.join(gen.TMP.name, "%s-%d" % (self.name, self.runs))
         cmd = [BIN, "generate", "-m", self.model_file(), "--evictd", d.url,
                "--session", session, "--stats", "--dump", prefix] + args
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
@@ -496,7 +328,7 @@ class Case(Engine):
         # adopted, the pending drafts stepped again), and, without the
         # precondition (EVICTD_LLAMA_REHOME=no-expect), the fresh window
         # autocreate makes, told by the answer's size, replaced.
-        d = Daemon(TMP.name)
+        d = Daemon.started(gen.TMP.name)
         self.addCleanup(d.stop)
         text = prompt(9, 40).decode("ascii")
         plain = ["--budget", "32", "--sinks", "4", "-n", "1500", "-p", text]
@@ -523,7 +355,7 @@ class Case(Engine):
         # The same restart with re-homing off (the engine as it was): the
         # fresh window's answers no longer describe the cache, and the run
         # stops saying so.
-        d = Daemon(TMP.name)
+        d = Daemon.started(gen.TMP.name)
         self.addCleanup(d.stop)
         run, _ = self.disturbed(
             d, ["--budget", "32", "-n", "1500", "-p", "Licensed"], "lost",
@@ -559,9 +391,10 @@ class Case(Engine):
         # window answers, wrongly (its victims were evicted long ago), and
         # the run fails: the negative controls, with re-homing off and
         # with re-homing but no precondition.
-        state = os.path.join(TMP.name, "stale-state")
+        state = os.path.join(gen.TMP.name, "stale-state")
         os.mkdir(state)
-        d = Daemon(TMP.name, "--state-dir", state, "--fsync", "always")
+        d = Daemon.started(gen.TMP.name, "--state-dir", state, "--fsync",
+                           "always")
         self.addCleanup(d.stop)
         text = prompt(15, 40).decode("ascii")
         plain = ["--budget", "32", "--sinks", "4", "-n", "1500", "-p", text]
@@ -592,10 +425,10 @@ class Case(Engine):
         # rewind that takes the EOS back goes on.
         state = lm.load(lm.WEIGHTS).state_dict()
         state["embed.weight"][lm.EOS] = state["embed.weight"][ord(".")] * 1.05
-        pt = os.path.join(TMP.name, "eos.pt")
+        pt = os.path.join(gen.TMP.name, "eos.pt")
         torch.save({"config": dataclasses.asdict(lm.load(lm.WEIGHTS).cfg),
                     "state": state}, pt)
-        gguf = os.path.join(TMP.name, "eos.gguf")
+        gguf = os.path.join(gen.TMP.name, "eos.gguf")
         gguf_py = gguf_py_dir()
         subprocess.run(["/usr/bin/python3", os.path.join(
             REPO, "deploy", "llama", "export_gguf.py")] +
@@ -622,7 +455,7 @@ class Case(Engine):
 
     def test_options(self) -> None:
         text = prompt(14, 40)
-        path = os.path.join(TMP.name, "prompt.txt")
+        path = os.path.join(gen.TMP.name, "prompt.txt")
         with open(path, "wb") as f:
             f.write(text)
         a, _, _ = self.run_engine("--budget", "16", "-n", "40", "-p",
@@ -636,7 +469,7 @@ class Case(Engine):
         self.assertEqual(out, b"\n")
         self.run_engine("--budget", "16", "-n", "10", "-p", "x",
                         "--keep-session", "--session", "kept", dump=False)
-        with EvictdClient(MAIN.url) as ev:
+        with EvictdClient(gen.MAIN.url) as ev:
             view = ev.get("kept")
             self.assertEqual(view.newest, 10)  # BOS, x, 9 decoded
             ev.delete("kept")
@@ -648,12 +481,13 @@ class Case(Engine):
         # tab, a quote, a backslash and a control character must still be
         # one valid JSON line (the dump escaped only '"' and '\\', so a
         # control character gave invalid JSON).
-        odd = os.path.join(TMP.name, 'odd\t"model"\\\x01.gguf')
+        odd = os.path.join(gen.TMP.name, 'odd\t"model"\\\x01.gguf')
         os.symlink(TARGET_GGUF, odd)
         self.runs += 1
-        prefix = os.path.join(TMP.name, "odd-%d" % self.runs)
-        p = subprocess.run([BIN, "generate", "-m", odd, "--evictd", MAIN.url,
-                            "-n", "4", "-p", "x", "--dump", prefix],
+        prefix = os.path.join(gen.TMP.name, "odd-%d" % self.runs)
+        p = subprocess.run([BIN, "generate", "-m", odd, "--evictd",
+                            gen.MAIN.url, "-n", "4", "-p", "x", "--dump",
+                            prefix],
                            stdin=subprocess.DEVNULL, capture_output=True,
                            timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -664,10 +498,10 @@ class Case(Engine):
                                         if e["op"] == "pass"))
 
     def test_token(self) -> None:
-        token = os.path.join(TMP.name, "token")
+        token = os.path.join(gen.TMP.name, "token")
         with open(token, "w") as f:
             f.write("a-token-of-some-length\n")
-        d = Daemon(TMP.name, "--token-file", token)
+        d = Daemon.started(gen.TMP.name, "--token-file", token)
         try:
             out, err, _ = self.run_engine("-n", "5", "-p", "x", url=d.url,
                                           dump=False, check=False)
@@ -691,7 +525,7 @@ class Refusals(unittest.TestCase):
 
     def generate(self, *args: str) -> Tuple[int, str]:
         return self.engine("generate", "-m", TARGET_GGUF, "--evictd",
-                           MAIN.url, "-n", "3", "-p", "x", *args)
+                           gen.MAIN.url, "-n", "3", "-p", "x", *args)
 
     def test_usage(self) -> None:
         for args, says in (
@@ -731,7 +565,7 @@ class Refusals(unittest.TestCase):
         self.assertIn("connection_failed", err)
         # A model that cannot be loaded: the session made for it is gone.
         rc, err = self.engine("generate", "-m", "/nonexistent.gguf",
-                              "--evictd", MAIN.url, "--session",
+                              "--evictd", gen.MAIN.url, "--session",
                               "refused.model", "-n", "3", "-p", "x")
         self.assertEqual(rc, 1)
         self.assertIn("cannot load the target model", err)
@@ -746,7 +580,7 @@ class Refusals(unittest.TestCase):
                                 "--session", "refused.nctx")
         self.assertEqual(rc, 1)
         self.assertIn("--n-ctx 16 is below what a sequence can hold", err)
-        with EvictdClient(MAIN.url) as ev:
+        with EvictdClient(gen.MAIN.url) as ev:
             for sid in ("refused.sinks", "refused.draft", "refused.model",
                         "refused.rewind", "refused.nctx"):
                 with self.assertRaises(UnknownSession):
@@ -755,7 +589,7 @@ class Refusals(unittest.TestCase):
     def test_configure_names_what_is_missing(self) -> None:
         # A llama.cpp from before its memory API: configure says so rather
         # than failing to compile.
-        tree = os.path.join(TMP.name, "old-llama")
+        tree = os.path.join(gen.TMP.name, "old-llama")
         os.makedirs(os.path.join(tree, "include"))
         with open(os.path.join(MODELS, "config.mk")) as f:
             flags = [line for line in f if line.startswith("LLAMA_CFLAGS")]
@@ -766,7 +600,7 @@ class Refusals(unittest.TestCase):
             f.write(header)
         p = subprocess.run(
             [os.path.join(REPO, "deploy", "llama", "configure.sh"),
-             os.path.join(TMP.name, "old-out")],
+             os.path.join(gen.TMP.name, "old-out")],
             env=dict(os.environ, LLAMA_CPP_SRC=tree), capture_output=True,
             text=True, timeout=60)
         self.assertEqual(p.returncode, 1, p.stderr)
@@ -787,9 +621,9 @@ class Memcheck(unittest.TestCase):
             p = subprocess.run(
                 ["valgrind", "-q", "--error-exitcode=9", "--leak-check=full",
                  "--errors-for-leak-kinds=definite", BIN, "generate", "-m",
-                 TARGET_GGUF, "--evictd", MAIN.url, "--budget", "16", "-n",
+                 TARGET_GGUF, "--evictd", gen.MAIN.url, "--budget", "16", "-n",
                  "30", "-p", "Licensed", "--session", "memcheck.%d" % i,
-                 "--dump", os.path.join(TMP.name, "memcheck%d" % i)]
+                 "--dump", os.path.join(gen.TMP.name, "memcheck%d" % i)]
                 + extra, stdin=subprocess.DEVNULL, capture_output=True,
                 text=True, timeout=600)
             self.assertEqual(p.returncode, 0, p.stderr[-3000:])
@@ -808,7 +642,7 @@ class Installed(unittest.TestCase):
         if not libdir or not libdir[0].endswith("/bin"):
             self.skipTest("llama.cpp here is not a build of a source tree")
         build = os.path.dirname(libdir[0])
-        prefix = os.path.join(TMP.name, "inst")
+        prefix = os.path.join(gen.TMP.name, "inst")
         subprocess.run(["cmake", "--install", build, "--prefix", prefix],
                        check=True, capture_output=True, timeout=120)
         pc = os.path.join(prefix, "lib", "pkgconfig", "llama.pc")
@@ -819,7 +653,7 @@ class Installed(unittest.TestCase):
                    if line.startswith("prefix=")][0]
         with open(pc, "w") as f:
             f.write(text.replace(default, prefix))
-        out = os.path.join(TMP.name, "inst-build")
+        out = os.path.join(gen.TMP.name, "inst-build")
         # A make of its own: `make e2e-llamacpp LLAMA_CPP_SRC=...` hands its
         # command-line variables down through MAKEFLAGS, and they would
         # override this environment's LLAMA_CPP_SRC.
@@ -848,7 +682,7 @@ class Installed(unittest.TestCase):
         texts = []
         for i, b in enumerate((binary, BIN)):
             p = subprocess.run(
-                [b, "generate", "-m", TARGET_GGUF, "--evictd", MAIN.url,
+                [b, "generate", "-m", TARGET_GGUF, "--evictd", gen.MAIN.url,
                  "--budget", "16", "-n", "60", "-p", "Licensed under",
                  "--session", "installed.%d" % i], env=run_env,
                 capture_output=True, timeout=120)

@@ -16,16 +16,13 @@ import tempfile
 import unittest
 from typing import List
 
+from support import paths
+from support.daemon import Daemon
+from support.serve import Serve
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, HERE)
-
-from daemon import Daemon  # noqa: E402
-import test_serve as ts  # noqa: E402
-
-STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
-    REPO, "..", "shared", "models", "stories260K.gguf")
+REPO = paths.REPO
+STORIES = paths.stories_gguf()
 # The test, its package.json and the node_modules npm ci filled.
 NODE_DIR = os.path.join(HERE, "openai")
 # serve's contract: the document, and the checker with its validators
@@ -44,24 +41,21 @@ class OpenAIClient(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        for path in (ts.BIN, STORIES,
-                     os.path.join(NODE_DIR, "node_modules", "openai"),
-                     os.path.join(NODE_DIR, "openai.test.mjs"),
-                     os.path.join(CONTRACT_DIR, "node_modules", "ajv")):
-            if not os.path.exists(path):
-                raise AssertionError("%s is missing: run make e2e-llamacpp"
-                                     % path)
+        paths.require(paths.evictd_llama(), STORIES,
+                      os.path.join(NODE_DIR, "node_modules", "openai"),
+                      os.path.join(NODE_DIR, "openai.test.mjs"),
+                      os.path.join(CONTRACT_DIR, "node_modules", "ajv"),
+                      error=AssertionError)
         cls.tmp = tempfile.TemporaryDirectory(prefix="evictd-openai-")
         tmp = cls.tmp.name
-        ts.TMP = tempfile.TemporaryDirectory(dir=tmp)  # Server's logs
         key = os.path.join(tmp, "key")
         with open(key, "w") as f:
             f.write("  sk-evictd-test-key \n")
-        cls.d = Daemon(tmp)
+        cls.d = Daemon.started(tmp)
         cls.servers = []
 
         def serve(*args: str) -> str:
-            s = ts.Server(cls.d.url, *WINDOW, *args, model=STORIES)
+            s = Serve(tmp, cls.d.url, *WINDOW, *args, model=STORIES)
             cls.servers.append(s)
             return "http://" + s.addr
 

@@ -27,25 +27,25 @@ import json
 import math
 import os
 import subprocess
-import sys
-import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import test_llamacpp as tl  # noqa: E402
+import torch  # noqa: E402
 
-ref = tl.ref
-lm = tl.lm
-torch = tl.torch
-TOL = tl.TOL
+import model as lm  # noqa: E402
+from support import generate as gen  # noqa: E402
+from support import paths  # noqa: E402
+from support import reference as ref  # noqa: E402
+from support.daemon import Daemon, Scratch  # noqa: E402
+
+TOL = gen.TOL
 VOCAB = 258
-ZERO_GGUF = os.path.join(tl.MODELS, "synthetic-zero.gguf")
-BIGRAM_GGUF = os.path.join(tl.MODELS, "synthetic-bigram.gguf")
+ZERO_GGUF = paths.llama_model("synthetic-zero.gguf")
+BIGRAM_GGUF = paths.llama_model("synthetic-bigram.gguf")
 
 TMP = None
 DAEMON = None
@@ -54,21 +54,17 @@ MODEL = None
 
 def setUpModule() -> None:
     global TMP, DAEMON, MODEL
-    for path in (tl.BIN, tl.TARGET_GGUF, ZERO_GGUF, BIGRAM_GGUF):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
+    paths.require(gen.BIN, gen.TARGET_GGUF, ZERO_GGUF, BIGRAM_GGUF)
     torch.set_num_threads(1)
     lm.rope_tables = ref.ggml_rope_tables
     MODEL = lm.load(lm.WEIGHTS).double()
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-ppl-")
-    DAEMON = tl.Daemon(TMP.name)
+    TMP = Scratch("evictd-ppl-")
+    DAEMON = TMP.daemon
 
 
 def tearDownModule() -> None:
-    if DAEMON is not None:
-        DAEMON.stop()
     if TMP is not None:
-        TMP.cleanup()
+        TMP.close()
 
 
 def text_file(name: str, data: bytes) -> str:
@@ -79,7 +75,7 @@ def text_file(name: str, data: bytes) -> str:
 
 
 def ppl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run([tl.BIN, "perplexity", "--evictd", DAEMON.url]
+    p = subprocess.run([gen.BIN, "perplexity", "--evictd", DAEMON.url]
                        + list(args), stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=300)
     if check and p.returncode != 0:
@@ -99,11 +95,7 @@ def logsumexp(x: np.ndarray) -> float:
 
 def gguf_embedding(path: str) -> np.ndarray:
     """token_embd.weight of a GGUF, read with llama.cpp's own gguf-py."""
-    gp = tl.gguf_py_dir()
-    if gp:
-        sys.path.insert(0, gp)
-    import gguf
-    r = gguf.GGUFReader(path)
+    r = paths.import_gguf(gen.gguf_py_dir()).GGUFReader(path)
     t = next(t for t in r.tensors if t.name == "token_embd.weight")
     return np.array(t.data, dtype=np.float64).reshape(VOCAB, -1)
 
@@ -114,7 +106,7 @@ class Perplexity(unittest.TestCase):
         return {(p["policy"], p["budget"]): p for p in j["policies"]}
 
     def test_uniform_model_is_258_everywhere(self) -> None:
-        path = text_file("u.txt", tl.prompt(0, 200))
+        path = text_file("u.txt", gen.prompt(0, 200))
         for mode in ("original", "cache"):
             j = ppl_json(ZERO_GGUF, path, "--budgets", "8,32",
                          "--positions", mode)
@@ -132,7 +124,7 @@ class Perplexity(unittest.TestCase):
                 self.assertIsNone(p["over_2x_at"])
 
     def test_bigram_model_closed_form(self) -> None:
-        data = tl.prompt(1, 300)
+        data = gen.prompt(1, 300)
         path = text_file("b.txt", data)
         e = gguf_embedding(BIGRAM_GGUF)
         # output_norm's weight is ones (std-1 scale, see export_gguf.py).
@@ -166,12 +158,12 @@ class Perplexity(unittest.TestCase):
                 for i in range(len(toks) - 1)]
 
     def test_tiny_model_matches_reference(self) -> None:
-        data = tl.prompt(2, 120)
+        data = gen.prompt(2, 120)
         path = text_file("t.txt", data)
         toks = [256] + list(data)
         n = len(toks) - 1  # tokens scored; positions 0..n-1 computed
         for mode in ("original", "cache"):
-            j = ppl_json(tl.TARGET_GGUF, path, "--budgets", "12,40",
+            j = ppl_json(gen.TARGET_GGUF, path, "--budgets", "12,40",
                          "--sinks", "4", "--positions", mode)
             self.assertEqual(j["positions"], mode)
             got = self.policies(j)
@@ -204,15 +196,15 @@ class Perplexity(unittest.TestCase):
         """perplexity against a daemon of its own, killed with SIGKILL once
         the window of budget 12 has reached position 250, and restarted
         without state."""
-        d = tl.Daemon(TMP.name)
+        d = Daemon.started(TMP.name)
         try:
-            p = subprocess.Popen([tl.BIN, "perplexity", "--evictd", d.url]
+            p = subprocess.Popen([gen.BIN, "perplexity", "--evictd", d.url]
                                  + args + [path], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE,
                                  env=dict(os.environ, **env))
             try:
-                tl.kill_at(d, p, "ppl-%d.12.window" % p.pid, 250)
+                gen.kill_at(d, p, "ppl-%d.12.window" % p.pid, 250)
             finally:
                 out, err = p.communicate(timeout=300)
             return subprocess.CompletedProcess(p.args, p.returncode, out,
@@ -226,12 +218,12 @@ class Perplexity(unittest.TestCase):
         # sessions of that batch (adopts what each cache holds) and sends
         # their items again. Every NLL equals the undisturbed run's, and
         # the reference's. With re-homing off the run stops instead.
-        data = tl.prompt(6, 600)
+        data = gen.prompt(6, 600)
         path = text_file("r.txt", data)
         toks = [256] + list(data)
-        args = ["-m", tl.TARGET_GGUF, "--budgets", "12,40", "--sinks", "4",
+        args = ["-m", gen.TARGET_GGUF, "--budgets", "12,40", "--sinks", "4",
                 "--json"]
-        base = ppl_json(tl.TARGET_GGUF, path, *args[2:])
+        base = ppl_json(gen.TARGET_GGUF, path, *args[2:])
         p = self.restarted(path, args, {})
         self.assertEqual(p.returncode, 0, p.stderr)
         got = json.loads(p.stdout)
@@ -253,7 +245,7 @@ class Perplexity(unittest.TestCase):
         self.assertIn(b"the daemon lost the session", p.stderr)
 
     def test_table_and_svg(self) -> None:
-        path = text_file("s.txt", tl.prompt(3, 300))
+        path = text_file("s.txt", gen.prompt(3, 300))
         svg = os.path.join(TMP.name, "p.svg")
         p = ppl("-m", BIGRAM_GGUF, "--budgets", "16,64", "--trail", "50",
                 "--svg", svg, "--svg-budget", "64", path)
@@ -280,8 +272,8 @@ class Perplexity(unittest.TestCase):
         # full attention: the position where its trailing perplexity first
         # exceeds twice full attention's is the first position checked
         # where that holds, recomputed here from the JSON's own NLLs.
-        path = text_file("o.txt", tl.prompt(4, 200))
-        j = ppl_json(tl.TARGET_GGUF, path, "--budgets", "2,150",
+        path = text_file("o.txt", gen.prompt(4, 200))
+        j = ppl_json(gen.TARGET_GGUF, path, "--budgets", "2,150",
                      "--sinks", "1", "--trail", "20")
         pol = self.policies(j)
         full = pol[("full", None)]["nll"]
@@ -312,16 +304,16 @@ class Perplexity(unittest.TestCase):
                         "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                        check=True, capture_output=True)
         token = text_file("token", b"a-token-of-some-length\n")
-        secure = tl.Daemon(TMP.name, "--tls-cert", cert, "--tls-key", key,
-                           "--token-file", token)
+        secure = Daemon.started(TMP.name, "--tls-cert", cert, "--tls-key",
+                                key, "--token-file", token)
         try:
-            path = text_file("tls.txt", tl.prompt(5, 120))
-            args = ["-m", tl.TARGET_GGUF, "--budgets", "16", "--json", path]
+            path = text_file("tls.txt", gen.prompt(5, 120))
+            args = ["-m", gen.TARGET_GGUF, "--budgets", "16", "--json", path]
             plain = json.loads(ppl(*args).stdout)
 
             def run(*opts: str) -> subprocess.CompletedProcess:
                 return subprocess.run(
-                    [tl.BIN, "perplexity", "--evictd",
+                    [gen.BIN, "perplexity", "--evictd",
                      "https://" + secure.addr, "--reconnect-ms", "0"]
                     + list(opts) + args, stdin=subprocess.DEVNULL,
                     capture_output=True, timeout=300)

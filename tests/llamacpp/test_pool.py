@@ -4,7 +4,7 @@ directory) behind a real nginx running deploy/nginx-shard.conf, serve
 (stories260K, --exact) with 16 generations in flight through nginx; then a
 fourth instance added and nginx reloaded, one instance killed with SIGKILL
 and restarted without state, the pool shrunk back to the first three
-(tests/shard/resize.py, whose plan says beforehand which sessions each
+(tests/support/resize.py, whose plan says beforehand which sessions each
 change moves). Every generation completes with the text the same request
 got from the pool left alone, none fails, and serve's /metrics and the
 daemons' count exactly the re-homings the plan predicts: unknown_session
@@ -26,31 +26,20 @@ engines written with the Python client).
 
 import http.client
 import json
-import os
-import re
 import shutil
 import sys
-import tempfile
 import threading
 import time
-import types
 import unittest
 from typing import List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "shard"))
-sys.path.insert(0, HERE)
+from support import paths, resize, shard
+from support.metrics import scrape as serve_metrics
+from support.serve import Serve
+from support.shard import NGINX
 
-import resize  # noqa: E402
-import test_serve  # noqa: E402
-from test_serve import Server, serve_metrics  # noqa: E402
-
-EVICTD = os.environ.get("EVICTD_BIN") or os.path.join(REPO, "build",
-                                                      "evictd")
-STORIES = os.environ.get("STORIES_GGUF") or os.path.normpath(
-    os.path.join(REPO, "..", "shared", "models", "stories260K.gguf"))
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+EVICTD = paths.evictd_bin()
+STORIES = paths.stories_gguf()
 # --no-cache-prompt: each request its own session, whose ids the plan
 # knows beforehand (a request may otherwise continue a conversation an
 # earlier one left, in that one's session).
@@ -99,12 +88,12 @@ class Stream(threading.Thread):
         self.ended_at = time.monotonic()
 
 
-def prefix(sv: Server) -> str:
+def prefix(sv: Serve) -> str:
     """serve's task (and session) ids are PREFIX-K, K from 1; its log says
     PREFIX as it starts."""
-    m = re.search(r"sessions (\S+)-K\)", sv.log())
-    assert m, sv.log()
-    return m.group(1)
+    p = sv.line.prefix()
+    assert p, sv.log()
+    return p
 
 
 def run_all(addr: str, during=None) -> List[Stream]:
@@ -133,13 +122,8 @@ def wait_events(streams: List[Stream], n: int, secs: float = 120) -> None:
 class Pool(unittest.TestCase):
 
     def setUp(self) -> None:
-        for path in (EVICTD, test_serve.BIN, STORIES, NGINX):
-            if not os.path.exists(path):
-                raise RuntimeError("%s is missing: run make e2e-llamacpp"
-                                   % path)
-        self.tmp = tempfile.mkdtemp(prefix="evictd-pool-")
-        os.chmod(self.tmp, 0o755)  # nginx's workers drop to another user
-        test_serve.TMP = types.SimpleNamespace(name=self.tmp)  # its logs
+        paths.require(EVICTD, paths.evictd_llama(), STORIES, NGINX)
+        self.tmp = shard.scratch("evictd-pool-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
 
     def pool(self) -> resize.ResizingPool:
@@ -147,8 +131,8 @@ class Pool(unittest.TestCase):
         self.addCleanup(p.stop)
         return p
 
-    def serve(self, pool: resize.ResizingPool, **env: str) -> Server:
-        sv = Server(pool.url(), *SETTINGS, model=STORIES, env=env)
+    def serve(self, pool: resize.ResizingPool, **env: str) -> Serve:
+        sv = Serve(self.tmp, pool.url(), *SETTINGS, model=STORIES, env=env)
         self.addCleanup(sv.stop)
         return sv
 

@@ -5,11 +5,12 @@ checked (make e2e-llamacpp runs it after test_llamacpp.py).
 In cache mode a token goes to llama.cpp at its index in the kept cache
 (the count the cache holds), and after each removal the cells above every
 gap move down with llama_memory_seq_add, so that llama.cpp re-rotates
-those keys (K-shift) before its next pass. The reference (reference.py,
-forward_rows) rotates each key at its index in the cache as each query
-sees it and each query at its own index: streaming-llm's arithmetic,
-computed from the policy's rows alone. Every scenario of test_llamacpp.py
-that moves keys runs here in cache mode and must agree within TOL; the
+those keys (K-shift) before its next pass. The reference
+(support/reference.py, forward_rows) rotates each key at its index in the
+cache as each query sees it and each query at its own index:
+streaming-llm's arithmetic, computed from the policy's rows alone. Every
+scenario of test_llamacpp.py that moves keys runs here in cache mode and
+must agree within TOL; the
 negative controls check the same records against original positions and
 against keys left at the index they were computed at (no shift): both
 must be far off. (Without sinks a window has no gap, and cache positions
@@ -18,22 +19,26 @@ that the record agrees with both.)
 """
 
 import os
-import sys
+import shutil
+import subprocess
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import test_llamacpp as tl  # noqa: E402
-from test_llamacpp import setUpModule, tearDownModule  # noqa: E402,F401
+import torch  # noqa: E402
 
-ref = tl.ref
-prompt = tl.prompt
-TOL = tl.TOL
+import model as lm  # noqa: E402
+from support import generate as gen  # noqa: E402
+from support import reference as ref  # noqa: E402
+
+setUpModule = gen.set_up
+tearDownModule = gen.tear_down
+prompt = gen.prompt
+TOL = gen.TOL
 CACHE = ("--positions", "cache")
 
 
-class CachePositions(tl.Engine):
+class CachePositions(gen.Engine):
 
     def generate_cache(self, budget: int, n: int, text: bytes, *args: str,
                        sinks: int = 0):
@@ -64,8 +69,8 @@ class CachePositions(tl.Engine):
         self.assertLessEqual(same.max_diff, TOL, same.summary())
         stale = self.verify(prefix, rope="stale")
         self.assertGreater(stale.max_diff, 100 * TOL, stale.summary())
-        tl.RESULTS[self.name] += (" (checked as original %.3g, as stale "
-                                  "%.3g)" % (same.max_diff, stale.max_diff))
+        gen.RESULTS[self.name] += (" (checked as original %.3g, as stale "
+                                   "%.3g)" % (same.max_diff, stale.max_diff))
 
     def test_cache_sinks(self) -> None:
         # With sinks the window has a gap above them, and cache positions
@@ -80,7 +85,7 @@ class CachePositions(tl.Engine):
             bad = self.verify(self.prefix(), rope=rope)
             self.assertGreater(bad.max_diff, 100 * TOL, bad.summary())
             notes.append("%s %.3g" % (rope, bad.max_diff))
-        tl.RESULTS[self.name] += " (checked as %s)" % ", ".join(notes)
+        gen.RESULTS[self.name] += " (checked as %s)" % ", ".join(notes)
 
     def test_cache_budget_one(self) -> None:
         # Every step evicts the position before: the new token and its
@@ -131,17 +136,17 @@ class CachePositions(tl.Engine):
         out, err, prefix = self.run_engine(
             "--budget", "32", "-n", "200", "-p",
             prompt(11, 40).decode("ascii"), "--lookahead", "5", "--draft",
-            tl.DRAFT_GGUF, "--draft-n", "4", *CACHE)
+            gen.DRAFT_GGUF, "--draft-n", "4", *CACHE)
         res = self.check(prefix)
         events, rows = ref.load_dump(prefix)
         self.assertTrue(any(ev["op"] == "pass" and ev["model"] == "draft"
                             for ev in events))
-        toks = [tl.lm.BOS] + list(prompt(11, 40)) + list(ref.text_of(out))
+        toks = [lm.BOS] + list(prompt(11, 40)) + list(ref.text_of(out))
         checked, bad = ref.greedy_mismatches(events, rows, toks, 40)
         self.assertFalse(bad, bad[:5])
         self.assertGreater(checked, 100)
         accepted = [line for line in err.splitlines() if "accepted" in line]
-        tl.RESULTS[self.name] += " (%s)" % accepted[0].split(": ", 1)[1]
+        gen.RESULTS[self.name] += " (%s)" % accepted[0].split(": ", 1)[1]
         self.assertGreater(res.compared, 200)
 
     def test_cache_rewind(self) -> None:
@@ -163,23 +168,17 @@ class CachePositions(tl.Engine):
         # evictd killed with SIGKILL mid-generation and restarted from its
         # state: the resent step is answered as first, and output and
         # logits equal an uninterrupted cache-mode run's.
-        sock = os.path.join(tl.TMP.name, "kill-cache.sock")
-        state = os.path.join(tl.TMP.name, "kill-cache-state")
-        os.mkdir(state)
-        d = tl.Daemon(tl.TMP.name, "--state-dir", state, "--fsync", "always")
-        d.stop()
-        d.addr = "unix:" + sock
-        d.restart()
+        d = gen.durable_daemon("kill-cache")
         try:
             args = ["--budget", "32", "-n", "800", "-p",
                     prompt(9, 40).decode("ascii"), *CACHE]
             base, _, bprefix = self.run_engine(*args, url=d.addr)
             self.runs += 1
             prefix = self.prefix()
-            cmd = [tl.BIN, "generate", "-m", tl.TARGET_GGUF, "--evictd",
+            cmd = [gen.BIN, "generate", "-m", gen.TARGET_GGUF, "--evictd",
                    d.addr, "--session", "killed-cache", "--stats", "--dump",
                    prefix] + args
-            p, got = tl.kill_midway(d, cmd, 300)
+            p, got = gen.kill_midway(d, cmd, 300)
             rest, err = p.communicate(timeout=600)
             self.assertEqual(p.returncode, 0, err.decode())
             self.assertEqual(got + rest, base)
@@ -199,20 +198,20 @@ class CachePositions(tl.Engine):
         # forward_rows, the reference's attention with a RoPE position per
         # query and key, is the model's own masked forward pass when the
         # positions are the absolute ones (sinks-and-window rows).
-        toks = [tl.lm.BOS] + list(prompt(13, 80))
+        toks = [lm.BOS] + list(prompt(13, 80))
         w = ref.Window(16, 4, 1)
         rows = [(0,)]
         for p in range(1, len(toks)):
             got, _ = w.step([p], False)
             rows.append(got[p])
-        mask = tl.torch.zeros(len(toks), len(toks), dtype=tl.torch.bool)
+        mask = torch.zeros(len(toks), len(toks), dtype=torch.bool)
         for p, r in enumerate(rows):
             mask[p, list(r)] = True
-        with tl.torch.no_grad():
-            want = tl.TARGET(tl.torch.tensor(toks), mask=mask)
+        with torch.no_grad():
+            want = gen.TARGET(torch.tensor(toks), mask=mask)
             qpos, kpos = ref.rope_positions("original", rows)
-            got = ref.forward_rows(tl.TARGET, toks, rows, qpos, kpos)
-            cache = ref.forward_rows(tl.TARGET, toks, rows,
+            got = ref.forward_rows(gen.TARGET, toks, rows, qpos, kpos)
+            cache = ref.forward_rows(gen.TARGET, toks, rows,
                                      *ref.rope_positions("cache", rows))
         self.assertLess(float((got - want).abs().max()), 1e-10)
         self.assertGreater(float((cache - want).abs().max()), 0.1)
@@ -225,28 +224,28 @@ class CachePositions(tl.Engine):
     def test_cache_memcheck(self) -> None:
         # The books of cache mode (both caches' maps, a fork's copies, the
         # draft's rejected drafts) under valgrind memcheck.
-        if tl.shutil.which("valgrind") is None:
+        if shutil.which("valgrind") is None:
             self.skipTest("no valgrind on this machine")
-        for i, extra in enumerate((["--draft", tl.DRAFT_GGUF],
+        for i, extra in enumerate((["--draft", gen.DRAFT_GGUF],
                                    ["--parallel", "3", "--temp", "0.7"])):
-            p = tl.subprocess.run(
+            p = subprocess.run(
                 ["valgrind", "-q", "--error-exitcode=9", "--leak-check=full",
-                 "--errors-for-leak-kinds=definite", tl.BIN, "generate",
-                 "-m", tl.TARGET_GGUF, "--evictd", tl.MAIN.url, "--budget",
+                 "--errors-for-leak-kinds=definite", gen.BIN, "generate",
+                 "-m", gen.TARGET_GGUF, "--evictd", gen.MAIN.url, "--budget",
                  "16", "--sinks", "4", "-n", "24", "-p", "Licensed",
                  "--session", "memcheck-cache.%d" % i, "--dump",
-                 os.path.join(tl.TMP.name, "memcheck-cache%d" % i), *CACHE]
-                + extra, stdin=tl.subprocess.DEVNULL, capture_output=True,
+                 os.path.join(gen.TMP.name, "memcheck-cache%d" % i), *CACHE]
+                + extra, stdin=subprocess.DEVNULL, capture_output=True,
                 text=True, timeout=600)
             self.assertEqual(p.returncode, 0, p.stderr[-3000:])
 
     def prefix(self) -> str:
-        return os.path.join(tl.TMP.name, "%s-%d" % (self.name, self.runs))
+        return os.path.join(gen.TMP.name, "%s-%d" % (self.name, self.runs))
 
     def refused(self, *args: str):
-        p = tl.subprocess.run([tl.BIN, "generate", "-m", tl.TARGET_GGUF,
-                               "-p", "x", *args], capture_output=True,
-                              timeout=60)
+        p = subprocess.run([gen.BIN, "generate", "-m", gen.TARGET_GGUF,
+                            "-p", "x", *args], capture_output=True,
+                           timeout=60)
         return p.returncode, p.stderr.decode()
 
 

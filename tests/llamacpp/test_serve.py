@@ -7,30 +7,24 @@ requests (also when the client does), bad requests are 4xx JSON, and a
 stream survives evictd killed with SIGKILL and restarted with its state,
 or without it (its session re-homed; with re-homing off, session_lost)."""
 
-import http.client
 import json
 import os
-import re
 import socket
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import unittest
 from typing import Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+from support import metrics, paths
+from support.daemon import Daemon, Scratch
+from support.http import connect, events, request
+from support.metrics import promtool_findings, wait_sessions
+from support.metrics import scrape as serve_metrics
+from support.serve import Serve, complete
 
-from daemon import Daemon  # noqa: E402
-
-BIN = os.environ.get("EVICTD_LLAMA") or os.path.join(REPO, "build",
-                                                     "evictd-llama")
-MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
-                                                        "llama")
-GGUF = os.path.join(MODELS, "evictd-lm.gguf")
+BIN = paths.evictd_llama()
+GGUF = paths.llama_model("evictd-lm.gguf")
 # --exact: the settings generate has by default, so that both decode the
 # same text (serve's defaults are llama.cpp's fast ones).
 SETTINGS = ["--budget", "32", "--sinks", "4", "--lookahead", "8", "--exact"]
@@ -39,133 +33,32 @@ SETTINGS = ["--budget", "32", "--sinks", "4", "--lookahead", "8", "--exact"]
 # default, are test_convs.py's.
 SERVE = SETTINGS + ["--no-cache-prompt"]
 BUDGET = 32
-LISTENING = re.compile(r"listening on (\S+)")
 PROMPTS = ["The quick brown fox jumps", "Once upon a time there",
            "In the beginning was", "A long way from home, the"]
 
-TMP: Optional[tempfile.TemporaryDirectory] = None
+TMP: Optional[Scratch] = None
 EVD: Optional[Daemon] = None
-SERVER: Optional["Server"] = None
+SERVER: Optional[Serve] = None
 
 
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float = 60) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path)
-
-
-def connect(addr: str, timeout: float = 60) -> http.client.HTTPConnection:
-    if addr.startswith("unix:"):
-        return UnixConnection(addr[5:], timeout)
-    host, port = addr.rsplit(":", 1)
-    return http.client.HTTPConnection(host, int(port), timeout=timeout)
-
-
-def request(addr: str, method: str, path: str, body=None,
-            raw: Optional[bytes] = None) -> Tuple[int, Dict[str, str], bytes]:
-    c = connect(addr)
-    data = raw if raw is not None else (
-        None if body is None else json.dumps(body).encode())
-    c.request(method, path, body=data)
-    r = c.getresponse()
-    out = (r.status, dict(r.getheaders()), r.read())
-    c.close()
-    return out
-
-
-def evictd_metric(d: Daemon, name: str, label: str = "") -> float:
-    _, _, text = request(d.addr, "GET", "/metrics")
-    total = 0.0
-    for line in text.decode().splitlines():
-        if line.startswith(name) and label in line and \
-                line[len(name)] in " {":
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-def promtool_findings(text: bytes) -> List[str]:
-    """What `promtool check metrics` finds in a /metrics text: its lint's
-    lines (none when clean); a text it cannot parse fails."""
-    lint = subprocess.run(["promtool", "check", "metrics"], input=text,
-                          capture_output=True)
-    out = (lint.stdout + lint.stderr).decode().splitlines()
-    assert lint.returncode in (0, 3), out  # 3: lint findings, parsed
-    return [line for line in out if line.strip()]
-
-
-def events(resp) -> List[dict]:
-    """Reads a whole event stream."""
-    out = []
-    for block in resp.read().decode().split("\n\n"):
-        if block.strip():
-            assert block.startswith("data: "), block
-            out.append(json.loads(block[6:]))
-    return out
-
-
-class Server:
-    def __init__(self, evictd: str, *args: str,
-                 listen: Optional[str] = "127.0.0.1:0",
-                 model: Optional[str] = None,
-                 env: Optional[Dict[str, str]] = None) -> None:
-        self.log_path = tempfile.mktemp(prefix="serve-", suffix=".log",
-                                        dir=TMP.name)
-        where = ["--listen", listen] if listen else []
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [BIN, "serve", "-m", model or GGUF] + where + ["--evictd",
-                 evictd] + list(args), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=log,
-                env=dict(os.environ, **(env or {})))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            m = LISTENING.search(self.log())
-            if m:
-                self.addr = m.group(1)
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError("serve did not start:\n" + self.log())
-
-    def log(self) -> str:
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+def serve_on(evictd: str, *args: str, **kw) -> Serve:
+    """serve on this suite's model, its log in the suite's directory."""
+    return Serve(TMP.name, evictd, *args, model=kw.pop("model", GGUF), **kw)
 
 
 def setUpModule() -> None:
     global TMP, EVD, SERVER
-    for path in (BIN, GGUF):
-        if not os.path.exists(path):
-            raise RuntimeError("%s is missing: run make e2e-llamacpp" % path)
-    TMP = tempfile.TemporaryDirectory(prefix="evictd-serve-")
-    EVD = Daemon(TMP.name)
-    SERVER = Server(EVD.url, *SERVE, "--parallel", "4")
+    paths.require(BIN, GGUF)
+    TMP = Scratch("evictd-serve-")
+    EVD = TMP.daemon
+    SERVER = serve_on(EVD.url, *SERVE, "--parallel", "4")
 
 
 def tearDownModule() -> None:
     if SERVER is not None:
         SERVER.stop()
-    if EVD is not None:
-        EVD.stop()
     if TMP is not None:
-        TMP.cleanup()
+        TMP.close()
 
 
 GENERATED: Dict[Tuple[str, int], str] = {}
@@ -184,15 +77,6 @@ def generate(text: str, n: int, *args: str) -> str:
     return GENERATED[key]
 
 
-def complete(addr: str, text: str, n: int, **kw) -> dict:
-    # Greedy unless told: llama-server's default temperature is 0.8.
-    kw.setdefault("temperature", 0)
-    status, _, body = request(addr, "POST", "/completion",
-                              dict(prompt=text, n_predict=n, **kw))
-    assert status == 200, body
-    return json.loads(body)
-
-
 def stream(addr: str, text: str, n: int) -> Tuple[str, List[dict]]:
     c = connect(addr)
     c.request("POST", "/completion",
@@ -206,16 +90,7 @@ def stream(addr: str, text: str, n: int) -> Tuple[str, List[dict]]:
     return "".join(e.get("content", "") for e in ev[:-1]), ev
 
 
-def wait_sessions(d: Daemon, want: int, secs: float = 10) -> float:
-    deadline = time.monotonic() + secs
-    while True:
-        n = evictd_metric(d, "evictd_sessions")
-        if n == want or time.monotonic() > deadline:
-            return n
-        time.sleep(0.05)
-
-
-class Serve(unittest.TestCase):
+class Completions(unittest.TestCase):
 
     def test_plain_equals_generate(self) -> None:
         out = complete(SERVER.addr, PROMPTS[0], 80)
@@ -281,7 +156,7 @@ class Serve(unittest.TestCase):
     def test_concurrent_batched(self) -> None:
         n = 100
         solo = [complete(SERVER.addr, p, n)["content"] for p in PROMPTS]
-        batches0 = evictd_metric(EVD, "evictd_requests_total",
+        batches0 = metrics.total(EVD.addr, "evictd_requests_total",
                                  'route="batch"')
         got: List[Optional[str]] = [None] * 4
         go = threading.Barrier(4)
@@ -296,7 +171,7 @@ class Serve(unittest.TestCase):
         for t in ts:
             t.join()
         self.assertEqual(got, solo)
-        batches = evictd_metric(EVD, "evictd_requests_total",
+        batches = metrics.total(EVD.addr, "evictd_requests_total",
                                 'route="batch"') - batches0
         # One request decodes in about n iterations (plus its prompt's
         # chunks); four in separate requests would need 4n. Till a window
@@ -333,8 +208,8 @@ class Serve(unittest.TestCase):
         # positions while the window fills, then one a token).
         self.assertGreaterEqual(ahead, 3 * (n - 4 - BUDGET))
         self.assertLessEqual(ahead, steps)
-        off = Server(EVD.url, *SERVE, "--parallel", "4",
-                     env={"EVICTD_LLAMA_PIPELINE": "off"})
+        off = serve_on(EVD.url, *SERVE, "--parallel", "4",
+                       env={"EVICTD_LLAMA_PIPELINE": "off"})
         try:
             m0 = serve_metrics(off.addr)["evictd_llama_steps_ahead_total"]
             for i in range(3):
@@ -368,9 +243,9 @@ class Serve(unittest.TestCase):
         # them and answers as the step-per-token serve does.
         wide = ["--budget", "200", "--sinks", "4", "--lookahead", "8",
                 "--exact"]
-        one = Server(EVD.url, *wide, "--parallel", "4",
-                     env={"EVICTD_LLAMA_RUN": "1"})
-        many = Server(EVD.url, *wide, "--parallel", "4")
+        one = serve_on(EVD.url, *wide, "--parallel", "4",
+                       env={"EVICTD_LLAMA_RUN": "1"})
+        many = serve_on(EVD.url, *wide, "--parallel", "4")
         try:
             def steps(addr: str) -> float:
                 return serve_metrics(addr)["evictd_llama_steps_total"]
@@ -434,8 +309,8 @@ class Serve(unittest.TestCase):
         # and positions are the same), and nothing else changes.
         args = ["--budget", "255", "--sinks", "4", "--lookahead", "16",
                 "--exact", "--parallel", "2"]
-        packs = Server(EVD.url, *args)
-        never = Server(EVD.url, *args, env={"EVICTD_LLAMA_PACK": "0"})
+        packs = serve_on(EVD.url, *args)
+        never = serve_on(EVD.url, *args, env={"EVICTD_LLAMA_PACK": "0"})
         try:
             out = []
             for srv in (packs, never):
@@ -462,7 +337,7 @@ class Serve(unittest.TestCase):
         # Not given, the budget is the daemon's default (512) less one: a
         # full window's pass then holds 512 cells, not 513 (768 attended).
         for args, budget in (((), 511), (("--budget", "512"), 512)):
-            srv = Server(EVD.url, *args)
+            srv = serve_on(EVD.url, *args)
             try:
                 self.assertIn("budget %d," % budget, srv.log())
             finally:
@@ -483,7 +358,7 @@ class Serve(unittest.TestCase):
             chunk = s.recv(4096)
             self.assertTrue(chunk)
             got += chunk
-        self.assertEqual(evictd_metric(EVD, "evictd_sessions"), 1)
+        self.assertEqual(metrics.total(EVD.addr, "evictd_sessions"), 1)
         s.close()
         self.assertEqual(wait_sessions(EVD, 0, 5), 0)
         self.assertIn("went away", SERVER.log())
@@ -513,7 +388,7 @@ class Serve(unittest.TestCase):
         s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\n"
                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         deadline = time.monotonic() + 5
-        while evictd_metric(EVD, "evictd_sessions") != 1:
+        while metrics.total(EVD.addr, "evictd_sessions") != 1:
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.02)
         time.sleep(0.5)  # the tokens flow: news at every look
@@ -522,7 +397,7 @@ class Serve(unittest.TestCase):
         self.assertEqual(complete(SERVER.addr, PROMPTS[3], 5)
                          ["tokens_predicted"], 5)
 
-    def restart_midway(self, sv: Server, d: Daemon) -> List[dict]:
+    def restart_midway(self, sv: Serve, d: Daemon) -> List[dict]:
         """Four streams at once through sv; evictd (d, without a state
         directory) killed with SIGKILL once each has sent 50 events, then
         restarted: each stream's events."""
@@ -554,8 +429,8 @@ class Serve(unittest.TestCase):
         # re-homes those sessions within the iteration (adopts what its
         # cache holds, sends the items again), and every stream goes on
         # with the text of an undisturbed one.
-        d = Daemon(TMP.name)
-        sv = Server(d.url, *SERVE)
+        d = Daemon.started(TMP.name)
+        sv = serve_on(d.url, *SERVE)
         try:
             solo = [stream(sv.addr, p, 1500)[0] for p in PROMPTS]
             for p, ev in zip(PROMPTS, self.restart_midway(sv, d)):
@@ -566,8 +441,8 @@ class Serve(unittest.TestCase):
             self.assertEqual(
                 m['evictd_llama_rehomes_total{cause="unknown_session"}'], 4)
             self.assertEqual(m["evictd_llama_requests_failed_total"], 0)
-            self.assertEqual(evictd_metric(d, "evictd_adoptions_created_total"),
-                             4)
+            self.assertEqual(metrics.total(
+                d.addr, "evictd_adoptions_created_total"), 4)
             self.assertEqual(wait_sessions(d, 0), 0)
         finally:
             sv.stop()
@@ -577,8 +452,8 @@ class Serve(unittest.TestCase):
         # The same with re-homing off (serve as it was): each request fails
         # with session_lost (the answers' size gives it away), the server
         # goes on serving.
-        d = Daemon(TMP.name)
-        sv = Server(d.url, *SERVE, env={"EVICTD_LLAMA_REHOME": "off"})
+        d = Daemon.started(TMP.name)
+        sv = serve_on(d.url, *SERVE, env={"EVICTD_LLAMA_REHOME": "off"})
         try:
             for ev in self.restart_midway(sv, d):
                 self.assertEqual(ev[-1]["error"]["code"], "session_lost",
@@ -670,8 +545,8 @@ class Serve(unittest.TestCase):
     def test_health_and_metrics(self) -> None:
         status, _, body = request(SERVER.addr, "GET", "/health")
         self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
-        down = Server("unix:" + os.path.join(TMP.name, "nobody.sock"),
-                      *SETTINGS, "--reconnect-ms", "0")
+        down = serve_on("unix:" + os.path.join(TMP.name, "nobody.sock"),
+                        *SETTINGS, "--reconnect-ms", "0")
         try:
             status, _, body = request(down.addr, "GET", "/health")
             self.assertEqual(status, 503)
@@ -709,7 +584,7 @@ class Serve(unittest.TestCase):
         # is refused (its file left alone), a stale one (its server gone)
         # is replaced; --host/--port is --listen HOST:PORT.
         path = os.path.join(TMP.name, "rules.sock")
-        a = Server(EVD.url, *SERVE, listen="unix:" + path)
+        a = serve_on(EVD.url, *SERVE, listen="unix:" + path)
         try:
             p = subprocess.run([BIN, "serve", "-m", GGUF, "--listen",
                                 "unix:" + path, "--evictd", EVD.url]
@@ -721,14 +596,14 @@ class Serve(unittest.TestCase):
             a.proc.kill()  # no clean-up: the socket file stays, stale
             a.proc.wait()
         self.assertTrue(os.path.exists(path))
-        b = Server(EVD.url, *SERVE, listen="unix:" + path)
+        b = serve_on(EVD.url, *SERVE, listen="unix:" + path)
         try:
             self.assertEqual(request(b.addr, "GET", "/health")[0], 200)
         finally:
             self.assertEqual(b.stop(), 0)
         self.assertFalse(os.path.exists(path))
-        c = Server(EVD.url, *SERVE, "--host", "127.0.0.1", "--port", "0",
-                   listen=None)
+        c = serve_on(EVD.url, *SERVE, "--host", "127.0.0.1", "--port", "0",
+                     listen=None)
         try:
             self.assertTrue(c.addr.startswith("127.0.0.1:"), c.addr)
             self.assertEqual(request(c.addr, "GET", "/health")[0], 200)
@@ -741,7 +616,7 @@ class Serve(unittest.TestCase):
         self.assertEqual(wait_sessions(EVD, 0), 0)
         # SIGTERM mid-stream: the stream ends with an error event, the
         # session is deleted, the server exits 0.
-        sv = Server(EVD.url, *SERVE)
+        sv = serve_on(EVD.url, *SERVE)
         try:
             c = connect(sv.addr)
             c.request("POST", "/completion", body=json.dumps(
@@ -751,14 +626,14 @@ class Serve(unittest.TestCase):
             got = b""
             while got.count(b"data: ") < 10:
                 got += r.read1(4096)
-            self.assertEqual(evictd_metric(EVD, "evictd_sessions"), 1)
+            self.assertEqual(metrics.total(EVD.addr, "evictd_sessions"), 1)
             sv.proc.terminate()
             got += r.read()
             last = json.loads(got.decode().strip().split("\n\n")[-1][6:])
             c.close()
             self.assertEqual(last["error"]["code"], "shutting_down")
             self.assertEqual(sv.proc.wait(20), 0)
-            self.assertEqual(evictd_metric(EVD, "evictd_sessions"), 0)
+            self.assertEqual(metrics.total(EVD.addr, "evictd_sessions"), 0)
         finally:
             sv.stop()
 
@@ -769,12 +644,11 @@ class Serve(unittest.TestCase):
         # listens on a unix socket too.
         state = os.path.join(TMP.name, "state")
         os.mkdir(state)
-        d = Daemon(TMP.name, "--state-dir", state, "--fsync", "always")
-        d.stop()
-        d.addr = "unix:" + os.path.join(TMP.name, "evictd.sock")
-        d.restart()
-        sv = Server(d.addr, *SERVE,
-                    listen="unix:" + os.path.join(TMP.name, "serve.sock"))
+        d = Daemon.started(TMP.name, "--state-dir", state, "--fsync",
+                           "always", listen="unix:" + os.path.join(
+                               TMP.name, "evictd.sock"))
+        sv = serve_on(d.addr, *SERVE,
+                      listen="unix:" + os.path.join(TMP.name, "serve.sock"))
         try:
             n = 1500
             base, _ = stream(sv.addr, PROMPTS[0], n)
@@ -804,12 +678,6 @@ class Serve(unittest.TestCase):
         finally:
             sv.stop()
             d.stop()
-
-
-def serve_metrics(addr: str) -> Dict[str, float]:
-    _, _, text = request(addr, "GET", "/metrics")
-    return {l.split()[0]: float(l.split()[1])
-            for l in text.decode().splitlines() if not l.startswith("#")}
 
 
 def tuple_addr(addr: str) -> Tuple[str, int]:

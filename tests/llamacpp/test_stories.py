@@ -29,26 +29,23 @@ token list.
 """
 
 import copy
-import hashlib
 import os
-import sys
 import unittest
 from typing import List, Optional, Tuple
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import test_llamacpp as tl  # noqa: E402
-import gguf_lm  # noqa: E402
+import torch  # noqa: E402
 
-ref = tl.ref
-torch = tl.torch
-TOL = tl.TOL
-GGUF = os.environ.get("STORIES_GGUF") or os.path.normpath(os.path.join(
-    tl.REPO, "..", "shared", "models", "stories260K.gguf"))
-SHA256 = "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"
+from support import generate as gen  # noqa: E402
+from support import gguf_lm  # noqa: E402
+from support import paths  # noqa: E402
+from support import reference as ref  # noqa: E402
+
+TOL = gen.TOL
+GGUF = paths.stories_gguf()
 # The README's greedy text from BOS (llama.cpp's piece of the first token,
 # "\u2581Once", keeps its space).
 GREEDY = (b" Once upon a time, there was a little girl named Lily. She loved "
@@ -74,19 +71,11 @@ STORY = ("Once upon a time, there was a little dog named Max. Max liked to "
 
 def setUpModule() -> None:
     global MODEL, DRAFT, DRAFT_GGUF
-    if not os.path.isfile(GGUF):
-        raise RuntimeError("%s is missing: the stories260K model (see "
-                           "../shared/models/README.md) must be beside the "
-                           "repository, or named by STORIES_GGUF" % GGUF)
-    with open(GGUF, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
-    if sha != SHA256:
-        raise RuntimeError("%s is not stories260K (sha256 %s, not %s)"
-                           % (GGUF, sha, SHA256))
-    tl.setUpModule()
-    gp = tl.gguf_py_dir()
+    paths.checked_stories()
+    gen.set_up()
+    gp = gen.gguf_py_dir()
     MODEL = gguf_lm.load(GGUF, gp)
-    DRAFT_GGUF = os.path.join(tl.TMP.name, "stories-draft.gguf")
+    DRAFT_GGUF = os.path.join(gen.TMP.name, "stories-draft.gguf")
     gguf_lm.derive(GGUF, DRAFT_GGUF, gp, n_layers=4)
     DRAFT = gguf_lm.load(DRAFT_GGUF, gp)
     reader = gguf_lm.import_gguf(gp).GGUFReader(GGUF)
@@ -102,7 +91,7 @@ def setUpModule() -> None:
 
 
 def tearDownModule() -> None:
-    tl.tearDownModule()
+    gen.tear_down()
 
 
 def spell(tokens: List[int]) -> bytes:
@@ -121,7 +110,7 @@ def sequence(events: List[dict], seq: int = 0) -> List[int]:
     return [toks[p] for p in range(len(toks))]
 
 
-class Stories(tl.Engine):
+class Stories(gen.Engine):
 
     def model_file(self) -> str:
         return GGUF
@@ -138,7 +127,7 @@ class Stories(tl.Engine):
         return ref.text_of(out), self.check(prefix), prefix
 
     def last_prefix(self) -> str:
-        return os.path.join(tl.TMP.name, "%s-%d" % (self.name, self.runs))
+        return os.path.join(gen.TMP.name, "%s-%d" % (self.name, self.runs))
 
     # -- the scenarios --
 
@@ -169,7 +158,7 @@ class Stories(tl.Engine):
             bad = self.verify(prefix, rope=rope)
             self.assertGreater(bad.max_diff, 100 * TOL, bad.summary())
             notes.append("%s %.3g" % (rope, bad.max_diff))
-        tl.RESULTS[self.name] += " (checked as %s)" % ", ".join(notes)
+        gen.RESULTS[self.name] += " (checked as %s)" % ", ".join(notes)
 
     def prefill_chunks(self, prefix: str) -> int:
         events, _ = ref.load_dump(prefix)
@@ -236,7 +225,7 @@ class Stories(tl.Engine):
         checked, bad = ref.greedy_mismatches(events, rows, toks, first)
         self.assertFalse(bad, bad[:5])
         self.assertGreater(checked, 100)
-        tl.RESULTS[self.name] += " (%s)" % accepted[0].split(": ", 1)[1]
+        gen.RESULTS[self.name] += " (%s)" % accepted[0].split(": ", 1)[1]
 
     def test_stories_speculative(self) -> None:
         self.speculate()
@@ -279,7 +268,7 @@ class Stories(tl.Engine):
         late = ref.replay(events, rows, MODEL, DRAFT)
         self.assertTrue(late.removal_mismatches)
         self.assertTrue(late.row_mismatches)
-        tl.RESULTS[self.name] = (
+        gen.RESULTS[self.name] = (
             "budget 33 checked as 32: %d row, %d removal mismatches, max "
             "diff %.3g (%.0f x TOL); a removal moved one up: %d row, %d "
             "removal mismatches" % (
@@ -349,17 +338,17 @@ class Stories(tl.Engine):
             wrong = self.plain_diff(misread(MODEL, how), prefix)
             self.assertGreater(wrong, 100 * TOL, how)
             notes.append("%s %.3g" % (how, wrong))
-        tl.RESULTS[self.name] = ("full attention, 100 rows: max diff %.2e; "
-                                 "misread %s" % (right, ", ".join(notes)))
+        gen.RESULTS[self.name] = ("full attention, 100 rows: max diff %.2e; "
+                                  "misread %s" % (right, ", ".join(notes)))
 
     def test_stories_metadata(self) -> None:
         # A copy of the file with another RoPE base and RMSNorm eps: the
         # reference reads them (its logits agree with llama.cpp's on the
         # copy), and they matter (the original's are far off).
-        path = os.path.join(tl.TMP.name, "stories-meta.gguf")
-        gguf_lm.derive(GGUF, path, tl.gguf_py_dir(), rope__freq_base=500.0,
+        path = os.path.join(gen.TMP.name, "stories-meta.gguf")
+        gguf_lm.derive(GGUF, path, gen.gguf_py_dir(), rope__freq_base=500.0,
                        attention__layer_norm_rms_epsilon=1e-2)
-        other = gguf_lm.load(path, tl.gguf_py_dir())
+        other = gguf_lm.load(path, gen.gguf_py_dir())
         self.assertEqual((other.cfg.rope_base, round(other.cfg.norm_eps, 6)),
                          (500.0, 0.01))
         _, prefix = self.full_attention(path, n=100)
@@ -367,8 +356,8 @@ class Stories(tl.Engine):
         wrong = self.plain_diff(MODEL, prefix)
         self.assertLessEqual(right, TOL)
         self.assertGreater(wrong, 100 * TOL)
-        tl.RESULTS[self.name] = ("rope base 500, eps 1e-2: max diff %.2e; "
-                                 "with the original's %.3g" % (right, wrong))
+        gen.RESULTS[self.name] = ("rope base 500, eps 1e-2: max diff %.2e; "
+                                  "with the original's %.3g" % (right, wrong))
 
 
 class TiledBlock(gguf_lm.GQABlock):

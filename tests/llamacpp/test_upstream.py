@@ -17,27 +17,13 @@ import tempfile
 import unittest
 from typing import Any, Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-MODELS = os.environ.get("LLAMA_MODELS") or os.path.join(REPO, "build",
-                                                        "llama")
-CHECK = os.environ.get("UPSTREAM_CHECK") or os.path.join(MODELS,
-                                                         "upstream_check")
-STORIES = os.environ.get("STORIES_GGUF") or os.path.join(
-    REPO, "..", "shared", "models", "stories260K.gguf")
+from support import paths
 
-
-def llama_tree() -> str:
-    """The llama.cpp tree common was built from (config.mk says where its
-    headers are: -isystem TREE/common)."""
-    with open(os.path.join(MODELS, "config.mk")) as f:
-        for line in f:
-            if line.startswith("LLAMA_COMMON_CXXFLAGS"):
-                return os.path.dirname(line.split("-isystem", 1)[1].strip())
-    raise AssertionError("config.mk names no LLAMA_COMMON_CXXFLAGS")
-
-
-TEMPLATES = os.path.join(llama_tree(), "models", "templates")
+CHECK = paths.upstream_check()
+STORIES = paths.stories_gguf()
+# The llama.cpp tree common was built from (config.mk says where its
+# headers are: -isystem TREE/common).
+TEMPLATES = os.path.join(paths.llama_tree(), "models", "templates")
 TMP = tempfile.TemporaryDirectory(prefix="test_upstream.")
 LLAMA31 = "meta-llama-Llama-3.1-8B-Instruct"
 QWEN25 = "Qwen-Qwen2.5-7B-Instruct"
@@ -656,7 +642,7 @@ class PromptCache(unittest.TestCase):
         return out
 
     def vocab(self, name: str) -> str:
-        return os.path.join(llama_tree(), "models",
+        return os.path.join(paths.llama_tree(), "models",
                             "ggml-vocab-%s.gguf" % name)
 
     def test_spm_vocabularies_reuse_exactly(self) -> None:

@@ -4,10 +4,11 @@
 # test-low-nofile runs, at 1024:1024 whatever this machine's own limit
 # (prlimit, util-linux): tests/nofile/daemon.sh (the daemon's warning, then
 # its address; it serves), then harnesses that start the daemon and read
-# its address from what it prints, one of each way: a pipe read as it comes
-# (the answer fuzzer's seed writer), the C harness (build/test_http, whose
-# idle-connection test meets the limit too), log files read by Python
-# (tls_test.py, durability's evdlib.py) and by the shell (metrics' lint.sh).
+# its address from what it prints, one of each way: the C harness
+# (build/test_http, whose idle-connection test meets the limit too), log
+# files read by Python (tests/support/listening.py, as the answer fuzzer's
+# seed writer, tls_test.py and restart_test.py start the daemon) and by the
+# shell (metrics' lint.sh).
 NOFILE_LIMIT := 1024
 NOFILE_RUN   := prlimit --nofile=$(NOFILE_LIMIT):$(NOFILE_LIMIT)
 

@@ -20,15 +20,12 @@ import random
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "clients", "python"))
-
-from shard_test import (Conn, Daemon, Fail, expect, harness_main,  # noqa: E402
-                        start_nginx, stop_all)
-from evictd_client import EvictdClient, StepResult  # noqa: E402
-from evictd_pool import EvictdPool, InstanceFailed, Unroutable  # noqa: E402
-from evictd_pool_aio import AsyncEvictdPool  # noqa: E402
+from evictd_client import EvictdClient, StepResult
+from evictd_pool import EvictdPool, InstanceFailed, Unroutable
+from evictd_pool_aio import AsyncEvictdPool
+from support.fail import Fail, expect
+from support.shard import (Conn, Instance, harness_main, start_nginx,
+                           stop_all)
 
 PROBE = os.environ.get("POOL_PROBE")  # the C client's pool, tests/shard/pool_probe.c
 ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
@@ -133,7 +130,7 @@ def check_batches(urls, addrs, routed, ids):
 
 def check_instance_down(daemons, urls, addrs, routed, items):
     down = 1
-    expect(daemons[down].stop() == 0, "could not stop an instance")
+    expect(daemons[down].down() == 0, "could not stop an instance")
     items3 = [{"session": it["session"], "pos": it["pos"] + 1} for it in items]
     with EvictdPool(urls, timeout=2) as pool:
         out = pool.batch(items3)
@@ -192,11 +189,11 @@ def check_pool_of_one(daemon):
 
 
 def run(binary, nginx, tmp):
-    daemons = [Daemon(binary, tmp, f"evictd{i}") for i in range(3)]
+    daemons = [Instance(binary, tmp, f"evictd{i}") for i in range(3)]
     nginx_proc = None
     try:
         for d in daemons:
-            expect(d.start(), f"{d.name} exited: {open(d.log).read()}")
+            expect(d.up(), f"{d.name} exited: {d.log()}")
         addrs = [d.addr for d in daemons]
         nginx_proc, front = start_nginx(nginx, tmp, addrs)
         urls = ["http://" + a for a in addrs]

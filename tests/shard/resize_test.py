@@ -6,7 +6,7 @@ nginx by 16 threads that re-home as deploy/clients/python/README.md says
 (expect_newest on every step; on UnknownSession adopt what they hold, on
 Diverged adopt it with replace; resend), while a fourth instance is added
 and nginx reloaded, one instance is killed with SIGKILL and restarted
-without state, and the pool shrinks back (tests/shard/resize.py).
+without state, and the pool shrinks back (tests/support/resize.py).
 
 Every answer is checked against the window each thread keeps itself (the
 newest BUDGET positions): no step is ever answered from a window other than
@@ -16,18 +16,15 @@ serve as the engine is tests/llamacpp/test_pool.py (make e2e-llamacpp).
 
 Usage: resize_test.py [path/to/evictd]  (default: $EVICTD_BIN). Needs nginx.
 """
-import os
 import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import resize  # noqa: E402
-from shard_test import BUDGET, Fail, Model, expect, harness_main  # noqa: E402
-from evictd_client import (Diverged, EvictdClient, EvictdError,  # noqa: E402
+from evictd_client import (Diverged, EvictdClient, EvictdError,
                            UnknownSession)
+from support import resize
+from support.fail import Fail, expect
+from support.shard import BUDGET, Model, harness_main
 
 SESSIONS = 16
 

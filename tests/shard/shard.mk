@@ -2,7 +2,8 @@
 # pool_test.py: the pool clients (both Python ones, and the C client's
 # through pool_probe) route as that nginx does. resize_test.py: the pool
 # grows, loses an instance's state and shrinks under 16 re-homing engines
-# (resize.py; with evictd-llama serve: tests/llamacpp/test_pool.py).
+# (tests/support/resize.py; with evictd-llama serve:
+# tests/llamacpp/test_pool.py).
 # nginx comes from deps.sh's "proxy" group.
 BUILD_ALL += $(B)/pool_probe
 

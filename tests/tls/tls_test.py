@@ -11,21 +11,15 @@ Usage: tls_test.py [path/to/evictd]   (default $EVICTD_BIN)."""
 import asyncio
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "clients",
-                                "python"))
 sys.dont_write_bytecode = True
 import evictd_client as ec  # noqa: E402
 from evictd_aio import AsyncEvictdClient  # noqa: E402
-
-LISTEN = re.compile(r"listening on (\S+) \(evictd [^,]*, TLS\)")
+from support.daemon import Daemon  # noqa: E402
 
 
 def fail(what):
@@ -48,20 +42,16 @@ def make_cert(d, name, cn, san):
 
 
 def start(binary, log, *args, env=None):
-    f = open(log, "wb")
-    p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", *args],
-                         stdout=f, stderr=f, stdin=subprocess.DEVNULL,
-                         env=env)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        m = LISTEN.search(open(log).read())
-        if m:
-            return p, m.group(1)
-        if p.poll() is not None:
-            fail(f"the daemon exited {p.returncode}: {open(log).read()}")
-        time.sleep(0.02)
-    p.kill()
-    fail("the daemon did not say it listens with TLS")
+    """The daemon with these flags (and EVICTD_* variables), which must
+    say that it listens with TLS."""
+    d = Daemon(log, binary)
+    rc = d.start(*args, env=env, wait=10)
+    if rc is not None:
+        fail(f"the daemon exited {rc}: {d.log()}")
+    if not d.listening.about.endswith(", TLS"):
+        d.kill()
+        fail("the daemon did not say it listens with TLS: " + d.log())
+    return d, d.addr
 
 
 def curl(*args):
@@ -143,7 +133,7 @@ def main():
             expect(r.returncode == 2 and why in r.stderr,
                    f"{args}: exit {r.returncode}, {r.stderr!r}")
         # The environment works as the flags do.
-        env = dict(os.environ, EVICTD_TLS_CERT=cert, EVICTD_TLS_KEY=key)
+        env = dict(EVICTD_TLS_CERT=cert, EVICTD_TLS_KEY=key)
         p2, addr2 = start(binary, os.path.join(d, "env.log"), env=env)
         procs.append(p2)
         rc, out, _ = curl("--cacert", cert, "https://" + addr2 + "/healthz")
@@ -153,11 +143,7 @@ def main():
               f"{len(bad)} bad configurations refused)")
     finally:
         for p in procs:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+            p.stop()
         shutil.rmtree(d, ignore_errors=True)
 
 

@@ -34,7 +34,6 @@ from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
 BASELINE = os.path.join(HERE, "baseline.json")
 EXCEPTIONS = os.path.join(HERE, "exceptions.json")
@@ -130,8 +129,8 @@ def run(target: str, binary: str, tree: str, model: str,
             with open(env["LLAMA_SUITE_ONLY"], "w") as f:
                 f.write("".join(t + "\n" for t in only))
         if target == "serve":
-            from daemon import Daemon
-            evd = Daemon(tmp.name)
+            from support.daemon import Daemon
+            evd = Daemon.started(tmp.name)
             env["EVICTD_URL"] = evd.url
         cmd = [sys.executable, "-m", "pytest", "-p", "llama_suite_plugin",
                "-p", "no:cacheprovider", "--basetemp",
@@ -241,8 +240,7 @@ STARTING = re.compile(r"^tests: starting server with: \S+ (.*)$", re.M)
 def refused_options(recs: Dict[str, dict], binary: str) -> collections.Counter:
     """How many tests start serve with each option serve refuses (its
     --help's list), the tests whose model is not stories260K apart."""
-    sys.path.insert(0, HERE)
-    import server
+    from llamacpp.llama_suite import server
     known = server.serve_options(binary)
     per = collections.Counter()
     for rec in recs.values():

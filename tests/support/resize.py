@@ -12,23 +12,18 @@ instance's port and the instance to kill so that each kind of re-homing
 happens at least once for the sessions given (an instance that does not
 hold a session, one that holds an old window of it).
 
-Used by resize_test.py (make check: 16 engines written with the Python
-client) and tests/llamacpp/test_pool.py (make e2e-llamacpp: evictd-llama
-serve with 16 generations in flight)."""
+Used by tests/shard/resize_test.py (make check: 16 engines written with
+the Python client) and tests/llamacpp/test_pool.py (make e2e-llamacpp:
+evictd-llama serve with 16 generations in flight)."""
 import os
 import subprocess
-import sys
 import time
 from typing import Dict, List, Sequence
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "clients",
-                                "python"))
-
-from shard_test import (Conn, Daemon, Fail, expect, free_port,  # noqa: E402
-                        render_nginx, start_nginx, stop_all)
-from evictd_pool import HashRing  # noqa: E402
+from evictd_pool import HashRing
+from support.fail import Fail, expect
+from support.shard import (Conn, Instance, free_port, render_nginx,
+                           start_nginx, stop_all)
 
 
 def call(addr: str, method: str, path: str):
@@ -38,11 +33,6 @@ def call(addr: str, method: str, path: str):
         return c.call(method, path)
     finally:
         c.c.close()
-
-
-def log_of(d: Daemon) -> str:
-    with open(d.log) as f:
-        return f.read()
 
 
 def metrics(addr: str) -> Dict[str, float]:
@@ -112,13 +102,13 @@ class ResizingPool:
 
     def __init__(self, binary: str, nginx: str, tmp: str) -> None:
         self.binary, self.nginx, self.tmp = binary, nginx, tmp
-        self.daemons: List[Daemon] = []
+        self.daemons: List[Instance] = []
         self.nginx_proc = None
         for i in range(3):
-            d = Daemon(binary, tmp, f"evictd{i}")
+            d = Instance(binary, tmp, f"evictd{i}")
             self.daemons.append(d)
-            if not d.start():
-                raise Fail(f"{d.name} exited: {log_of(d)}")
+            if not d.up():
+                raise Fail(f"{d.name} exited: {d.log()}")
         self.names = [d.addr for d in self.daemons]
         self.nginx_proc, self.front = start_nginx(nginx, tmp, self.names)
         self.port = int(self.front.rsplit(":", 1)[1])
@@ -148,9 +138,9 @@ class ResizingPool:
     def grow(self, p: Plan) -> None:
         """The fourth instance, then nginx reloaded with it (in this order:
         nginx never sends a session to an instance that is not up)."""
-        d = Daemon(self.binary, self.tmp, "evictd3")
-        if not d.start(listen=p.fourth):
-            raise Fail(f"evictd3 did not start on {p.fourth}: {log_of(d)}")
+        d = Instance(self.binary, self.tmp, "evictd3")
+        if not d.up(listen=p.fourth):
+            raise Fail(f"evictd3 did not start on {p.fourth}: {d.log()}")
         self.daemons.append(d)
         self.reload(self.names + [p.fourth], p.moved[0], p.fourth)
 
@@ -163,7 +153,7 @@ class ResizingPool:
         d.proc.wait()
         time.sleep(down)
         deadline = time.monotonic() + 10
-        while not d.start(d.addr):
+        while not d.up(d.addr):
             expect(time.monotonic() < deadline, f"cannot restart {d.addr}")
             time.sleep(0.1)
 

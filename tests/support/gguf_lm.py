@@ -29,8 +29,6 @@ finds the other readings (Q/K permuted either way, the KV heads tiled
 instead of repeated) far off.
 """
 
-import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -38,12 +36,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "model"))
-
-import model as lm  # noqa: E402
-from model import rope  # noqa: E402,F401  (reference.forward_rows uses it)
-import reference as ref  # noqa: E402
+import model as lm
+from model import rope  # noqa: F401  (reference.forward_rows uses it)
+from support import paths
+from support import reference as ref
 
 # Our names for llama.cpp's tensors of block N (blk.N.<theirs>.weight).
 BLOCK_TENSORS = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k",
@@ -55,13 +51,7 @@ BLOCK_TENSORS = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k",
 def import_gguf(gguf_py: Optional[str]):
     """llama.cpp's gguf-py from the directory given (the build's own:
     config.mk's GGUF_PY), else Python's gguf package."""
-    if gguf_py:
-        if not os.path.isdir(os.path.join(gguf_py, "gguf")):
-            raise RuntimeError("no gguf-py at %s" % gguf_py)
-        if gguf_py not in sys.path:
-            sys.path.insert(0, gguf_py)
-    import gguf
-    return gguf
+    return paths.import_gguf(gguf_py or "")
 
 
 @dataclass
