@@ -1,8 +1,8 @@
 """test_hostile's oracle: what evictd-llama serve answers a request, 200
 (and the answer's shape) or its 4xx, written from serve's rules
-(deploy/llama/README.md; serve/http.c's routes, fields.c, openai.c,
-native.c, chat.c, sampling.c, extra.c, and upstream.h's up_chat_apply and
-up_sampler_new, which follow llama-server's oaicompat_chat_params_parse
+(deploy/llama/README.md; serve's routes in serve/api/, shared/fields.c,
+render.c, chain.c, and upstream/'s up_chat_apply and up_sampler_new,
+which follow llama-server's oaicompat_chat_params_parse
 and completion schema), never from what the binary answers. Every rule a
 body of the sweep can meet is here; what the sweep never sends (valid
 tool calls, a grammar it has not listed) is refused loudly rather than
@@ -588,7 +588,7 @@ def judge_template(b: dict) -> Verdict:
     return Verdict(200, "apply-template")
 
 
-# Every route (serve/http.c's table): its method, and how its body is
+# Every route (serve/api/'s tables): its method, and how its body is
 # judged (None: no body read).
 ROUTES = {"/v1/chat/completions": ("POST", "chat"),
           "/chat/completions": ("POST", "chat"),

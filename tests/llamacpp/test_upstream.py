@@ -1,5 +1,5 @@
-"""serve/upstream.h, llama.cpp's common library behind a C interface,
-against real models through its driver (tests/llamacpp/upstream_check.c):
+"""serve/upstream/ (templates.h, sampler.h), llama.cpp's common library
+behind C interfaces, against real models through its driver (tests/llamacpp/upstream_check.c):
 the chat templates llama.cpp ships (models/templates) render messages with
 tools and tool results and give the grammar, triggers and parser that
 llama.cpp's own code makes; hand-written outputs of several formats parse

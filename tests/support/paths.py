@@ -37,7 +37,7 @@ def llama_model(name: str) -> str:
 
 
 def upstream_check() -> str:
-    """serve/upstream.h's test driver: $UPSTREAM_CHECK, else
+    """serve/upstream/'s test driver: $UPSTREAM_CHECK, else
     upstream_check beside the models."""
     return _env("UPSTREAM_CHECK", llama_model("upstream_check"))
 
