@@ -234,12 +234,11 @@ bool steps_covers(const choice_t *c, uint32_t n);
 
 /* Takes back the steps the lanes answered: each judged (seq_verdict) and
  * ready for its pass, or sent again to re-home its session, or failed
- * (c->failed); an orphan's gives its slot back or parks it
- * (leave_orphan, with the step that came back). A truncation's answer is
- * followed here. */
+ * (c->failed); an orphan's gives its slot back or parks it (orphan:
+ * choices_orphan, with the step that came back). A truncation's answer
+ * is followed here. */
 void steps_collect(engine_t *e,
-                   void (*leave_orphan)(engine_t *, choice_t *,
-                                        lane_item_t *));
+                   void (*orphan)(engine_t *, choice_t *, lane_item_t *));
 
 /* Sends this iteration's step of every choice that decodes and has
  * neither a step out nor one answered: how many. */

@@ -227,8 +227,7 @@ static lane_item_t *judge(engine_t *e, choice_t *c, lane_item_t *it) {
 }
 
 void steps_collect(engine_t *e,
-                   void (*leave_orphan)(engine_t *, choice_t *,
-                                        lane_item_t *)) {
+                   void (*orphan)(engine_t *, choice_t *, lane_item_t *)) {
   size_t n, k = 0;
   while ((n = lanes_collect(e->lanes, e->got, 2 * (size_t)e->n_slot)) > 0)
     for (size_t j = 0; j < n; j++) {
@@ -236,7 +235,7 @@ void steps_collect(engine_t *e,
       choice_t *c = it->who;
       if (c->orphan) {
         c->sent = NULL;
-        leave_orphan(e, c, it);
+        orphan(e, c, it);
         continue;
       }
       lane_item_t *again = judge(e, c, it);

@@ -21,12 +21,12 @@ typedef struct http_s http_t;
 typedef enum MHD_Result (*http_handler_t)(call_t *c);
 
 enum {
-  HTTP_KEYLESS = 1, /* answered without the API key (probes) */
-  HTTP_PREFIX = 2   /* path is a prefix, call_t's tail the rest (not
-                       empty, no '/') */
+  HTTP_KEYLESS = 1 /* answered without the API key (probes) */
 };
 
-/* A route: what an API file exports, a table ended by a NULL path. */
+/* A route: what an API file exports, a table ended by a NULL path. A path
+ * that ends in "{name}" takes any one segment there (not empty, no '/'),
+ * which the handler finds in call_t's tail. */
 typedef struct http_route_s {
   const char *path;
   const char *method;

@@ -34,7 +34,7 @@ struct call_s {
   struct MHD_Connection *conn;
   const http_opts_t *opts; /* the transport's (CORS) */
   void *ctx;              /* the server's (http_new's ctx), borrowed */
-  const char *tail;       /* a prefix route's: the path past its prefix */
+  const char *tail;       /* a route's "{name}" segment, or NULL */
   evd_buf_t body;
   bool too_large;
   int fd;                 /* the client's socket, to notice it leave */
