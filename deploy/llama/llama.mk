@@ -10,6 +10,9 @@
 # prints evictd's share of a decode iteration.
 
 LLAMA_OUT := $(B)/llama
+UI ?= 1
+UI_DIR ?= $(B)/ui
+UI_PACK ?= $(UI_DIR)/ui.pack
 LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c \
                deploy/llama/*/*/*.c)
 # The C++ files, serve/upstream/*.cpp: llama.cpp's common library behind
@@ -19,7 +22,7 @@ LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h \
                deploy/llama/*/*/*.h deploy/llama/*/*/*.hpp) \
              include/evictd/client.h $(COMMON_HDR)
 
-.PHONY: evictd-llama gguf upstream-check e2e-llamacpp asan-llamacpp \
+.PHONY: evictd-llama ui gguf upstream-check e2e-llamacpp asan-llamacpp \
         llama-suite bench-llama bench-serve bench-convs compare-llama-server \
         perplexity
 
@@ -28,6 +31,12 @@ evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/llama/configure.sh $(LLAMA_OUT)
 	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
 	  $(B)/evictd-llama
+
+ui: $(B)/libevictd-client.a $(B)/evictd-common.a
+	@deploy/deps.sh build llama
+	@deploy/llama/configure.sh $(LLAMA_OUT)
+	@$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
+	  $(UI_PACK)
 
 # The rules that need the configuration exist only in the inner make.
 ifneq ($(LLAMA_CONFIG),)
@@ -65,6 +74,20 @@ LLAMA_LINK = $(LDFLAGS) $(LLAMA_COMMON_LIBS) $(LLAMA_LIBS)
 $(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a $(B)/evictd-common.a
 	$(CXX) -o $@ $^ $(LLAMA_LINK) \
 	  $(CLIENT_LIBS) $(shell pkg-config --libs libmicrohttpd jansson) -lm
+
+# llama.cpp's web UI (serve's `/`), built from the same tree by npm
+# (deploy/llama/ui-build.sh: minutes once, cached in $(UI_DIR)) and packed
+# into one file that serve/api/ui.c embeds. UI=0 builds serve without it;
+# UI_PACK=FILE embeds a pack made elsewhere (the engine image's build).
+ifeq ($(UI),1)
+$(UI_DIR)/ui.pack: deploy/llama/ui-build.sh deploy/llama/ui-pack.mjs \
+                   $(LLAMA_CONFIG)
+	deploy/llama/ui-build.sh $(LLAMA_TREE) $(UI_DIR)
+
+$(LLAMA_OUT)/obj/serve/api/ui.o: $(UI_PACK)
+$(LLAMA_OUT)/obj/serve/api/ui.o: CFLAGS += \
+  -DEVD_UI_PACK='"$(abspath $(UI_PACK))"'
+endif
 
 # The shim's own test driver (tests/llamacpp/test_upstream.py runs it).
 UPSTREAM_OBJ := $(addprefix $(LLAMA_OUT)/obj/serve/,upstream/upstream.o \
@@ -192,7 +215,7 @@ asan-llamacpp:
 	$(MAKE) --no-print-directory $(B)/evictd gguf $(OPENAI_STAMP) \
 	  $(ANTHROPIC_STAMP) $(CONTRACT_STAMP) && \
 	$(MAKE) --no-print-directory LLAMA_CONFIG=$(LLAMA_OUT)/config.mk \
-	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama OPT=-O1 \
+	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama UI_DIR=$(UI_DIR) OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  $(ASAN_LLAMA)/evictd-llama $(ASAN_LLAMA)/llama/upstream_check && \
 	for t in test_serve test_hostile test_convs test_openai test_routes \

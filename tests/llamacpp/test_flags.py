@@ -257,7 +257,9 @@ class CommandLine(unittest.TestCase):
         "--jinja", "--no-jinja", "--chat-template", "--chat-template-file",
         "--chat-template-kwargs", "--reasoning-format", "--reasoning",
         "--reasoning-budget", "--reasoning-effort", "--metrics", "--slots",
-        "--no-slots", "--no-ui", "--cont-batching", "--context-shift",
+        "--no-slots", "--no-ui", "--ui", "--webui", "--no-webui", "--path",
+        "--api-prefix", "--ui-config", "--ui-config-file",
+        "--cont-batching", "--context-shift",
         "--threads-http", "--timeout", "-v", "-ngl", "-kvu", "-bs",
         "--warmup", "--no-warmup",
     ]
@@ -265,7 +267,7 @@ class CommandLine(unittest.TestCase):
     REFUSED = [
         "-hf", "-hfr", "-hff", "--lora", "--embeddings", "--rerank",
         "--mmproj", "--slot-save-path", "--model-draft", "--props",
-        "--ssl-key-file", "--no-context-shift", "--webui",
+        "--ssl-key-file", "--no-context-shift",
     ]
 
     @classmethod
@@ -273,6 +275,7 @@ class CommandLine(unittest.TestCase):
         cls.flags = server_flags(arg_cpp())
         d = TMP.name
         files = {"keys": "# a comment\nk3\n", "template": "{{ messages }}",
+                 "ui.json": '{"theme": "dark"}',
                  "grammar": 'root ::= "a"', "schema": '{"type":"object"}'}
         for name, text in files.items():
             with open(os.path.join(d, name), "w") as f:
@@ -309,6 +312,10 @@ class CommandLine(unittest.TestCase):
             "--split-mode": ["none"], "-ts": ["1"], "--tensor-split": ["1"],
             "-ot": ["x=CPU"], "--override-tensor": ["x=CPU"],
             "-fitt": ["1024"], "--fit-target": ["1024"],
+            "--path": [d], "--api-prefix": ["/llm"],
+            "--ui-config": ['{"theme": "dark"}'], "--webui-config": ["{}"],
+            "--ui-config-file": [os.path.join(d, "ui.json")],
+            "--webui-config-file": [os.path.join(d, "ui.json")],
         }
 
     def parse(self, flag: str, values: int) -> Tuple[int, str]:
@@ -387,6 +394,27 @@ class CommandLine(unittest.TestCase):
         rc, err = run_serve("-m", os.path.join(TMP.name, "none.gguf"),
                             "--cache-reuse", "0")
         self.assertEqual(rc, 1, err)
+
+    def test_ui_values(self) -> None:
+        # The web UI's flags: values llama-server would misread are refused
+        # before the model loads, each with its reason.
+        d = TMP.name
+        for args, says in (
+                (("--api-prefix", "llm"), "--api-prefix llm: a path"),
+                (("--api-prefix", "/llm/"), "--api-prefix /llm/: a path"),
+                (("--api-prefix", "/"), "--api-prefix /: a path"),
+                (("--ui-config", "{bad"), "--ui-config: not JSON"),
+                (("--ui-config-file", os.path.join(d, "no-such")),
+                 "cannot read --ui-config-file"),
+                (("--ui-config", "{}", "--ui-config-file",
+                  os.path.join(d, "ui.json")), "not both"),
+                (("--path", os.path.join(d, "no-such")),
+                 "No such file or directory"),
+                (("--path", os.path.join(d, "keys")), "not a folder")):
+            rc, err = run_serve("-m", os.path.join(d, "none.gguf"), *args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertIn(says, err, args)
+            self.assertNotIn("cannot load the target model", err, args)
 
     def test_underscores_are_dashes(self) -> None:
         # llama.cpp's parser reads a long flag's underscores as dashes

@@ -165,11 +165,11 @@ class Paths(unittest.TestCase):
         self.assertEqual(a.json()["choices"], b.json()["choices"])
         self.assertEqual(b.json()["object"], "chat.completion")
         # llama-server's b<build>-<commit> (its tests read the "b"), then
-        # serve's name; /props's build_info is the same.
+        # serve's name; /props's build_info begins the same.
         self.assertRegex(b.json()["system_fingerprint"],
                          r"^b0-([0-9a-f]{8}|unknown)-evictd-llama-")
-        self.assertEqual(call(m, "GET", "/props").json()["build_info"],
-                         b.json()["system_fingerprint"])
+        self.assertEqual(call(m, "GET", "/props").json()["build_info"]
+                         .split(";")[0], b.json()["system_fingerprint"])
         # temperature 0: /completion's default is llama-server's 0.8, a
         # random seed each request.
         native = {"prompt": "Once upon a time", "n_predict": 20,
@@ -521,6 +521,11 @@ class Props(unittest.TestCase):
         # llama-server's b<build>-<commit>, then serve's name.
         self.assertRegex(p["build_info"],
                          r"^b0-([0-9a-f]{8}|unknown)-evictd-llama-")
+        # then the window, the line the web UI shows of the server's own
+        self.assertTrue(p["build_info"].endswith(
+            "; window: budget 64, sinks 4 (the oldest position evicted "
+            "first)"), p["build_info"])
+        self.assertEqual((p["ui"], p["ui_settings"]), (True, {}))
         self.assertEqual(p["modalities"], {"vision": False, "video": False,
                                            "audio": False})
 
@@ -548,6 +553,7 @@ class Slots(unittest.TestCase):
         # the last token drawn is shown, never decoded
         self.assertEqual(p["n"], out["tokens_evaluated"] + 100 - 1)
         self.assertEqual(p["held"], 64)
+        self.assertEqual(p["evicted"], p["n"] - 64)
         self.assertNotIn("task", p)
         # Two decoding: both processing, none idle.
         one = Held(s)

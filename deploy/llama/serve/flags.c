@@ -34,7 +34,6 @@
 #define NO_MEDIA "no images, audio or video: serve takes text"
 #define AS_LOADED "serve loads the model as llama.cpp does by default " \
                   "(memory-mapped, weights repacked, nothing overridden)"
-#define NO_UI "serve has no web UI"
 #define NO_TOOLS "serve runs no built-in tools and no MCP proxy"
 
 static const char *const zero[] = {"0", NULL};
@@ -209,7 +208,21 @@ const cli_opt_t serve_llama_flags[] = {
      "thread per connection"},
     {"timeout", "to", "N", NOOP, "accepted: serve times no connection out "
      "(a client that goes away ends its request at once)"},
-    {"no-ui|no-webui", NULL, NULL, NOOP, "accepted: " NO_UI},
+    {"ui|webui", NULL, NULL, ROW(ui, set_const, "1"),
+     "llama.cpp's web UI at / (the default, in a build that has it: make "
+     "UI=0 builds serve without, whose / is a 404)"},
+    {"no-ui|no-webui", NULL, NULL, ROW(ui, set_const, "0"),
+     "no web UI: / is a 404"},
+    {"path", NULL, "DIR", CLI_STR, LS(path), 0, 0, {NULL},
+     "DIR's files at / instead of the UI built in (a folder's index.html "
+     "for the folder; none above DIR), without the API key"},
+    {"api-prefix", NULL, "PREFIX", CLI_STR, LS(api_prefix), 0, 0, {NULL},
+     "every route under PREFIX (\"/llama\": GET /llama/health, the UI at "
+     "/llama/), as llama-server's"},
+    {"ui-config|webui-config", NULL, "JSON", CLI_STR, LS(ui_config), 0, 0,
+     {NULL}, "the UI's settings (JSON), in GET /props's ui_settings"},
+    {"ui-config-file|webui-config-file", NULL, "FILE", CLI_STR,
+     LS(ui_config_file), 0, 0, {NULL}, "the same from a file"},
     {"no-ui-mcp-proxy|no-webui-mcp-proxy", NULL, NULL, NOOP,
      "accepted: " NO_TOOLS},
     {"no-agent", "no-ag", NULL, NOOP, "accepted: the same"},
@@ -317,12 +330,8 @@ const cli_opt_t serve_llama_flags[] = {
     {"props", NULL, NULL, REFUSE, "serve's settings are fixed at start: no "
      "POST /props"},
     {"reuse-port", NULL, NULL, REFUSE, "serve binds its port alone"},
-    {"path", NULL, NULL, REFUSE, "serve serves no static files"},
-    {"api-prefix", NULL, NULL, REFUSE, "serve's routes are at the root"},
     {"ssl-key-file|ssl-cert-file", NULL, NULL, REFUSE, "no TLS in serve: "
      "put it behind a proxy that has it"},
-    {"ui|webui|ui-config|webui-config|ui-config-file|webui-config-file",
-     NULL, NULL, REFUSE, NO_UI},
     {"ui-mcp-proxy|webui-mcp-proxy|tools|tools-runtime|mcp-servers-config|"
      "mcp-servers-json", NULL, NULL, REFUSE, NO_TOOLS},
     {"agent", "ag", NULL, REFUSE, NO_TOOLS},

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "serve/flags.h"
 #include "serve/upstream/sampler.h"
@@ -176,6 +177,8 @@ void options_free(held_t *h, serve_opts_t *o) {
   free(h->keys_file);
   free(h->alias);
   free(h->template);
+  free(h->ui_config);
+  json_decref(o->ls.ui_settings);
   json_decref(o->ls.defaults);
 }
 
@@ -214,6 +217,40 @@ static int add_keys(serve_opts_t *o, char *text, const char *seps,
       o->api_keys = k;
     }
     p = next;
+  }
+  return 0;
+}
+
+/* The web UI's flags: --api-prefix a path ("/llama", no '/' at its end),
+ * the UI's settings JSON (from --ui-config or its file). 0, or 2 having
+ * said why. */
+static int ui_check(serve_llama_t *l, held_t *h) {
+  const char *p = l->api_prefix;
+  size_t pl = p != NULL ? strlen(p) : 0;
+  if (p != NULL && (pl < 2 || p[0] != '/' || p[pl - 1] == '/' ||
+                    strpbrk(p, "?#{} \t") != NULL))
+    return bad("--api-prefix %s: a path under which every route goes, "
+               "such as /llama (no '/' at its end)", p);
+  struct stat st;
+  if (l->path != NULL && stat(l->path, &st) != 0)
+    return bad("--path %s: %s", l->path, strerror(errno));
+  if (l->path != NULL && !S_ISDIR(st.st_mode))
+    return bad("--path %s: not a folder", l->path);
+  if (l->ui_config != NULL && l->ui_config_file != NULL)
+    return bad("give --ui-config or --ui-config-file, not both");
+  if (l->ui_config_file != NULL) {
+    size_t len;
+    if ((h->ui_config = cli_read_file(l->ui_config_file, &len)) == NULL)
+      return bad("cannot read --ui-config-file %s: %s", l->ui_config_file,
+                 strerror(errno));
+    l->ui_config = h->ui_config;
+  }
+  if (l->ui_config != NULL) {
+    json_error_t je;
+    l->ui_settings = json_loads(l->ui_config, JSON_DECODE_ANY, &je);
+    if (l->ui_settings == NULL)
+      return bad("--ui-config%s: not JSON: %s (line %d)",
+                 l->ui_config_file ? "-file" : "", je.text, je.line);
   }
   return 0;
 }
@@ -279,6 +316,7 @@ int options_check(serve_opts_t *o, held_t *h) {
     o->aliases = o->alias;
     o->alias = h->alias;
   }
-  return flags_check(o, &h->template);
+  int rc = flags_check(o, &h->template);
+  return rc != 0 ? rc : ui_check(&o->ls, h);
 }
 

@@ -13,6 +13,7 @@ typedef struct held_s {
   char *keys_file;       /* cut into the keys of o->api_keys */
   char *alias;           /* the name -a's list gives */
   char *template;        /* --chat-template-file's text */
+  char *ui_config;       /* --ui-config-file's text */
 } held_t;
 
 /* Rules between options that need no model: where to listen, the API

@@ -34,6 +34,13 @@ typedef struct serve_llama_s {
                              serving (lm_warmup); --no-warmup 0 */
   int slots;              /* --slots 1 (the default), --no-slots 0: GET
                              /slots answers, or 501 (api/props.c) */
+  int ui;                 /* --ui 1 (the default), --no-ui 0: llama.cpp's
+                             web UI at / (api/ui.c) */
+  const char *path;       /* --path DIR: its files at / instead */
+  const char *api_prefix; /* --api-prefix PREFIX: every route under it */
+  const char *ui_config;  /* --ui-config JSON, or the text of
+                             --ui-config-file: GET /props's ui_settings */
+  const char *ui_config_file;
   const char *chat_template;      /* --chat-template NAME|JINJA, or the
                                      text of --chat-template-file */
   const char *chat_template_file;
@@ -43,6 +50,7 @@ typedef struct serve_llama_s {
   struct json_t *defaults; /* the request defaults the flags set, under
                               llama-server's field names (site_t's), or
                               NULL: none (owned: serve_main frees it) */
+  struct json_t *ui_settings; /* ui_config parsed (owned, as defaults) */
 } serve_llama_t;
 
 typedef struct serve_opts_s {

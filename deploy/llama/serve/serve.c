@@ -30,6 +30,7 @@
 #include "serve/api/rstore.h"
 #include "serve/api/status.h"
 #include "serve/api/tokenize.h"
+#include "serve/api/ui.h"
 #include "serve/engine/engine.h"
 #include "serve/flags.h"
 #include "serve/http/http.h"
@@ -189,6 +190,7 @@ typedef struct parts_s {
   board_t board;
   site_t site;
   http_opts_t http;
+  ui_t *ui;               /* the web UI's routes, or NULL: none */
 } parts_t;
 
 /* The site every request reads (its stores and templates made); 0, or -1
@@ -203,6 +205,7 @@ static int site_open(parts_t *p, serve_opts_t *o, lm_t *lm) {
       .created = (long long)time(NULL),
       .defaults = o->ls.defaults ? json_incref(o->ls.defaults)
                                  : json_object(),
+      .ui_settings = o->ls.ui_settings,
       .responses = rstore_new(RESPONSES_MAX),
       .tokens = tokcache_new(lm, o->no_cache_prompt
                                      ? 0 : TOKCACHE_TEXTS(o->parallel),
@@ -214,6 +217,9 @@ static int site_open(parts_t *p, serve_opts_t *o, lm_t *lm) {
   if (up_chat_new(&p->site.chat, lm->model, o->ls.chat_template,
                   o->ls.jinja != 0, err, sizeof(err)) != 0)
     return fail("the chat template: %s", err), -1;
+  if (o->ls.ui && ui_open(&p->ui, o->ls.path, err, sizeof(err)) != 0)
+    return fail("%s", err), -1;
+  p->site.ui = p->ui != NULL;
   char *info = NULL;
   if (up_chat_info(p->site.chat, &info, NULL, 0) == 0 && info != NULL &&
       strstr(info, "\"explicit\":false") != NULL)
@@ -223,7 +229,9 @@ static int site_open(parts_t *p, serve_opts_t *o, lm_t *lm) {
   return 0;
 }
 
-static void site_close(site_t *s) {
+static void site_close(parts_t *p) {
+  site_t *s = &p->site;
+  ui_close(p->ui);
   json_decref(s->aliases);
   json_decref(s->tags);
   json_decref(s->defaults);
@@ -239,17 +247,23 @@ static http_t *http_open(parts_t *p, const serve_opts_t *o, int fd,
   static const http_route_t *const tables[] = {
       openai_routes, responses_routes, native_routes, tokenize_routes,
       props_routes, status_routes, anthropic_routes};
-  p->http = (http_opts_t){.api_keys = o->api_keys,
+  p->http = (http_opts_t){.prefix = o->ls.api_prefix,
+                          .api_keys = o->api_keys,
                           .cors_origins = o->cors_origins,
                           .cors_methods = o->cors_methods,
                           .cors_headers = o->cors_headers,
                           .no_cors_credentials = o->no_cors_credentials};
   http_t *h = http_new(&p->http, &p->site);
-  for (size_t i = 0; h != NULL && i < sizeof(tables) / sizeof(*tables); i++)
-    if (http_add(h, tables[i]) != 0) {
+  /* The UI's files last: a route of the API's is never one of them. */
+  for (size_t i = 0; h != NULL && i <= sizeof(tables) / sizeof(*tables);
+       i++) {
+    const http_route_t *t = i < sizeof(tables) / sizeof(*tables) ? tables[i]
+                            : p->ui != NULL ? ui_routes(p->ui) : NULL;
+    if (t != NULL && http_add(h, t) != 0) {
       http_stop(h);
       h = NULL;
     }
+  }
   if (h == NULL || http_start(h, fd) != 0) {
     http_stop(h);
     fail("libmicrohttpd did not start on %s", bound);
@@ -306,6 +320,13 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
     fd = -1; /* the transport's */
     uint32_t budget, sinks, lookahead;
     engine_settings(e, &budget, &sinks, &lookahead);
+    if (p.ui != NULL)
+      fprintf(stderr, "evictd-llama serve: the web UI at %s/ (%s)\n",
+              o->ls.api_prefix ? o->ls.api_prefix : "",
+              o->ls.path ? o->ls.path : "llama.cpp's, built in");
+    else if (o->ls.ui && !ui_built_in())
+      fprintf(stderr, "evictd-llama serve: this build has no web UI (make "
+              "UI=0): / is a 404\n");
     fprintf(stderr, "evictd-llama serve: listening on %s (evictd %s; "
             "budget %u, sinks %u, lookahead %u, parallel %u; sessions "
             "%s-K)\n", bound, o->link.url ? o->link.url : "default", budget,
@@ -327,7 +348,7 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
     close(fd);
   if (rc == 0)
     evd_listen_cleanup(o->listen);
-  site_close(&p.site);
+  site_close(&p);
   board_destroy(&p.board);
   tq_destroy(&p.q);
   lm_close(&lm);
@@ -344,7 +365,7 @@ int serve_main(int argc, char **argv) {
       .parallel = 8, .queue = 64, .n_predict_max = 32768,
       .cache_ram = 8192, .port = -1,
       .ls = {.ctx = -1, .ctx_slot = -1, .batch = -1, .ubatch = -1,
-             .keep = -1, .jinja = 1, .slots = 1, .warmup = 1}};
+             .keep = -1, .jinja = 1, .slots = 1, .warmup = 1, .ui = 1}};
   cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);
   c.more = serve_llama_flags;
   c.n_more = serve_llama_flags_n;

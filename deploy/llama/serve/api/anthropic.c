@@ -479,6 +479,6 @@ static enum MHD_Result count_tokens(call_t *c) {
 
 /* Every answer of these routes in Anthropic's error shape, the 401 too. */
 const http_route_t anthropic_routes[] = {
-    {"/v1/messages", "POST", messages, 0, error_json},
-    {"/v1/messages/count_tokens", "POST", count_tokens, 0, error_json},
-    {NULL, NULL, NULL, 0, NULL}};
+    {"/v1/messages", "POST", messages, 0, error_json, NULL},
+    {"/v1/messages/count_tokens", "POST", count_tokens, 0, error_json, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL}};

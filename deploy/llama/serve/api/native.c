@@ -374,6 +374,6 @@ static enum MHD_Result completion(call_t *c) {
 
 /* llama-server's own completion, /completions too (not OpenAI's). */
 const http_route_t native_routes[] = {
-    {"/completion", "POST", completion, 0, NULL},
-    {"/completions", "POST", completion, 0, NULL},
-    {NULL, NULL, NULL, 0, NULL}};
+    {"/completion", "POST", completion, 0, NULL, NULL},
+    {"/completions", "POST", completion, 0, NULL, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL}};

@@ -542,11 +542,11 @@ static enum MHD_Result models(call_t *c) {
 
 /* llama-server's paths, /v1 and not. */
 const http_route_t openai_routes[] = {
-    {"/v1/chat/completions", "POST", chat_completions, 0, NULL},
-    {"/chat/completions", "POST", chat_completions, 0, NULL},
-    {"/v1/chat/completions/input_tokens", "POST", input_tokens, 0, NULL},
-    {"/chat/completions/input_tokens", "POST", input_tokens, 0, NULL},
-    {"/v1/completions", "POST", completions, 0, NULL},
-    {"/v1/models", "GET", models, 0, NULL},
-    {"/models", "GET", models, 0, NULL},
-    {NULL, NULL, NULL, 0, NULL}};
+    {"/v1/chat/completions", "POST", chat_completions, 0, NULL, NULL},
+    {"/chat/completions", "POST", chat_completions, 0, NULL, NULL},
+    {"/v1/chat/completions/input_tokens", "POST", input_tokens, 0, NULL, NULL},
+    {"/chat/completions/input_tokens", "POST", input_tokens, 0, NULL, NULL},
+    {"/v1/completions", "POST", completions, 0, NULL, NULL},
+    {"/v1/models", "GET", models, 0, NULL, NULL},
+    {"/models", "GET", models, 0, NULL, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL}};

@@ -1,6 +1,7 @@
 /* llama-server's routes that say what the server is (props.h): GET
- * /props (what llama.cpp's web UI reads of a server) and GET /slots (what
- * each slot holds, from the copy the engine publishes on the board). */
+ * /props (what llama.cpp's web UI reads of a server), GET /slots (what
+ * each slot holds, from the copy the engine publishes on the board), and
+ * the UI's /tools and /cors-proxy, disabled. */
 #include "serve/api/props.h"
 
 #include <stdio.h>
@@ -53,6 +54,12 @@ static enum MHD_Result props(call_t *c) {
     return http_error(c, 500, "out_of_memory", NULL, "out of memory");
   }
   board_copy(site->board, s);
+  /* build_info, the one line of the server's own the web UI shows (its
+   * model dialog): llama-server's, then the window a session keeps. */
+  char build[256];
+  snprintf(build, sizeof(build), "%s; window: budget %u, sinks %u "
+           "(the oldest position evicted first)", SERVE_FINGERPRINT,
+           (unsigned)s->budget, (unsigned)s->sinks);
   json_t *j = json_pack(
       "{s:{s:i,s:o},s:i,s:s,s:s,s:{s:b,s:b,s:b},s:b,s:b,s:b,s:b,s:O,s:O,"
       "s:O,s:O,s:s,s:b,s:b,s:{s:i,s:i,s:i}}",
@@ -60,14 +67,19 @@ static enum MHD_Result props(call_t *c) {
       params, "total_slots", (int)o->parallel, "model_alias", site->model,
       "model_path", o->lm.model, "modalities", "vision", 0, "video", 0,
       "audio", 0, "endpoint_slots", o->ls.slots != 0, "endpoint_props", 0,
-      "endpoint_metrics", 1, "ui", 0, "chat_template",
+      "endpoint_metrics", 1, "ui", site->ui, "chat_template",
       json_object_get(chat, "chat_template"), "chat_template_caps",
       json_object_get(chat, "chat_template_caps"), "bos_token",
       json_object_get(chat, "bos_token"), "eos_token",
-      json_object_get(chat, "eos_token"), "build_info", SERVE_FINGERPRINT,
+      json_object_get(chat, "eos_token"), "build_info", build,
       "is_sleeping", 0, "cors_proxy_enabled", 0, "window", "budget",
       (int)s->budget, "sinks", (int)s->sinks, "lookahead",
       (int)s->lookahead);
+  /* --ui-config's settings, as llama-server's ui_settings ({} without). */
+  if (j != NULL)
+    json_object_set_new(j, "ui_settings", site->ui_settings != NULL
+                                              ? json_incref(site->ui_settings)
+                                              : json_object());
   json_t *tools = json_object_get(chat, "chat_template_tool_use");
   if (j != NULL && tools != NULL)
     json_object_set(j, "chat_template_tool_use", tools);
@@ -99,6 +111,8 @@ static json_t *slot_json(const site_t *site, uint32_t id,
   json_object_set_new(j, "session", json_string(st->session));
   json_object_set_new(j, "n", json_integer(st->n));
   json_object_set_new(j, "held", json_integer(st->held));
+  json_object_set_new(j, "evicted",
+                      json_integer(st->n > st->held ? st->n - st->held : 0));
   if (st->use != SLOT_PROCESSING)
     return j;
   uint32_t remain = st->n_predict > st->tokens ? st->n_predict - st->tokens
@@ -145,7 +159,20 @@ static enum MHD_Result slots(call_t *c) {
   return http_send_json(c, 200, list);
 }
 
+/* GET and POST /tools and /cors-proxy, which llama.cpp's web UI asks
+ * for: 403, llama-server's answer without --tools, MCP servers or
+ * --ui-mcp-proxy (serve has none of them); the page carries on without
+ * its server tools. */
+static enum MHD_Result disabled(call_t *c) {
+  return http_error(c, 403, "feature_disabled", NULL,
+                    "this feature is disabled");
+}
+
 const http_route_t props_routes[] = {
-    {"/props", "GET", props, 0, NULL},
-    {"/slots", "GET", slots, 0, NULL},
-    {NULL, NULL, NULL, 0, NULL}};
+    {"/props", "GET", props, 0, NULL, NULL},
+    {"/slots", "GET", slots, 0, NULL, NULL},
+    {"/tools", "GET", disabled, 0, NULL, NULL},
+    {"/tools", "POST", disabled, 0, NULL, NULL},
+    {"/cors-proxy", "GET", disabled, 0, NULL, NULL},
+    {"/cors-proxy", "POST", disabled, 0, NULL, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL}};

@@ -558,8 +558,8 @@ static enum MHD_Result delete(call_t *c) {
 }
 
 const http_route_t responses_routes[] = {
-    {"/v1/responses", "POST", create, 0, NULL},
-    {"/responses", "POST", create, 0, NULL},
-    {"/v1/responses/{id}", "GET", get, 0, NULL},
-    {"/v1/responses/{id}", "DELETE", delete, 0, NULL},
-    {NULL, NULL, NULL, 0, NULL}};
+    {"/v1/responses", "POST", create, 0, NULL, NULL},
+    {"/responses", "POST", create, 0, NULL, NULL},
+    {"/v1/responses/{id}", "GET", get, 0, NULL, NULL},
+    {"/v1/responses/{id}", "DELETE", delete, 0, NULL, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL}};

@@ -318,7 +318,7 @@ static enum MHD_Result metrics(call_t *c) {
 
 /* The probes': /health answers without the API key. */
 const http_route_t status_routes[] = {
-    {"/health", "GET", health, HTTP_KEYLESS, NULL},
-    {"/v1/health", "GET", health, HTTP_KEYLESS, NULL},
-    {"/metrics", "GET", metrics, 0, NULL},
-    {NULL, NULL, NULL, 0, NULL}};
+    {"/health", "GET", health, HTTP_KEYLESS, NULL, NULL},
+    {"/v1/health", "GET", health, HTTP_KEYLESS, NULL, NULL},
+    {"/metrics", "GET", metrics, 0, NULL, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL}};

@@ -216,7 +216,7 @@ static enum MHD_Result apply_template(call_t *c) {
 }
 
 const http_route_t tokenize_routes[] = {
-    {"/tokenize", "POST", tokenize, 0, NULL},
-    {"/detokenize", "POST", detokenize, 0, NULL},
-    {"/apply-template", "POST", apply_template, 0, NULL},
-    {NULL, NULL, NULL, 0, NULL}};
+    {"/tokenize", "POST", tokenize, 0, NULL, NULL},
+    {"/detokenize", "POST", detokenize, 0, NULL, NULL},
+    {"/apply-template", "POST", apply_template, 0, NULL, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL}};

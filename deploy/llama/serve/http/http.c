@@ -43,16 +43,25 @@ int http_add(http_t *h, const http_route_t *routes) {
 }
 
 /* Whether url takes route r's path: the same, or, for a path that ends
- * in "{name}", what comes before it then one segment (*tail: it). */
+ * in "{name}", what comes before it then one segment, or, for one that
+ * ends in "{*}", what comes before it then anything (*tail: that part).
+ * *rest: r takes any rest ("{*}"). */
 static bool matches(const http_route_t *r, const char *url,
-                    const char **tail) {
+                    const char **tail, bool *rest) {
   const char *brace = strrchr(r->path, '{');
   *tail = NULL;
+  *rest = false;
   if (brace == NULL)
     return strcmp(url, r->path) == 0;
   size_t n = (size_t)(brace - r->path);
-  if (strncmp(url, r->path, n) != 0 || url[n] == '\0' ||
-      strchr(url + n, '/') != NULL)
+  if (strncmp(url, r->path, n) != 0)
+    return false;
+  if (strcmp(brace, "{*}") == 0) {
+    *rest = true;
+    *tail = url + n;
+    return true;
+  }
+  if (url[n] == '\0' || strchr(url + n, '/') != NULL)
     return false;
   *tail = url + n;
   return true;
@@ -66,13 +75,14 @@ static const http_route_t *route_of(const http_t *h, const char *url,
   *any = NULL;
   for (size_t i = 0; i < h->n; i++) {
     const char *t;
-    if (!matches(h->routes[i], url, &t))
+    bool rest;
+    if (!matches(h->routes[i], url, &t, &rest))
       continue;
     if (strcmp(method, h->routes[i]->method) == 0) {
       *tail = t;
       return h->routes[i];
     }
-    if (*any == NULL)
+    if (*any == NULL && !rest)
       *any = h->routes[i];
   }
   return NULL;
@@ -88,7 +98,8 @@ static enum MHD_Result no_route(call_t *c, const http_t *h, const char *url,
   if (any != NULL) {
     for (size_t i = 0; i < h->n && at < sizeof(list); i++) {
       const char *t;
-      if (matches(h->routes[i], url, &t))
+      bool rest;
+      if (matches(h->routes[i], url, &t, &rest) && !rest)
         at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s",
                                at > 0 ? ", " : "", h->routes[i]->method);
     }
@@ -121,6 +132,10 @@ int http_json(call_t *c, json_t **out, enum MHD_Result *sent) {
   }
   *out = j;
   return 0;
+}
+
+const char *http_header(call_t *c, const char *name) {
+  return MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, name);
 }
 
 const char *http_arg(call_t *c, const char *name) {
@@ -225,7 +240,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
   }
   if (strcmp(method, "OPTIONS") == 0)
     return preflight(c);
+  /* --api-prefix: every route under it, as llama-server registers them;
+   * the prefix alone is its "/". */
+  size_t pl = h->o->prefix != NULL ? strlen(h->o->prefix) : 0;
+  if (pl > 0 && (strncmp(url, h->o->prefix, pl) != 0 ||
+                 (url[pl] != '\0' && url[pl] != '/')))
+    return http_error(c, 404, "not_found", NULL, "no such path: %.64s "
+                      "(every path is under %s)", url, h->o->prefix);
+  url = url[pl] == '\0' ? "/" : url + pl;
   const http_route_t *any, *r = route_of(h, url, method, &c->tail, &any);
+  c->route = r;
   /* A route answers in its own error shape, the 401 too. */
   c->errors = r != NULL ? r->errors : any != NULL ? any->errors : NULL;
   if (!allowed(c, r != NULL ? r : any))

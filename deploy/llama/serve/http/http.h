@@ -16,7 +16,6 @@
 #include "serve/http/send.h"
 
 typedef struct http_s http_t;
-typedef struct http_s http_t;
 
 typedef enum MHD_Result (*http_handler_t)(call_t *c);
 
@@ -26,15 +25,18 @@ enum {
 
 /* A route: what an API file exports, a table ended by a NULL path. A path
  * that ends in "{name}" takes any one segment there (not empty, no '/'),
- * which the handler finds in call_t's tail. */
-typedef struct http_route_s {
+ * one that ends in "{*}" all the rest (perhaps nothing); the handler finds
+ * it in call_t's tail. A path matches the first route added that takes it
+ * and its method; a "{*}" route never makes another method's a 405. */
+struct http_route_s {
   const char *path;
   const char *method;
   http_handler_t fn;
   unsigned flags;         /* HTTP_* */
   http_errors_t errors;   /* its errors' shape (NULL: OpenAI's), the 401
                              of a missing key included */
-} http_route_t;
+  const void *data;       /* the handler's (call_t's route->data) */
+};
 
 /* ---- http.c: the door -------------------------------------------------- */
 
@@ -57,6 +59,9 @@ void http_quiesce(http_t *h);
  * keep-alive connection would wait for its timeout), then their threads
  * gone; frees h. */
 void http_stop(http_t *h);
+
+/* A header of the request, or NULL. */
+const char *http_header(call_t *c, const char *name);
 
 /* The body as a JSON object into *out (a new reference), or an answer
  * already sent (400 or 413) into *sent and -1. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "serve/http/send.h"
 
@@ -88,6 +89,24 @@ enum MHD_Result http_send(call_t *c, unsigned status, const char *type,
   return http_send_header(c, status, type, body, len, NULL, NULL);
 }
 
+/* Queues rs (taken) with the headers every answer has, and list's. */
+static enum MHD_Result queue(call_t *c, unsigned status, const char *type,
+                             struct MHD_Response *rs,
+                             const http_header_t *list) {
+  if (type != NULL)
+    MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  for (size_t i = 0; list != NULL && list[i].name != NULL; i++)
+    MHD_add_response_header(rs, list[i].name, list[i].value);
+  if (status == 503)
+    MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (status == 405 && c->allow != NULL)
+    MHD_add_response_header(rs, MHD_HTTP_HEADER_ALLOW, c->allow);
+  http_cors(c, rs);
+  enum MHD_Result ok = MHD_queue_response(c->conn, status, rs);
+  MHD_destroy_response(rs);
+  return ok;
+}
+
 enum MHD_Result http_send_header(call_t *c, unsigned status,
                                  const char *type, char *body, size_t len,
                                  const char *name, const char *value) {
@@ -97,17 +116,26 @@ enum MHD_Result http_send_header(call_t *c, unsigned status,
     free(body);
     return MHD_NO;
   }
-  MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-  if (name != NULL)
-    MHD_add_response_header(rs, name, value);
-  if (status == 503)
-    MHD_add_response_header(rs, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-  if (status == 405 && c->allow != NULL)
-    MHD_add_response_header(rs, MHD_HTTP_HEADER_ALLOW, c->allow);
-  http_cors(c, rs);
-  enum MHD_Result ok = MHD_queue_response(c->conn, status, rs);
-  MHD_destroy_response(rs);
-  return ok;
+  const http_header_t list[] = {{name, value}, {NULL, NULL}};
+  return queue(c, status, type, rs, list);
+}
+
+enum MHD_Result http_send_static(call_t *c, unsigned status, const char *type,
+                                 const void *body, size_t len,
+                                 const http_header_t *list) {
+  struct MHD_Response *rs = MHD_create_response_from_buffer(
+      len, (void *)body, MHD_RESPMEM_PERSISTENT);
+  return rs != NULL ? queue(c, status, type, rs, list) : MHD_NO;
+}
+
+enum MHD_Result http_send_fd(call_t *c, unsigned status, const char *type,
+                             int fd, size_t size, const http_header_t *list) {
+  struct MHD_Response *rs = MHD_create_response_from_fd(size, fd);
+  if (rs == NULL) {
+    close(fd);
+    return MHD_NO;
+  }
+  return queue(c, status, type, rs, list);
 }
 
 enum MHD_Result http_send_json(call_t *c, unsigned status, json_t *j) {
@@ -121,15 +149,9 @@ enum MHD_Result http_send_stream(call_t *c, MHD_ContentReaderCallback reader,
                                  void *cls) {
   struct MHD_Response *rs = MHD_create_response_from_callback(
       MHD_SIZE_UNKNOWN, 4096, reader, cls, NULL);
-  if (rs == NULL)
-    return MHD_NO;
-  MHD_add_response_header(rs, MHD_HTTP_HEADER_CONTENT_TYPE,
-                          "text/event-stream");
-  MHD_add_response_header(rs, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-  http_cors(c, rs);
-  enum MHD_Result ok = MHD_queue_response(c->conn, 200, rs);
-  MHD_destroy_response(rs);
-  return ok;
+  const http_header_t list[] = {{MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache"},
+                                {NULL, NULL}};
+  return rs != NULL ? queue(c, 200, "text/event-stream", rs, list) : MHD_NO;
 }
 
 /* Makes s valid UTF-8 in place: each byte that begins no valid sequence
@@ -156,6 +178,7 @@ json_t *http_error_json(unsigned status, const char *code, const char *param,
   utf8_fix(msg);
   const char *type = status == 401 ? "authentication_error"
                    : status == 404 ? "not_found_error"
+                   : status == 403 ? "feature_disabled"
                    : status == 501 ? "not_supported_error"
                    : status < 500 ? "invalid_request_error" : "server_error";
   return json_pack("{s:{s:s,s:s,s:s?,s:s}}", "error", "message", msg,

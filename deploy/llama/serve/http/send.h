@@ -21,7 +21,10 @@ typedef json_t *(*http_errors_t)(unsigned status, const char *code,
 
 /* What the door checks and sends on every answer, as llama-server's
  * flags say it. */
+typedef struct http_route_s http_route_t;
+
 typedef struct http_opts_s {
+  const char *prefix;     /* every path under it (--api-prefix), or NULL */
   char *const *api_keys;  /* NULL-terminated, or NULL: none asked */
   const char *cors_origins;  /* NULL: "*"; "localhost"; one or a list */
   const char *cors_methods;  /* NULL: "GET, POST, DELETE, OPTIONS" */
@@ -34,7 +37,8 @@ struct call_s {
   struct MHD_Connection *conn;
   const http_opts_t *opts; /* the transport's (CORS) */
   void *ctx;              /* the server's (http_new's ctx), borrowed */
-  const char *tail;       /* a route's "{name}" segment, or NULL */
+  const http_route_t *route; /* the route that answers it */
+  const char *tail;       /* a route's "{name}" or "{*}" part, or NULL */
   evd_buf_t body;
   bool too_large;
   int fd;                 /* the client's socket, to notice it leave */
@@ -56,6 +60,23 @@ enum MHD_Result http_send_header(call_t *c, unsigned status,
                                  const char *name, const char *value);
 /* j (taken) as JSON. */
 enum MHD_Result http_send_json(call_t *c, unsigned status, json_t *j);
+
+/* A header of an answer. */
+typedef struct http_header_s {
+  const char *name, *value;
+} http_header_t;
+
+/* body[0..len) (borrowed: it must outlive the process, as a static or an
+ * embedded file's bytes do), with the headers of list (ended by a NULL
+ * name; may be NULL). */
+enum MHD_Result http_send_static(call_t *c, unsigned status, const char *type,
+                                 const void *body, size_t len,
+                                 const http_header_t *list);
+
+/* A file's bytes, fd (taken: closed when sent) of size bytes, with the
+ * headers of list. */
+enum MHD_Result http_send_fd(call_t *c, unsigned status, const char *type,
+                             int fd, size_t size, const http_header_t *list);
 
 /* An event stream (text/event-stream, not cached): its bytes from
  * reader(cls, ...) as libmicrohttpd asks for them, each call on the

@@ -8,6 +8,7 @@
 #define EVICTD_LLAMA_SERVE_SITE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "common/lm.h"
 #include "serve/opts.h"
@@ -28,6 +29,8 @@ typedef struct site_s {
                              under llama-server's names: the sampler's
                              (--temp, ...) and a chat's (render.c:
                              --reasoning-format, --chat-template-kwargs) */
+  bool ui;                /* the web UI answers / (GET /props's ui) */
+  json_t *ui_settings;    /* --ui-config's, or NULL (GET /props) */
   struct rstore_s *responses; /* stored responses (api/rstore.c) */
   struct tokcache_s *tokens;  /* prompts' tokens kept for the next that
                                  begins like them (tokcache.h) */
