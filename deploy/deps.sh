@@ -35,6 +35,9 @@ for group in "$@"; do
     # on PATH (another vendor's nodejs package conflicts with Debian's npm).
     node)  command -v node >/dev/null && command -v npm >/dev/null ||
              want+=(nodejs npm) ;;
+    # The web UI's browser test (tests/llamacpp/browser): Debian's chromium,
+    # driven by the pinned playwright-core, and a font for its screenshots.
+    browser) want+=(chromium fonts-dejavu-core) ;;
     # llama.cpp's source arrives as a git bundle (deploy/llama/llama-source.sh).
     git)   want+=(git ca-certificates) ;;
     *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;

@@ -24,7 +24,7 @@ LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h \
 
 .PHONY: evictd-llama ui gguf upstream-check e2e-llamacpp asan-llamacpp \
         llama-suite bench-llama bench-serve bench-convs compare-llama-server \
-        perplexity
+        perplexity run-serve
 
 evictd-llama: $(B)/libevictd-client.a $(B)/evictd-common.a
 	@deploy/deps.sh build llama
@@ -164,30 +164,61 @@ $(ANTHROPIC_STAMP): $(ANTHROPIC_DIR)/package.json $(ANTHROPIC_DIR)/package-lock.
 	  --loglevel=error
 	@touch $@
 
+# The web UI's browser test (test_ui.py): playwright-core, pinned by
+# tests/llamacpp/browser/package-lock.json, driving Debian's chromium
+# (deps.sh's browser; no browser downloaded). Its screenshots: UI_SHOTS.
+BROWSER_DIR := tests/llamacpp/browser
+BROWSER_STAMP := $(BROWSER_DIR)/node_modules/.installed
+UI_SHOTS ?= $(B)/ui-shots
+
+$(BROWSER_STAMP): $(BROWSER_DIR)/package.json $(BROWSER_DIR)/package-lock.json
+	@deploy/deps.sh node browser
+	@echo "== npm ci in $(BROWSER_DIR) (versions pinned by package-lock.json)"
+	@npm ci --prefix $(BROWSER_DIR) --ignore-scripts --no-audit --no-fund \
+	  --loglevel=error
+	@touch $@
+
 # The suites of make e2e-llamacpp, in order, and what each is told: the
 # binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
                 test_serve test_hostile test_convs test_openai test_routes \
                 test_anthropic test_pool test_faults test_upstream test_flags \
-                test_llama_suite
+                test_ui test_llama_suite
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 UPSTREAM_UNDER_TEST = $(LLAMA_OUT)/upstream_check
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
   EVICTD_LLAMA=$(abspath $(LLAMA_UNDER_TEST)) \
   UPSTREAM_CHECK=$(abspath $(UPSTREAM_UNDER_TEST)) \
   LLAMA_MODELS=$(abspath $(LLAMA_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-  GGUF_PY=$(GGUF_PY) STORIES_GGUF=$(abspath $(STORIES260K))
+  GGUF_PY=$(GGUF_PY) STORIES_GGUF=$(abspath $(STORIES260K)) \
+  UI_SHOTS=$(abspath $(UI_SHOTS))
 
 # Never skipped: a llama.cpp that cannot be had (no npm registry, no
 # LLAMA_CPP_SRC) fails the target.
 e2e-llamacpp:
-	@deploy/deps.sh build e2e llama tls metrics proxy llamasuite && \
+	@deploy/deps.sh build e2e llama tls metrics proxy llamasuite browser && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf upstream-check \
-	  $(OPENAI_STAMP) $(ANTHROPIC_STAMP) $(CONTRACT_STAMP) && \
+	  $(OPENAI_STAMP) $(ANTHROPIC_STAMP) $(CONTRACT_STAMP) \
+	  $(BROWSER_STAMP) && \
 	for t in $(LLAMA_SUITES); do \
 	  $(LLAMA_TEST_ENV) /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done
+
+# The daemon and serve together in the foreground, on their defaults
+# (serve on 127.0.0.1:8080, the web UI at /), evictd on a Unix socket of
+# its own; MODEL= a GGUF of your own, SERVE_ARGS= more of serve's flags.
+# Ctrl-C stops both.
+MODEL ?= $(STORIES260K)
+run-serve:
+	@deploy/deps.sh build llama
+	@$(MAKE) --no-print-directory $(B)/evictd evictd-llama
+	@dir=$$(mktemp -d /tmp/evictd-run-XXXXXX); \
+	$(B)/evictd --listen unix:$$dir/evictd.sock & evd=$$!; \
+	trap 'kill $$evd; wait $$evd; rm -rf '"$$dir" EXIT; \
+	echo "== open http://127.0.0.1:8080/ (Ctrl-C stops serve and evictd)"; \
+	$(B)/evictd-llama serve -m $(MODEL) --evictd unix:$$dir/evictd.sock \
+	  $(SERVE_ARGS)
 
 # llama.cpp's own server tests (the tree's tools/server/tests, Debian's
 # pytest: deps.sh's llamasuite) against serve (about five minutes on two

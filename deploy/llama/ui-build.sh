@@ -25,12 +25,31 @@ if [ -f "$out/ui.pack" ] && [ "$(cat "$out/key" 2>/dev/null)" = "$key" ]; then
   exit 0
 fi
 "$here/../deps.sh" node
-# vite 7, which the UI builds with, wants Node.js 20.19 or later.
-major=$(node -p 'process.versions.node.split(".")[0]')
-[ "$major" -ge 20 ] || {
-  say "Node.js $(node --version) is too old to build the UI (20.19 or later)"
-  exit 1
+# vite 7, which the UI builds with, wants Node.js 20.19 or later; where
+# the node on PATH is older (Debian bookworm's is 18), the build uses
+# Node.js's own binary from the npm registry (node-linux-ARCH, pinned).
+NODE_PIN=22.21.1
+new_enough() {
+  node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+           process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'
 }
+if ! new_enough; then
+  case $(uname -m) in
+    x86_64) arch=x64 ;; aarch64) arch=arm64 ;;
+    *) say "no Node.js 20.19 or later for $(uname -m)"; exit 1 ;;
+  esac
+  nodedir=$(dirname "$out")/node-$NODE_PIN
+  if [ ! -x "$nodedir/package/bin/node" ]; then
+    say "node $(node --version) is too old for the UI's build;" \
+        "fetching node-linux-$arch@$NODE_PIN from the npm registry"
+    rm -rf "$nodedir" && mkdir -p "$nodedir"
+    (cd "$nodedir" &&
+     npm pack --silent "node-linux-$arch@$NODE_PIN" >/dev/null &&
+     tar -xzf node-linux-*.tgz && rm -f node-linux-*.tgz)
+  fi
+  PATH=$nodedir/package/bin:$PATH
+  new_enough || { say "$nodedir has no usable node"; exit 1; }
+fi
 start=$(date +%s)
 say "building llama.cpp's web UI from $ui into $out (npm ci, vite build: minutes)"
 rm -rf "$out/src" "$out/dist" "$out/ui.pack" "$out/key"

@@ -590,7 +590,8 @@ def judge_template(b: dict) -> Verdict:
 
 # Every route (serve/api/'s tables): its method, and how its body is
 # judged (None: no body read).
-ROUTES = {"/v1/chat/completions": ("POST", "chat"),
+ROUTES = {"/": ("GET", "page"),
+          "/v1/chat/completions": ("POST", "chat"),
           "/chat/completions": ("POST", "chat"),
           "/v1/completions": ("POST", "completions"),
           "/v1/models": ("GET", None), "/models": ("GET", None),
@@ -618,6 +619,8 @@ def judge(method: str, path: str, raw: Optional[bytes]) -> Verdict:
     want, kind = ROUTES[path]
     if method != want:
         return Verdict(405)
+    if kind == "page":  # the web UI's page: llama-server's 415 unless
+        return Verdict(415)  # the client takes gzip (http.client does not)
     if method == "GET":
         return Verdict(200, path)
     if raw is not None and len(raw) > BODY_MAX:

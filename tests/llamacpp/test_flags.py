@@ -227,14 +227,10 @@ def tearDownModule() -> None:
 
 
 def model_context(path: str) -> int:
-    """The GGUF's training context (its <arch>.context_length), read with
-    llama.cpp's gguf-py."""
-    gguf = paths.import_gguf(os.environ.get("GGUF_PY") or os.path.join(
-        os.path.dirname(os.path.dirname(arg_cpp())), "gguf-py"))
-    r = gguf.GGUFReader(path)
-    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
-    f = r.fields[arch + ".context_length"]
-    return int(f.parts[f.data[0]][0])
+    """The GGUF's training context, read with the tree's gguf-py."""
+    return paths.train_context(path, os.environ.get("GGUF_PY") or
+                               os.path.join(os.path.dirname(os.path.dirname(
+                                   arg_cpp())), "gguf-py"))
 
 
 class CommandLine(unittest.TestCase):

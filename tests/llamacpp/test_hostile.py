@@ -164,7 +164,11 @@ def routes() -> List[Case]:
             (tmpl, {"messages": user, "tools": {}}, 400)):
         out.append(make("route", "%s %s" % (path, json.dumps(body)[:40]),
                         "POST", path, body, want=want))
-    for path in ("/", "/v1", "/v1/", "/v1/completions/", "/completionz",
+    # "/" is the web UI's page: gzip only (llama-server's 415), GET only
+    out.append(make("route", "the page without gzip", "GET", "/", want=415))
+    out.append(make("route", "POST to the page", "POST", "/",
+                    {"prompt": "a", "max_tokens": 1}, want=405))
+    for path in ("/v1", "/v1/", "/v1/completions/", "/completionz",
                  "/v2/completions", "/v1/chat/completion", "/V1/MODELS",
                  "/health/", "/metrics/x", "/v1/models/evictd-lm",
                  "/v1/embeddings", "/v1/tokenize", "/infill", "/embedding",
@@ -777,6 +781,9 @@ def error_problem(status: int, ctype: Optional[str], body: bytes,
     """What is wrong with an error answer (None: it is the one shape)."""
     if status != want:
         return "status %d, not %d" % (status, want)
+    if want == 415:  # the web UI's page, llama-server's text
+        return None if ctype == "text/plain" and b"gzip" in body else \
+            "Content-Type %s" % ctype
     if ctype != "application/json":
         return "Content-Type %s" % ctype
     try:

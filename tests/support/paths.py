@@ -116,3 +116,12 @@ def require(*files: str, error=RuntimeError) -> None:
     for path in files:
         if not os.path.exists(path):
             raise error("%s is missing: run make e2e-llamacpp" % path)
+
+
+def train_context(model: str, where: str = None) -> int:
+    """A GGUF file's training context (its <arch>.context_length), read
+    with llama.cpp's gguf-py (import_gguf's where)."""
+    r = import_gguf(where).GGUFReader(model)
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+    f = r.fields[arch + ".context_length"]
+    return int(f.parts[f.data[0]][0])

@@ -7,7 +7,7 @@
 # source tree, or a tarball), else the pinned npm package's source
 # (deploy/llama/llama-source.sh, cached in $B/llama/npm). It goes in as the
 # build context `llamacpp`; the model as the context `models`, staged in
-# $B/image/models (B defaults to build).
+# $B/image/models (B defaults to build); the web UI's pack as `ui`.
 set -euo pipefail
 tag=${1:?usage: build-image.sh TAG MODEL.gguf [IIDFILE]}
 model=${2:?usage: build-image.sh TAG MODEL.gguf [IIDFILE]}
@@ -41,6 +41,17 @@ if ! cmp -s "$model" "$stage/evictd-lm.gguf"; then
   ln "$model" "$stage/evictd-lm.gguf" 2>/dev/null || cp "$model" "$stage/evictd-lm.gguf"
 fi
 
+# llama.cpp's web UI, packed (make ui, which make gguf's evictd-llama
+# ran): the context `ui`, staged in $B/image/ui. The build has no npm.
+pack=${UI_PACK:-$b/ui/ui.pack}
+[ -f "$pack" ] || { say "no $pack: run make ui first"; exit 1; }
+uistage=$b/image/ui
+mkdir -p "$uistage"
+if ! cmp -s "$pack" "$uistage/ui.pack"; then
+  rm -f "$uistage/ui.pack"
+  ln "$pack" "$uistage/ui.pack" 2>/dev/null || cp "$pack" "$uistage/ui.pack"
+fi
+
 deploy/deps.sh image
 if ! podman image exists docker.io/library/debian:bookworm-slim ||
    ! podman image exists docker.io/library/debian:bookworm; then
@@ -54,5 +65,5 @@ start=$(date +%s)
 # Docker format keeps HEALTHCHECK (OCI drops it).
 podman build --isolation=chroot --format docker -f deploy/llama/image/Dockerfile \
   --build-context "llamacpp=$context" --build-context "models=$stage" \
-  "${args[@]}" -t "$tag" .
+  --build-context "ui=$uistage" "${args[@]}" -t "$tag" .
 say "built $tag in $(( $(date +%s) - start )) s"
