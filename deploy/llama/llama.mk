@@ -237,7 +237,9 @@ llama-suite:
 # steps sent ahead, re-homing, shutdown. generate is under valgrind in
 # test_llamacpp's and test_positions' memcheck cases, which an ASan build
 # cannot run. test_upstream runs the common library's C interface (our
-# C++ side sanitized, common's own code not) the same way.
+# C++ side sanitized, common's own code not) the same way; test_ui's
+# Static, the web UI's files and flags (its browser test is the plain
+# build's: minutes of chatting that the other suites' streams cover).
 ASAN_LLAMA := $(B)/asan-llama
 asan-llamacpp: LLAMA_UNDER_TEST = $(ASAN_LLAMA)/evictd-llama
 asan-llamacpp: UPSTREAM_UNDER_TEST = $(ASAN_LLAMA)/llama/upstream_check
@@ -254,7 +256,9 @@ asan-llamacpp:
 	         test_faults test_upstream test_flags; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
-	done
+	done && \
+	ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
+	  /usr/bin/python3 tests/llamacpp/test_ui.py -v Static
 
 bench-llama:
 	@deploy/deps.sh build bench llama && \

@@ -13,7 +13,8 @@ read, never written.
 
 Every test llama-server passes with stories260K (llama_suite/baseline.json,
 made with llama-server built from the same tree, since CI does not build
-it) must pass with serve, except those llama_suite/exceptions.json lists
+it, without its web UI; llama_suite/with_ui.json adds the tests that need
+the UI, checked against llama-server built with it) must pass with serve, except those llama_suite/exceptions.json lists
 with the reason, which are deselected: they assert a context limit serve
 does not have, need a feature the issue leaves out (llama-server's
 router, MCP, images), or check a behaviour serve leaves out by design

@@ -138,7 +138,7 @@ static const cli_opt_t options[] = {
      "llama-server's"},
     {"api-key", NULL, "KEY[,KEY]", CLI_STR, OPT(api_key), 0, 0, {NULL},
      "require 'Authorization: Bearer KEY' (one of them) on every route but "
-     "/health (401 without)"},
+     "/health and the web UI's files (401 without)"},
     {"api-key-file", NULL, "FILE", CLI_STR, OPT(api_key_file), 0, 0, {NULL},
      "more keys: a key a line, lines starting with # left out"},
     {"cors-origins", NULL, "ORIGINS", CLI_STR, OPT(cors_origins), 0, 0,

@@ -6,7 +6,10 @@
 //            max_tokens (MAX_TOKENS) set by --ui-config: a turn's answer
 //            is at most that long, less than the (256 - 4) / 2 positions
 //            a new turn may go back where its tokens part from the
-//            answer's, so every turn continues the conversation
+//            answer's (a sampled answer's tokens are not always the ones
+//            its text tokenizes to), and the first message is longer
+//            than it, since serve goes back over at most half of a
+//            conversation: so every turn continues the conversation
 //   LONG     stories260K, ignore_eos by --ui-config: answers that run on
 //            until stopped
 //   KEYED    --api-key KEY
@@ -130,12 +133,19 @@ async function conversation(base, old) {
   return held[0];
 }
 
+// 150 tokens in the template, more than an answer's MAX_TOKENS (above).
+const OPENING = 'Once upon a time, there was a little girl named Lily. ' +
+  'She loved to play outside in the park with her big brown dog, Max. ' +
+  'One day, Lily and Max found a shiny red ball under a tree. They ' +
+  'played with the ball all day long. Tell me a story about what ' +
+  'happened next.';
+
 const hits = (base) => metric(base, 'evictd_llama_conversation_hits_total');
 
 test('a conversation several times the training context, reloaded', async () => {
   const page = await open(env.SERVE);
   const old = await sessions(env.SERVE);
-  const first = await turn(page, 'Tell me a story about a cat.');
+  const first = await turn(page, OPENING);
   assert.ok(first.length > 0);
   await shot(page, '1-first-answer');
   // The request the page made: streamed, with the settings --ui-config
@@ -146,6 +156,11 @@ test('a conversation several times the training context, reloaded', async () => 
   const body = JSON.parse(posts[0].body);
   assert.equal(body.stream, true);
   assert.equal(body.max_tokens, Number(env.MAX_TOKENS));
+  const opening = await (await fetch(
+    env.SERVE + '/v1/chat/completions/input_tokens',
+    { method: 'POST', body: JSON.stringify({ messages: body.messages }) }))
+    .json();
+  assert.ok(opening.input_tokens > body.max_tokens, JSON.stringify(opening));
   assert.equal(body.timings_per_token, true);
   // Turn after turn until the conversation is three times the model's
   // training context: every one answered, no error, the window's budget
