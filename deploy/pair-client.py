@@ -24,10 +24,14 @@
         GET /metrics from evictd over its socket; prints the text.
     pair-client.py get http://HOST:PORT/PATH
         GET; prints the body; exit 1 unless 200.
+    pair-client.py page http://HOST:PORT
+        GET / as a browser asks for it (gzip): the web UI's page; prints
+        its size; exit 1 unless 200 and an HTML page.
 
 Standard library only. Exits 1 with a message on any HTTP error, a
 malformed event, or a stream that ends without its final event.
 """
+import gzip
 import http.client
 import json
 import socket
@@ -159,6 +163,17 @@ def main(argv):
         r = conn.getresponse()
         sys.stdout.write(r.read().decode())
         sys.exit(0 if r.status == 200 else 1)
+    elif len(argv) == 2 and argv[0] == "page":
+        conn, _ = connect(argv[1], 10)
+        conn.request("GET", "/", headers={"Accept-Encoding": "gzip"})
+        r = conn.getresponse()
+        body = r.read()
+        if r.status != 200 or r.getheader("Content-Encoding") != "gzip":
+            die(f"GET /: {r.status} {r.getheader('Content-Encoding')}")
+        html = gzip.decompress(body).decode()
+        if "<html" not in html:
+            die("GET /: not an HTML page: " + html[:200])
+        print(f"{len(body)} bytes gzip'd, {len(html)} of HTML")
     elif len(argv) == 4 and argv[0] == "complete":
         complete(argv[1], argv[2], int(argv[3]))
     elif len(argv) == 4 and argv[0] == "chat":

@@ -4,7 +4,7 @@
 # each: waits for both containers' probes as the file writes them, checks
 # the containers' users, read-only roots and capabilities, completes a
 # prompt through the engine (POST /v1/chat/completions, then POST
-# /completion) and reads evictd's /metrics
+# /completion), gets the web UI's page (GET /) and reads evictd's /metrics
 # over its socket (from the host, through the shared volume) to see the
 # steps, evictions and deleted session; then streams the same completion,
 # SIGKILLs evictd's process midway (frozen with SIGSTOP first, when the
@@ -243,6 +243,10 @@ assert a["usage"]["completion_tokens"] > 0, a
 print(f"pair-test: {label}: /v1/chat/completions: {a['usage']['completion_tokens']} "
       f"tokens ({c['finish_reason']}) after a {a['usage']['prompt_tokens']}-token prompt")
 PY
+  # llama.cpp's web UI, which the image carries (make ui's pack).
+  local page
+  page=$(client page "$url") || fail "$label: no web UI at $url/"
+  say "$label: the web UI at /: $page"
   client metrics "unix:$sock" >"$tmp/mc" || fail "$label: evictd /metrics over $sock"
   k=$(kept "$url")
   [ "$k" -ge 1 ] || fail "$label: the engine kept no conversation after the chat"
