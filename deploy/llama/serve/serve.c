@@ -198,6 +198,7 @@ typedef struct parts_s {
 static int site_open(parts_t *p, serve_opts_t *o, lm_t *lm) {
   const char *base = strrchr(o->lm.model, '/');
   char err[512];
+  p->ui = NULL; /* --no-ui opens none */
   p->site = (site_t){
       .o = o, .lm = lm, .q = &p->q, .board = &p->board,
       .model = o->alias ? o->alias : base ? base + 1 : o->lm.model,
