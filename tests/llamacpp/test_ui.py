@@ -207,6 +207,10 @@ class Static(unittest.TestCase):
         self.assertEqual(get("site", "/llm/props").status, 200)
         self.assertIs(get("site", "/llm/props").json()["ui"], True)
         self.assertEqual(get("site", "/props").status, 404)
+        # a route's path under another method: its 405, not a file's 404
+        a = get("site", "/llm/v1/chat/completions")
+        self.assertEqual(a.status, 405)
+        self.assertEqual(a.header("Allow"), "POST")
         self.assertEqual(get("site", "/").status, 404)
 
 

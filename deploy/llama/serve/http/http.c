@@ -76,7 +76,9 @@ static const http_route_t *route_of(const http_t *h, const char *url,
   for (size_t i = 0; i < h->n; i++) {
     const char *t;
     bool rest;
-    if (!matches(h->routes[i], url, &t, &rest))
+    /* A route of any rest ("{*}", --path's) never takes a path that a
+     * route of its own has under another method (that is a 405). */
+    if (!matches(h->routes[i], url, &t, &rest) || (rest && *any != NULL))
       continue;
     if (strcmp(method, h->routes[i]->method) == 0) {
       *tail = t;
