@@ -78,8 +78,12 @@ $(B)/evictd-llama: $(LLAMA_OBJ) $(B)/libevictd-client.a $(B)/evictd-common.a
 # llama.cpp's web UI (serve's `/`), built from the same tree by npm
 # (deploy/llama/ui-build.sh: minutes once, cached in $(UI_DIR)) and packed
 # into one file that serve/api/ui.c embeds. UI=0 builds serve without it;
-# UI_PACK=FILE embeds a pack made elsewhere (the engine image's build).
-ifeq ($(UI),1)
+# UI_PACK=FILE embeds a pack made elsewhere (the engine image's build). An
+# installed libllama (configure.sh's pkg-config) has no tree to build it
+# from: serve is then built without it, unless UI_PACK names one.
+UI_FROM := $(if $(LLAMA_TREE),tree,$(if $(filter-out \
+             $(UI_DIR)/ui.pack,$(UI_PACK)),pack))
+ifeq ($(UI)$(if $(UI_FROM),1),11)
 $(UI_DIR)/ui.pack: deploy/llama/ui-build.sh deploy/llama/ui-pack.mjs \
                    $(LLAMA_CONFIG)
 	deploy/llama/ui-build.sh $(LLAMA_TREE) $(UI_DIR)
