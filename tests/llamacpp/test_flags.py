@@ -400,6 +400,7 @@ class CommandLine(unittest.TestCase):
                 (("--api-prefix", "/llm/"), "--api-prefix /llm/: a path"),
                 (("--api-prefix", "/"), "--api-prefix /: a path"),
                 (("--ui-config", "{bad"), "--ui-config: not JSON"),
+                (("--ui-config", "[1]"), "--ui-config: not a JSON object"),
                 (("--ui-config-file", os.path.join(d, "no-such")),
                  "cannot read --ui-config-file"),
                 (("--ui-config", "{}", "--ui-config-file",

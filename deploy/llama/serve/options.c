@@ -251,6 +251,9 @@ static int ui_check(serve_llama_t *l, held_t *h) {
     if (l->ui_settings == NULL)
       return bad("--ui-config%s: not JSON: %s (line %d)",
                  l->ui_config_file ? "-file" : "", je.text, je.line);
+    if (!json_is_object(l->ui_settings))
+      return bad("--ui-config%s: not a JSON object (the page's settings, "
+                 "by name)", l->ui_config_file ? "-file" : "");
   }
   return 0;
 }
