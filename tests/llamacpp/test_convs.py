@@ -72,7 +72,7 @@ from support.serve import Serve  # noqa: E402
 
 GGUF = paths.stories_gguf()
 TOL = gen.TOL
-EXACT = ["--exact", "--threads", "1"]
+EXACT = ["--exact", "--threads", "1", "--ctx-checkpoints", "0"]
 # Test 1's two windows: (budget, sinks, lookahead or None for serve's
 # default chunks of 512).
 WINDOWS = [(48, 0, 8), (32, 4, None)]

@@ -291,6 +291,8 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
     # serve's saved conversations, by key: window, expected removals, rows
     # and each model's tokens, rows and cells.
     stash: Dict[str, tuple] = {}
+    # its checkpoints (a copy each, kept: any number of restores).
+    kept: Dict[str, tuple] = {}
 
     def flush(track: _Track) -> None:
         by_seq: Dict[int, List[Tuple[int, int]]] = {}
@@ -362,13 +364,36 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
                                 step_rows.pop(seq, {}),
                                 {k: tr.take(seq) for k, tr in
                                  tracks.items()})
+        elif op == "keep":
+            # serve: a checkpoint, a copy of seq as it is (seq goes on),
+            # to come back under key into any sequence, as often as
+            # asked.
+            seq = ev["seq"]
+            for tr in tracks.values():
+                flush(tr)
+            held = {}
+            for k, tr in tracks.items():
+                held[k] = (dict(tr.tokens.get(seq, {})),
+                           dict(tr.rows.get(seq, {})),
+                           set(tr.cache.get(seq, set())))
+            kept[ev["key"]] = (windows[seq].copy(), list(expect[seq]),
+                               dict(step_rows.get(seq, {})), held)
         elif op == "restore":
             seq = ev["seq"]
             for tr in tracks.values():
                 flush(tr)
                 tr.take(seq)
-            (windows[seq], expect[seq], step_rows[seq],
-             held) = stash.pop(ev["key"])
+            if ev["key"] in kept:
+                # a checkpoint stays kept: a copy of it each time
+                w, x, r, h = kept[ev["key"]]
+                w, x, r = w.copy(), list(x), dict(r)
+                h = {k: (dict(t), dict(rw), set(c))
+                     for k, (t, rw, c) in h.items()}
+                (windows[seq], expect[seq], step_rows[seq], held) = \
+                    (w, x, r, h)
+            else:
+                (windows[seq], expect[seq], step_rows[seq],
+                 held) = stash.pop(ev["key"])
             for k, tr in tracks.items():
                 tr.put(seq, held[k])
         elif op == "fork":

@@ -114,6 +114,11 @@ void dump_save(dump_t *d, int seq, const char *key) {
     put(d, json_pack("{s:s,s:i,s:s}", "op", "save", "seq", seq, "key", key));
 }
 
+void dump_keep(dump_t *d, int seq, const char *key) {
+  if (d != NULL)
+    put(d, json_pack("{s:s,s:i,s:s}", "op", "keep", "seq", seq, "key", key));
+}
+
 void dump_restore(dump_t *d, int seq, const char *key) {
   if (d != NULL)
     put(d, json_pack("{s:s,s:i,s:s}", "op", "restore", "seq", seq, "key",

@@ -41,10 +41,12 @@ void dump_truncate(dump_t *d, int seq, uint32_t from);
 void dump_commit(dump_t *d, int seq, uint32_t newest);
 /* serve: a fresh session starts in sequence seq (its cells emptied: the
  * window holds position 0 again); the conversation of sequence seq is
- * saved under key (its cells then emptied); the one saved under key is
- * put in sequence seq. */
+ * saved under key (its cells then emptied), or a copy of it kept under key
+ * (a checkpoint: seq goes on as it was); the one saved or kept under key
+ * is put in sequence seq. */
 void dump_open_seq(dump_t *d, int seq);
 void dump_save(dump_t *d, int seq, const char *key);
+void dump_keep(dump_t *d, int seq, const char *key);
 void dump_restore(dump_t *d, int seq, const char *key);
 /* What llama.cpp's cache holds for a sequence just before a pass: its
  * smallest and largest positions (-1 when none). */

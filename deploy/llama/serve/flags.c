@@ -241,10 +241,15 @@ const cli_opt_t serve_llama_flags[] = {
      "accepted: the same"},
     {"swa-full", NULL, NULL, NOOP, "accepted: serve refuses models with "
      "sliding-window layers, and for the others it changes nothing"},
-    {"ctx-checkpoints|swa-checkpoints", "ctxcp", "N", NOOP, "accepted: "
-     "checkpoints are for models with sliding-window or recurrent layers, "
-     "which serve refuses"},
-    {"checkpoint-min-step", "cms", "N", NOOP, "accepted: the same"},
+    {"ctx-checkpoints|swa-checkpoints", "ctxcp", "N", CLI_U32,
+     OPT(ctx_checkpoints), 0, 4096, {NULL}, "keep a conversation's state "
+     "(its cells, its window, its tokens) where a turn's new text begins "
+     "and 4 tokens before its prompt ends, so that a regenerated answer "
+     "or an edited last message decodes only from there: at most N per "
+     "slot, oldest first out, within --cache-ram (default 32, as "
+     "llama-server's; 0: none)"},
+    {"checkpoint-min-step", "cms", "N", NOOP, "accepted: serve keeps "
+     "checkpoints at turn boundaries alone (--ctx-checkpoints)"},
     {"defrag-thold", "dt", "N", NOOP, "accepted: deprecated in llama.cpp "
      "too"},
     {"perf|no-perf", NULL, NULL, NOOP, "accepted: llama.cpp's timings are "

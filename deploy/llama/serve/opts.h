@@ -96,6 +96,9 @@ typedef struct serve_opts_s {
                                 up to this (-1: no limit, 0: none saved) */
   const char *cache_dir;     /* --cache-dir: saved ones also on disk,
                                 found again after a restart */
+  uint32_t ctx_checkpoints;  /* --ctx-checkpoints N: a conversation's
+                                state kept at its turns' boundaries, N
+                                per slot (engine/park.c; 0: none) */
   const char *dump;          /* --dump PREFIX: the run record (tests) */
   serve_llama_t ls;          /* llama-server's flags */
 } serve_opts_t;

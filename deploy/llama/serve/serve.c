@@ -364,7 +364,7 @@ int serve_main(int argc, char **argv) {
              .type_k = LM_F16, .type_v = LM_F16},
       .link = LINK_OPTS_DEFAULT, .cfg = EVD_SESSION_CFG_DEFAULT,
       .parallel = 8, .queue = 64, .n_predict_max = 32768,
-      .cache_ram = 8192, .port = -1,
+      .cache_ram = 8192, .port = -1, .ctx_checkpoints = 32,
       .ls = {.ctx = -1, .ctx_slot = -1, .batch = -1, .ubatch = -1,
              .keep = -1, .jinja = 1, .slots = 1, .warmup = 1, .ui = 1}};
   cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);

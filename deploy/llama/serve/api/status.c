@@ -196,6 +196,20 @@ static enum MHD_Result metrics(call_t *c) {
       {"evictd_llama_conversations_dropped_total", "counter", "Parked or "
        "saved conversations dropped (least recently used first out): "
        "their sessions deleted.", (double)s.convs.dropped},
+      {"evictd_llama_checkpoints_total", "counter", "Checkpoints kept: "
+       "a conversation's state where a turn's new text begins, or before "
+       "its prompt's last tokens (--ctx-checkpoints).",
+       (double)s.convs.ck_made},
+      {"evictd_llama_checkpoint_hits_total", "counter", "Requests that "
+       "continued from a checkpoint (a regenerated answer, an edited "
+       "message): of the conversation hits.", (double)s.convs.ck_hits},
+      {"evictd_llama_checkpoints_dropped_total", "counter", "Checkpoints "
+       "dropped (the oldest first, beyond --ctx-checkpoints per slot or "
+       "--cache-ram).", (double)s.convs.ck_dropped},
+      {"evictd_llama_checkpoints", "gauge", "Checkpoints held in host "
+       "memory.", s.convs.ck_held},
+      {"evictd_llama_checkpoints_bytes", "gauge", "Bytes they hold (within "
+       "--cache-ram).", (double)s.convs.ck_bytes},
       {"evictd_llama_cells_packed_total", "counter", "Sequences whose "
        "cells were moved down to cell 0 after a pass left some above what "
        "llama.cpp then attends over.", (double)s.convs.packed},

@@ -128,6 +128,7 @@ static int fresh(engine_t *e, choice_t *c, const char *id, uint32_t need) {
   c->hbase = 0;
   c->hdig = 0;
   c->peak = 0;
+  c->ck_at = 0;
   dump_open_seq(e->dump, slot);
   return 0;
 }
@@ -203,6 +204,7 @@ void choices_admit(engine_t *e, task_t *t) {
     c->task = t;
     c->index = k;
     c->tokens = 0;
+    c->start = m;
     c->gen = ++e->gens; /* what it held before is no longer */
     if (k == 0) {
       tq_cached(e->q, t, m);

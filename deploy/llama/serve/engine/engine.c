@@ -251,6 +251,7 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
    * it keeps the tokens of its window and as many again unfolded. */
   e->max_back = e->budget > e->sinks ? (e->budget - e->sinks) / 2 : 0;
   e->keep = (e->budget + e->lookahead + 4096) / HIST_BLOCK * HIST_BLOCK;
+  e->ck_max = o->ctx_checkpoints * o->parallel;
   if (getrandom(e->key, sizeof(e->key), 0) != sizeof(e->key)) {
     snprintf(err, errlen, "no random key for the conversations' digests");
     goto fail;

@@ -30,6 +30,11 @@
  * engine.c keeps the default budget below a multiple of it. */
 #define CELL_PAD 256
 
+/* A prompt's last CK_TAIL tokens are a pass of their own where a
+ * checkpoint is kept before them (park.c), so that the same prompt again
+ * decodes only those: llama-server's figure for the same. */
+#define CK_TAIL 4
+
 typedef struct engine_s engine_t;
 
 /* One sequence: a choice of a task. Its steps go through its lane (the
@@ -75,6 +80,10 @@ typedef struct choice_s {
                              a request takes it (engine's e->gens) */
   uint32_t peak;          /* the most cells it held in a pass since its
                              cells were last packed (pack) */
+  uint32_t start;         /* where its task's prompt began decoding (the
+                             positions below kept from a conversation) */
+  uint32_t ck_at;         /* the boundary of its last checkpoint (0:
+                             none in this task) */
 } choice_t;
 
 struct engine_s {
@@ -111,6 +120,9 @@ struct engine_s {
   uint64_t key[2];        /* the digests' SipHash key (kept in --cache-dir) */
   uint32_t keep;          /* tokens a conversation keeps unfolded behind
                              its newest: room to go back and to match */
+  uint32_t ck_max;        /* the most checkpoints kept (--ctx-checkpoints
+                             per slot; 0: none) */
+  uint64_t ck_names;      /* the last checkpoint's number */
   dump_t dumpf;
   dump_t *dump;           /* --dump's record, or NULL */
   seq_trace_t trace;      /* its removals (NULL ud without --dump) */
@@ -218,6 +230,18 @@ void conv_store_close(engine_t *e);
 
 /* The conversations' counters and gauges now. */
 void conv_counts(engine_t *e, conv_counts_t *out);
+
+/* Whether choice c's task keeps checkpoints: its first choice, a task
+ * that keeps its conversation, with a store, and a window its prompt and
+ * answer can overflow (else going back loses nothing: hist.h). */
+bool conv_ckpt_wanted(const engine_t *e, const choice_t *c);
+
+/* Keeps a checkpoint of c at position c->n, before the pass that decodes
+ * from there: its cells, tokens and window as they are, in the store, the
+ * oldest checkpoints beyond e->ck_max dropped. A later prompt that
+ * extends it continues from it (conv_take), exactly as c goes on now. Once
+ * per boundary; nothing when it does not fit. */
+void conv_checkpoint(engine_t *e, choice_t *c);
 
 /* ---- steps.c: steps to evictd ---------------------------------------- */
 

@@ -41,20 +41,21 @@ void engine_give_back(engine_t *e, choice_t *c) {
 
 /* ---- saving and restoring ------------------------------------------------ */
 
-/* Saves the conversation parked in slot c into the store (its slot is
- * then free, its session kept); false when it does not fit (the caller
- * drops it). */
-static bool save(engine_t *e, choice_t *c) {
+/* A copy of what slot c holds now (its cells, its tokens below c->n, its
+ * window as the map says), the session's state as given, for the store;
+ * NULL when it does not fit (room made for it first) or memory runs out. */
+static saved_t *snapshot(engine_t *e, choice_t *c, uint32_t held,
+                         uint32_t newest, uint32_t committed) {
   if (!store_enabled(e->store))
-    return false;
+    return NULL;
   size_t n_state = llama_state_seq_get_size(e->lm->ctx, c->s.id);
   size_t bytes = sizeof(saved_t) + (c->n - c->hbase) * sizeof(llama_token) +
                  c->s.map.n * sizeof(uint32_t) + n_state;
   if (n_state == 0 || !store_room(e->store, bytes))
-    return false;
+    return NULL;
   saved_t *s = calloc(1, sizeof(*s));
   if (s == NULL)
-    return false;
+    return NULL;
   s->hist = malloc((c->n - c->hbase + 1) * sizeof(*s->hist));
   s->map = malloc((c->s.map.n + 1) * sizeof(*s->map));
   s->state = malloc(n_state);
@@ -62,7 +63,7 @@ static bool save(engine_t *e, choice_t *c) {
       llama_state_seq_get_data(e->lm->ctx, s->state, n_state, c->s.id) !=
           n_state) {
     saved_free(s);
-    return false;
+    return NULL;
   }
   memcpy(s->hist, c->hist, (c->n - c->hbase) * sizeof(*s->hist));
   s->hbase = c->hbase;
@@ -71,24 +72,60 @@ static bool save(engine_t *e, choice_t *c) {
   memcpy(s->map, c->s.map.held, c->s.map.n * sizeof(*s->map));
   snprintf(s->session, sizeof(s->session), "%s", c->s.session);
   s->cfg = c->s.cfg;
-  s->held = c->s.held;
-  s->newest = c->s.newest;
-  s->committed = c->s.committed;
+  s->held = held;
+  s->newest = newest;
+  s->committed = committed;
   s->n = c->n;
   s->n_map = c->s.map.n;
   s->n_state = n_state;
   s->bytes = bytes;
   s->used_at = c->used_at;
+  return s;
+}
+
+/* Saves the conversation parked in slot c into the store (its slot is
+ * then free, its session kept); false when it does not fit (the caller
+ * drops it). */
+static bool save(engine_t *e, choice_t *c) {
+  saved_t *s = snapshot(e, c, c->s.held, c->s.newest, c->s.committed);
+  if (s == NULL)
+    return false;
   store_put(e->store, s);
   e->cc.saved++;
   return true;
 }
 
+bool conv_ckpt_wanted(const engine_t *e, const choice_t *c) {
+  const task_t *t = c->task;
+  return e->ck_max > 0 && c->index == 0 && t->want.cache_prompt &&
+         !e->o->no_cache_prompt && store_enabled(e->store) &&
+         (uint64_t)t->n_prompt + t->want.n_predict > e->budget;
+}
+
+void conv_checkpoint(engine_t *e, choice_t *c) {
+  if (c->n == 0 || c->n == c->ck_at)
+    return;
+  /* The window as the steps below c->n left it: their answers are
+   * followed, this pass's is not yet. */
+  saved_t *s = snapshot(e, c, c->s.map.n, c->n - 1, c->n - 1);
+  if (s == NULL)
+    return;
+  c->ck_at = c->n;
+  s->ckpt = true;
+  s->used_at = clock_now();
+  snprintf(s->session, sizeof(s->session), "ckpt-%llu",
+           (unsigned long long)++e->ck_names);
+  dump_keep(e->dump, c->s.id, s->session);
+  store_put(e->store, s);
+  store_trim_ckpt(e->store, e->ck_max);
+  e->cc.ck_made++;
+}
+
 /* Puts saved conversation s into free slot c (the cells through
  * llama_state_seq_set_data; the session as it was). 0, or -1 (s is then
  * dropped). */
-static int restore(engine_t *e, choice_t *c, saved_t *s) {
-  if (seq_init(&c->s, (int32_t)(c - e->slot), s->session,
+static int restore(engine_t *e, choice_t *c, saved_t *s, const char *id) {
+  if (seq_init(&c->s, (int32_t)(c - e->slot), s->ckpt ? id : s->session,
                POS_ORIGINAL) != 0 ||
       grow(&c->hist, &c->cap, s->n - s->hbase + 2, sizeof(*c->hist)) != 0)
     goto fail;
@@ -114,9 +151,19 @@ static int restore(engine_t *e, choice_t *c, saved_t *s) {
   c->s.committed = s->committed;
   c->s.created = true;
   c->used_at = s->used_at;
-  dump_restore(e->dump, c->s.id, c->s.session);
-  store_restored(e->store, s); /* it lives in a slot again */
-  e->cc.restored++;
+  dump_restore(e->dump, c->s.id, s->session);
+  /* A checkpoint's window goes to evictd under the new session when it
+   * first steps: evictd does not hold it, and adopts it as the map says
+   * (re-homing, common/change.c). The checkpoint stays, for the next
+   * request that continues from there; this one does not keep it again. */
+  c->ck_at = s->ckpt ? s->n : 0;
+  if (s->ckpt) {
+    e->cc.ck_hits++;
+    store_untake(e->store, s);
+  } else {
+    e->cc.restored++;
+    store_restored(e->store, s); /* it lives in a slot again */
+  }
   return 0;
 fail:
   llama_memory_seq_rm(e->lm->mem, c->s.id, -1, -1);
@@ -130,16 +177,17 @@ static choice_t *free_slot(engine_t *e);
 
 /* Takes s out of the store into a free slot (freed for it, a parked one
  * saved or dropped: s is out of the store first, so that making room
- * cannot drop it), restored there. The slot, or NULL (s kept, or dropped
- * when llama.cpp could not take its cells back). */
-static choice_t *take_saved(engine_t *e, saved_t *s) {
+ * cannot drop it), restored there (a checkpoint under session id). The
+ * slot, or NULL (s kept, or dropped when llama.cpp could not take its
+ * cells back). */
+static choice_t *take_saved(engine_t *e, saved_t *s, const char *id) {
   store_take(e->store, s);
   choice_t *c = free_slot(e);
   if (c == NULL) {
     store_untake(e->store, s);
     return NULL;
   }
-  return restore(e, c, s) == 0 ? c : NULL;
+  return restore(e, c, s, id) == 0 ? c : NULL;
 }
 
 /* ---- slots --------------------------------------------------------------- */
@@ -209,6 +257,10 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
   for (saved_t *s = store_head(e->store); may && s != NULL; s = s->next) {
     uint32_t k = hist_usable(&hp, s->hist, s->hbase, s->hdig, s->n, s->map,
                              s->n_map);
+    /* A checkpoint is a turn's boundary: a prompt goes on from it whole
+     * (a regenerated answer, an edited message), never back from it. */
+    if (s->ckpt && k != s->n)
+      continue;
     if (k > bm) {
       from = s;
       bm = k;
@@ -220,11 +272,12 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
     bm > 0 ? e->cc.hits++ : e->cc.misses++;
   if (best != NULL) {
     best->parked = false;
+    best->ck_at = 0;
     *m = bm;
     return best;
   }
   if (from != NULL) {
-    choice_t *c = take_saved(e, from);
+    choice_t *c = take_saved(e, from, t->id);
     if (c != NULL) {
       *m = bm;
       return c;
@@ -252,12 +305,13 @@ choice_t *conv_find(engine_t *e, task_t *t, fault_t *f) {
         return NULL;
       }
       c->parked = false;
+      c->ck_at = 0;
       e->cc.hits++;
       return c;
     }
   }
   for (saved_t *s = store_head(e->store); s != NULL; s = s->next) {
-    if (strcmp(s->session, t->cont) != 0)
+    if (s->ckpt || strcmp(s->session, t->cont) != 0)
       continue;
     if (s->gen != t->cont_gen || s->n != t->base) {
       fault_set(f, 409, "conversation_moved_on", "the conversation of "
@@ -266,7 +320,7 @@ choice_t *conv_find(engine_t *e, task_t *t, fault_t *f) {
                 "whole history");
       return NULL;
     }
-    choice_t *c = take_saved(e, s);
+    choice_t *c = take_saved(e, s, NULL);
     if (c == NULL) {
       fault_set(f, 500, "restore_failed", "the conversation of "
                 "previous_response_id could not be put back in a slot");
@@ -319,4 +373,7 @@ void conv_counts(engine_t *e, conv_counts_t *out) {
   out->stored = store_count(e->store);
   out->stored_bytes = store_bytes(e->store);
   out->dropped += store_dropped(e->store);
+  size_t ck_bytes;
+  store_ckpt(e->store, &out->ck_held, &ck_bytes, &out->ck_dropped);
+  out->ck_bytes = ck_bytes;
 }

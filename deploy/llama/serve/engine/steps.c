@@ -13,7 +13,13 @@ uint32_t steps_chunk(const engine_t *e, const choice_t *c, uint32_t n,
     return 1;
   *first = n == 0 ? 1 : n;
   uint32_t end = *first + e->lookahead;
-  return (end > n_prompt ? n_prompt : end) - *first;
+  if (end > n_prompt)
+    end = n_prompt;
+  /* The last CK_TAIL tokens go alone after a checkpoint (pass.c). */
+  uint32_t cut = n_prompt > CK_TAIL ? n_prompt - CK_TAIL : 0;
+  if (*first < cut && end > cut && conv_ckpt_wanted(e, c))
+    end = cut;
+  return end - *first;
 }
 
 /* How many generated positions choice c steps at once from `first`, the
@@ -273,6 +279,13 @@ uint32_t steps_ready(engine_t *e) {
     }
     c->chunk = cnt;
     c->decodes = true;
+    /* Where a turn's new tokens begin and before its prompt's last
+     * tokens, a checkpoint (park.c): the cells, the window and the record
+     * as the steps below c->n left them. */
+    uint32_t n_prompt = c->task->n_prompt;
+    if (c->n < n_prompt && (c->n == c->start || c->n + CK_TAIL == n_prompt) &&
+        conv_ckpt_wanted(e, c))
+      conv_checkpoint(e, c);
     if (cnt > 0)
       dump_step(e->dump, c->s.id,
                 c->ready->step.positions + (first -

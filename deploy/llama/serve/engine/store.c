@@ -18,9 +18,12 @@
 
 struct store_s {
   saved_t *head, *tail;
-  size_t bytes, limit;      /* limit SIZE_MAX: none */
-  uint32_t count;
+  size_t bytes, limit;      /* limit SIZE_MAX: none; bytes: all held */
+  uint32_t count;           /* conversations held (checkpoints apart) */
   uint64_t dropped;
+  uint32_t ck_count;        /* checkpoints held, and their bytes */
+  size_t ck_bytes;
+  uint64_t ck_dropped;
   const char *dir;
   uint64_t next_file;
   char model[160];
@@ -40,7 +43,12 @@ static void unlink_saved(store_t *cv, saved_t *s) {
     cv->tail = s->prev;
   s->prev = s->next = NULL;
   cv->bytes -= s->bytes;
-  cv->count--;
+  if (s->ckpt) {
+    cv->ck_count--;
+    cv->ck_bytes -= s->bytes;
+  } else {
+    cv->count--;
+  }
 }
 
 static void push_front(store_t *cv, saved_t *s) {
@@ -52,7 +60,12 @@ static void push_front(store_t *cv, saved_t *s) {
   if (cv->tail == NULL)
     cv->tail = s;
   cv->bytes += s->bytes;
-  cv->count++;
+  if (s->ckpt) {
+    cv->ck_count++;
+    cv->ck_bytes += s->bytes;
+  } else {
+    cv->count++;
+  }
 }
 
 void saved_free(saved_t *s) {
@@ -80,8 +93,13 @@ static void remove_file(const store_t *cv, const saved_t *s) {
 void store_drop(store_t *cv, saved_t *s) {
   unlink_saved(cv, s);
   remove_file(cv, s);
-  lanes_delete(cv->lanes, s->session, 0);
-  cv->dropped++;
+  /* A checkpoint has no session of its own (store.h). */
+  if (s->ckpt) {
+    cv->ck_dropped++;
+  } else {
+    lanes_delete(cv->lanes, s->session, 0);
+    cv->dropped++;
+  }
   saved_free(s);
 }
 
@@ -315,7 +333,7 @@ void store_close(store_t *cv) {
   for (saved_t *s = cv->head, *next; s != NULL; s = next) {
     next = s->next;
     /* Without --cache-dir nothing outlives the process: the sessions go. */
-    if (cv->dir == NULL)
+    if (cv->dir == NULL && !s->ckpt)
       lanes_delete(cv->lanes, s->session, 0);
     saved_free(s);
   }
@@ -327,9 +345,18 @@ bool store_enabled(const store_t *cv) { return cv != NULL && cv->limit > 0; }
 saved_t *store_head(store_t *cv) { return cv != NULL ? cv->head : NULL; }
 
 void store_put(store_t *cv, saved_t *s) {
-  if (cv->dir != NULL)
+  if (cv->dir != NULL && !s->ckpt)
     write_saved(cv, s);
   push_front(cv, s);
+}
+
+void store_trim_ckpt(store_t *cv, uint32_t max) {
+  for (saved_t *s = cv->tail, *prev; s != NULL && cv->ck_count > max;
+       s = prev) {
+    prev = s->prev;
+    if (s->ckpt)
+      store_drop(cv, s);
+  }
 }
 
 void store_take(store_t *cv, saved_t *s) { unlink_saved(cv, s); }
@@ -343,6 +370,15 @@ void store_restored(store_t *cv, saved_t *s) {
 
 uint32_t store_count(const store_t *cv) { return cv ? cv->count : 0; }
 
-size_t store_bytes(const store_t *cv) { return cv ? cv->bytes : 0; }
+size_t store_bytes(const store_t *cv) {
+  return cv ? cv->bytes - cv->ck_bytes : 0;
+}
+
+void store_ckpt(const store_t *cv, uint32_t *count, size_t *bytes,
+                uint64_t *dropped) {
+  *count = cv ? cv->ck_count : 0;
+  *bytes = cv ? cv->ck_bytes : 0;
+  *dropped = cv ? cv->ck_dropped : 0;
+}
 
 uint64_t store_dropped(const store_t *cv) { return cv ? cv->dropped : 0; }

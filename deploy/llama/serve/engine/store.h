@@ -18,9 +18,15 @@
 #include "evictd/client.h"
 #include "llama.h"
 
-/* A saved conversation. */
+/* A saved conversation, or a checkpoint: a conversation's state at one
+ * of its turns' boundaries (park.c), kept while the conversation goes on.
+ * A checkpoint has no session in evictd (session is its name in --dump's
+ * record): the request that continues from it takes a session of its own,
+ * which evictd adopts as the window was. Checkpoints stay in memory, out
+ * of --cache-dir. */
 typedef struct saved_s {
   struct saved_s *prev, *next; /* most recently used first */
+  bool ckpt;                /* a checkpoint */
   char session[SEQ_ID_MAX + 1];
   evd_session_cfg_t cfg;
   uint32_t held, newest, committed;
@@ -91,9 +97,18 @@ void store_drop(store_t *st, saved_t *s);
 /* Frees a saved conversation the store does not hold. */
 void saved_free(saved_t *s);
 
-/* Saved ones held now, their bytes, and those dropped so far. */
+/* Drops the least recently used checkpoints while more than max are
+ * held. */
+void store_trim_ckpt(store_t *st, uint32_t max);
+
+/* Saved conversations held now, their bytes, and those dropped so far
+ * (checkpoints apart). */
 uint32_t store_count(const store_t *st);
 size_t store_bytes(const store_t *st);
 uint64_t store_dropped(const store_t *st);
+
+/* Checkpoints held now, their bytes, and those dropped so far. */
+void store_ckpt(const store_t *st, uint32_t *count, size_t *bytes,
+                uint64_t *dropped);
 
 #endif
