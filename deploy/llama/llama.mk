@@ -186,9 +186,10 @@ $(BROWSER_STAMP): $(BROWSER_DIR)/package.json $(BROWSER_DIR)/package-lock.json
 # binaries, the models' folder, llama.cpp's gguf-py (config.mk's when
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
-                test_serve test_hostile test_convs test_openai test_routes \
-                test_anthropic test_pool test_faults test_upstream test_flags \
-                test_ui test_llama_suite
+                test_serve test_hostile test_convs test_checkpoints \
+                test_openai test_routes test_anthropic test_pool \
+                test_faults test_upstream test_flags test_ui \
+                test_llama_suite
 LLAMA_UNDER_TEST = $(B)/evictd-llama
 UPSTREAM_UNDER_TEST = $(LLAMA_OUT)/upstream_check
 LLAMA_TEST_ENV = EVICTD_BIN=$(abspath $(B)/evictd) \
@@ -255,8 +256,9 @@ asan-llamacpp:
 	  B=$(ASAN_LLAMA) LLAMA_OUT=$(ASAN_LLAMA)/llama UI_DIR=$(UI_DIR) OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  $(ASAN_LLAMA)/evictd-llama $(ASAN_LLAMA)/llama/upstream_check && \
-	for t in test_serve test_hostile test_convs test_openai test_routes \
-	         test_anthropic test_perplexity test_stories test_pool \
+	for t in test_serve test_hostile test_convs test_checkpoints \
+	         test_openai test_routes test_anthropic test_perplexity \
+	         test_stories test_pool \
 	         test_faults test_upstream test_flags; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \

@@ -72,6 +72,8 @@ from support.serve import Serve  # noqa: E402
 
 GGUF = paths.stories_gguf()
 TOL = gen.TOL
+# These are the rules of going back without checkpoints (a turn's state
+# kept: test_checkpoints.py has them), so none is kept here.
 EXACT = ["--exact", "--threads", "1", "--ctx-checkpoints", "0"]
 # Test 1's two windows: (budget, sinks, lookahead or None for serve's
 # default chunks of 512).
