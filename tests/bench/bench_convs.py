@@ -36,11 +36,11 @@ without a cache carries its own conversation this far, and past it is
 sent serve's prompt of each reported turn), BENCH_CONV_SERVE (extra serve
 flags, e.g. "--budget 256 --sinks 4"), BENCH_THREADS (default 1).
 
-This is part "turns"; BENCH_PARTS (default turns,slots,long,prefill)
-chooses the parts and their order, the others in bench_convs_parts.py
-(16 conversations over 8 slots, one conversation to a million tokens,
-prefill), each with its own table and issue 30's targets as MET / NOT
-MET. A benchmark: it prints figures and asserts nothing.
+This is part "turns"; BENCH_PARTS (default
+turns,slots,long,prefill,rewind) chooses the parts and their order, the
+others in bench_convs_parts.py (16 conversations over 8 slots, one
+conversation to a million tokens, prefill, regenerated answers), each
+with its own table and its issue's targets as MET / NOT MET. A benchmark: it prints figures and asserts nothing.
 """
 
 import http.client
@@ -66,7 +66,8 @@ REPORT = [int(t) for t in
 # turn past it is serve's prompt of that turn, sent afresh (a whole
 # conversation of 300 fresh decodes would take a quarter of an hour).
 NOCACHE_TURNS = int(os.environ.get("BENCH_CONV_NOCACHE_TURNS", "119"))
-PARTS = os.environ.get("BENCH_PARTS", "turns,slots,long,prefill").split(",")
+PARTS = os.environ.get("BENCH_PARTS",
+                       "turns,slots,long,prefill,rewind").split(",")
 SERVE_EXTRA = os.environ.get("BENCH_CONV_SERVE", "").split()
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 ANSWER = 32          # tokens answered per turn
@@ -513,7 +514,8 @@ def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # beside stderr's progress
     import bench_convs_parts as more  # the other parts, beside this file
     parts = {"turns": part_turns, "slots": more.part_slots,
-             "long": more.part_long, "prefill": more.part_prefill}
+             "long": more.part_long, "prefill": more.part_prefill,
+             "rewind": more.part_rewind}
     for p in PARTS:
         if p not in parts:
             raise SystemExit("BENCH_PARTS: no part %r (the parts: %s)" % (

@@ -18,6 +18,11 @@ benchmark), run by bench_convs.py as BENCH_PARTS names them:
            of about 1,900 tokens (the most llama-server's slot of 2,048
            takes with an answer), cache_prompt false so nothing is reused,
            and a 5,000-token prompt for serve, compared per prompt token.
+  rewind   one conversation of BENCH_REWIND_TURNS (default 300) turns,
+           every fifth answer regenerated (the same request again): the
+           time of a turn and of a regenerated answer per block of turns,
+           and the prompt tokens each decoded, against llama-server -c 8192
+           (issue 43's checkpoints).
 
 Each prints its own table and the issue's targets as MET / NOT MET. A
 benchmark: it prints figures and asserts nothing.
@@ -428,3 +433,113 @@ def part_prefill(evictd: str, engine: str, lserver: str, model: str,
     print("(time: the request's wall time, median; llama-server's own: its "
           "timings.prompt_ms; evaluated: prompt tokens serve decoded per "
           "request, its /metrics)")
+
+
+# ---- rewind: regenerated answers (issue 43) --------------------------------
+
+REWIND_TURNS = int(os.environ.get("BENCH_REWIND_TURNS", "300"))
+REWIND_EVERY = 5
+REWIND_CTX = 8192  # llama-server's slot here: the issue's -c 8192
+
+
+def rewind_conversation(port: int) -> List[dict]:
+    """REWIND_TURNS turns of part turns' conversation on the server at
+    port, every fifth answer regenerated (the same request sent again,
+    as a chat page's button does) before the next turn: a record per
+    request (turn, "again", wall seconds, prompt tokens, timings'
+    prompt_n, text), then one with "error" where the server refused."""
+    recs: List[dict] = []
+    prompt = bc.OPENING + bc.LINES[0]
+    for turn in range(1, REWIND_TURNS + 1):
+        for again in ((False, True) if turn % REWIND_EVERY == 0
+                      else (False,)):
+            status, ans, dt = bc.post(port, {
+                "prompt": prompt, "max_tokens": bc.ANSWER, "temperature": 0,
+                "ignore_eos": True})
+            if status != 200:
+                recs.append({"turn": turn, "again": again,
+                             "error": bc.error_text(ans)})
+                return recs
+            recs.append({"turn": turn, "again": again, "s": dt,
+                         "prompt": ans["usage"]["prompt_tokens"],
+                         "prompt_n": ans.get("timings", {}).get("prompt_n"),
+                         "text": ans["choices"][0]["text"]})
+        prompt += recs[-1]["text"] + bc.LINES[turn % len(bc.LINES)]
+    return recs
+
+
+def part_rewind(evictd: str, engine: str, lserver: str, model: str,
+                tmp: str) -> None:
+    print("== rewind (issue 43): one conversation of %d turns through "
+          "/v1/completions, every %dth answer regenerated (the same request "
+          "again), one slot, %d thread, f16 K/V, flash attention off; "
+          "llama-server -c %d, serve on its defaults (checkpoints: "
+          "--ctx-checkpoints 32); one run, time per request" % (
+              REWIND_TURNS, REWIND_EVERY, bc.THREADS, REWIND_CTX))
+    ls = bc.LlamaServer(lserver, model, "-np", "1", "-c", str(REWIND_CTX),
+                        "-t", str(bc.THREADS), "--no-webui", *bc.COMMON,
+                        log_path=os.path.join(tmp, "llama-server.log"))
+    try:
+        res = {"llama-server": rewind_conversation(ls.port)}
+    finally:
+        ls.close()
+    srv = bc.Pair(evictd, engine, model, tmp, [])
+    try:
+        res["serve"] = rewind_conversation(srv.port)
+        m = srv.metrics()
+    finally:
+        srv.close()
+    blocks = [b for b in (10, 40, 100, 200, 300) if b <= REWIND_TURNS]
+    print("%-13s %5s | %-27s | %-27s" % ("", "turns", "a turn: median, "
+                                          "prompt_n", "regenerated: median, "
+                                          "prompt_n"))
+    med: Dict[Tuple[str, int, bool], float] = {}
+    for name, recs in res.items():
+        for b in blocks:
+            lo = max(1, b - 9)
+            cells = []
+            for again in (False, True):
+                rs = [r for r in recs if lo <= r["turn"] <= b and
+                      r["again"] == again and "error" not in r]
+                if not rs:
+                    cells.append("%-27s" % "refused")
+                    continue
+                med[(name, b, again)] = statistics.median(r["s"]
+                                                          for r in rs)
+                cells.append("%7.1fms %8.0f of %7.0f" % (
+                    med[(name, b, again)] * 1e3,
+                    statistics.median(r["prompt_n"] for r in rs),
+                    statistics.median(r["prompt"] for r in rs)))
+            print("%-13s %2d-%-3d| %s | %s" % (name, lo, b, *cells))
+        err = [r for r in recs if "error" in r]
+        if err:
+            print("  %s refused turn %d: %s" % (name, err[0]["turn"],
+                                                 err[0]["error"]))
+    same = sum(1 for r in res["serve"] if r["again"] and "text" in r and
+               r["text"] == next(x["text"] for x in res["serve"]
+                                 if x["turn"] == r["turn"]
+                                 and not x["again"]))
+    n_again = sum(1 for r in res["serve"] if r["again"])
+    print("serve: %d of %d regenerated answers equal the first; "
+          "checkpoints kept %d, hits %d, held %d (%.1f MiB)" % (
+              same, n_again, m.get("evictd_llama_checkpoints_total", 0),
+              m.get("evictd_llama_checkpoint_hits_total", 0),
+              m.get("evictd_llama_checkpoints", 0),
+              m.get("evictd_llama_checkpoints_bytes", 0) / 2**20))
+    base = med.get(("serve", 10, False))
+    for again in (False, True):
+        worst = max((med[("serve", b, again)] / base for b in blocks
+                     if ("serve", b, again) in med), default=None)
+        if base and worst is not None:
+            print("TARGET serve's %s within 1.3x of turns 1-10's, every "
+                  "block: at most %.2fx: %s" % (
+                      "regenerated answers" if again else "turns", worst,
+                      "MET" if worst <= 1.3 else "NOT MET"))
+    for b in blocks:
+        ll, sv = med.get(("llama-server", b, True)), med.get(("serve", b,
+                                                               True))
+        if ll and sv:
+            print("TARGET serve's regenerated answer at most llama-server's "
+                  "(turns to %d): %.1f against %.1f ms: %s" % (
+                      b, sv * 1e3, ll * 1e3, "MET" if sv <= ll else
+                      "NOT MET"))

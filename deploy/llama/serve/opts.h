@@ -96,6 +96,8 @@ typedef struct serve_opts_s {
                                 up to this (-1: no limit, 0: none saved) */
   const char *cache_dir;     /* --cache-dir: saved ones also on disk,
                                 found again after a restart */
+  uint32_t cache_write_ms;   /* --cache-write-ms: a parked conversation
+                                is in --cache-dir within this of parking */
   uint32_t ctx_checkpoints;  /* --ctx-checkpoints N: a conversation's
                                 state kept at its turns' boundaries, N
                                 per slot (engine/park.c; 0: none) */

@@ -177,8 +177,13 @@ static const cli_opt_t options[] = {
      "PREFIX.f32, as generate's --dump): for tests, it costs a row of "
      "logits per token"},
     {"cache-dir", NULL, "DIR", CLI_STR, OPT(cache_dir), 0, 0, {NULL},
-     "write saved sequences to DIR too, and find them there again after a "
-     "restart (evictd keeps their windows)"},
+     "write saved and parked sequences to DIR too (whole, fsynced, by a "
+     "thread of their own), and find them there again after a restart, "
+     "a crash included (evictd keeps their windows, or adopts them)"},
+    {"cache-write-ms", NULL, "MS", CLI_U32, OPT(cache_write_ms), 0,
+     3600000, {NULL}, "with --cache-dir: a parked sequence is written "
+     "within MS of parking, at most once per MS (default 1000; 0: as it "
+     "parks); a crash loses at most that"},
 };
 
 #define fail(...) cli_say(1, WHO, NULL, __VA_ARGS__)
@@ -365,6 +370,7 @@ int serve_main(int argc, char **argv) {
       .link = LINK_OPTS_DEFAULT, .cfg = EVD_SESSION_CFG_DEFAULT,
       .parallel = 8, .queue = 64, .n_predict_max = 32768,
       .cache_ram = 8192, .port = -1, .ctx_checkpoints = 32,
+      .cache_write_ms = 1000,
       .ls = {.ctx = -1, .ctx_slot = -1, .batch = -1, .ubatch = -1,
              .keep = -1, .jinja = 1, .slots = 1, .warmup = 1, .ui = 1}};
   cli_cmd_t c = CLI_CMD(WHO, synopsis, options, o);

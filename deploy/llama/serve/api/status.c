@@ -196,6 +196,19 @@ static enum MHD_Result metrics(call_t *c) {
       {"evictd_llama_conversations_dropped_total", "counter", "Parked or "
        "saved conversations dropped (least recently used first out): "
        "their sessions deleted.", (double)s.convs.dropped},
+      {"evictd_llama_conversations_written_total", "counter", "Parked "
+       "conversations given to --cache-dir's writer (within "
+       "--cache-write-ms of parking).", (double)s.convs.written},
+      {"evictd_llama_cache_dir_writes_total", "counter", "Files of "
+       "conversations written to --cache-dir (whole, fsynced, renamed).",
+       (double)s.convs.disk_writes},
+      {"evictd_llama_cache_dir_written_bytes_total", "counter", "Their "
+       "bytes.", (double)s.convs.disk_bytes},
+      {"evictd_llama_cache_dir_write_errors_total", "counter", "Writes to "
+       "--cache-dir that failed (a full disk, an I/O error): dropped, "
+       "serving goes on.", (double)s.convs.disk_errors},
+      {"evictd_llama_cache_dir_writes_pending", "gauge", "Writes waiting "
+       "for the writer thread.", s.convs.disk_pending},
       {"evictd_llama_checkpoints_total", "counter", "Checkpoints kept: "
        "a conversation's state where a turn's new text begins, or before "
        "its prompt's last tokens (--ctx-checkpoints).",

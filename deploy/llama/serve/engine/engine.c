@@ -117,7 +117,10 @@ static void *engine_main(void *arg) {
   for (;;) {
     task_t *t;
     bool took = false;
-    while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, &stop))) {
+    /* Idle, it wakes for the next parked conversation to write. */
+    double due = conv_sync(e, clock_now(), false);
+    while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, due,
+                         &stop))) {
       choices_admit(e, t);
       took = true;
     }
@@ -252,6 +255,7 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   e->max_back = e->budget > e->sinks ? (e->budget - e->sinks) / 2 : 0;
   e->keep = (e->budget + e->lookahead + 4096) / HIST_BLOCK * HIST_BLOCK;
   e->ck_max = o->ctx_checkpoints * o->parallel;
+  e->sync_s = o->cache_write_ms / 1e3;
   if (getrandom(e->key, sizeof(e->key), 0) != sizeof(e->key)) {
     snprintf(err, errlen, "no random key for the conversations' digests");
     goto fail;

@@ -84,6 +84,10 @@ typedef struct choice_s {
                              positions below kept from a conversation) */
   uint32_t ck_at;         /* the boundary of its last checkpoint (0:
                              none in this task) */
+  char file[32];          /* its conversation's file in --cache-dir ("":
+                             none yet) */
+  bool dirty;             /* parked, and not written since */
+  double synced;          /* when it was last written */
 } choice_t;
 
 struct engine_s {
@@ -123,6 +127,8 @@ struct engine_s {
   uint32_t ck_max;        /* the most checkpoints kept (--ctx-checkpoints
                              per slot; 0: none) */
   uint64_t ck_names;      /* the last checkpoint's number */
+  double sync_s;          /* --cache-write-ms: a parked conversation is
+                             written within this of parking */
   dump_t dumpf;
   dump_t *dump;           /* --dump's record, or NULL */
   seq_trace_t trace;      /* its removals (NULL ud without --dump) */
@@ -230,6 +236,11 @@ void conv_store_close(engine_t *e);
 
 /* The conversations' counters and gauges now. */
 void conv_counts(engine_t *e, conv_counts_t *out);
+
+/* Writes the parked conversations not written since they parked whose
+ * --cache-write-ms is up (all of them when all). When the next one is due
+ * (0: none waits). */
+double conv_sync(engine_t *e, double now, bool all);
 
 /* Whether choice c's task keeps checkpoints: its first choice, a task
  * that keeps its conversation, with a store, and a window its prompt and

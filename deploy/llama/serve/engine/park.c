@@ -31,6 +31,9 @@
 #define say(...) fprintf(stderr, "evictd-llama serve: " __VA_ARGS__)
 
 void engine_give_back(engine_t *e, choice_t *c) {
+  store_unlink(e->store, c->file);
+  c->file[0] = '\0';
+  c->dirty = false;
   llama_memory_seq_rm(e->lm->mem, c->s.id, -1, -1);
   if (c->s.created)
     lanes_delete(e->lanes, c->s.session, (uint32_t)c->s.id);
@@ -45,13 +48,13 @@ void engine_give_back(engine_t *e, choice_t *c) {
  * window as the map says), the session's state as given, for the store;
  * NULL when it does not fit (room made for it first) or memory runs out. */
 static saved_t *snapshot(engine_t *e, choice_t *c, uint32_t held,
-                         uint32_t newest, uint32_t committed) {
+                         uint32_t newest, uint32_t committed, bool room) {
   if (!store_enabled(e->store))
     return NULL;
   size_t n_state = llama_state_seq_get_size(e->lm->ctx, c->s.id);
   size_t bytes = sizeof(saved_t) + (c->n - c->hbase) * sizeof(llama_token) +
                  c->s.map.n * sizeof(uint32_t) + n_state;
-  if (n_state == 0 || !store_room(e->store, bytes))
+  if (n_state == 0 || (room && !store_room(e->store, bytes)))
     return NULL;
   saved_t *s = calloc(1, sizeof(*s));
   if (s == NULL)
@@ -87,9 +90,14 @@ static saved_t *snapshot(engine_t *e, choice_t *c, uint32_t held,
  * then free, its session kept); false when it does not fit (the caller
  * drops it). */
 static bool save(engine_t *e, choice_t *c) {
-  saved_t *s = snapshot(e, c, c->s.held, c->s.newest, c->s.committed);
+  saved_t *s = snapshot(e, c, c->s.held, c->s.newest, c->s.committed,
+                        true);
   if (s == NULL)
     return false;
+  /* Its file, if it has one, is the store's now. */
+  snprintf(s->file, sizeof(s->file), "%s", c->file);
+  c->file[0] = '\0';
+  c->dirty = false;
   store_put(e->store, s);
   e->cc.saved++;
   return true;
@@ -107,7 +115,7 @@ void conv_checkpoint(engine_t *e, choice_t *c) {
     return;
   /* The window as the steps below c->n left it: their answers are
    * followed, this pass's is not yet. */
-  saved_t *s = snapshot(e, c, c->s.map.n, c->n - 1, c->n - 1);
+  saved_t *s = snapshot(e, c, c->s.map.n, c->n - 1, c->n - 1, true);
   if (s == NULL)
     return;
   c->ck_at = c->n;
@@ -157,6 +165,9 @@ static int restore(engine_t *e, choice_t *c, saved_t *s, const char *id) {
    * (re-homing, common/change.c). The checkpoint stays, for the next
    * request that continues from there; this one does not keep it again. */
   c->ck_at = s->ckpt ? s->n : 0;
+  /* The file of a saved one is the slot's now (still the crash copy). */
+  snprintf(c->file, sizeof(c->file), "%s", s->ckpt ? "" : s->file);
+  c->dirty = false;
   if (s->ckpt) {
     e->cc.ck_hits++;
     store_untake(e->store, s);
@@ -192,6 +203,38 @@ static choice_t *take_saved(engine_t *e, saved_t *s, const char *id) {
 
 /* ---- slots --------------------------------------------------------------- */
 
+/* Writes parked c to its file (a copy of it, taken now: the writer
+ * thread does the rest). */
+static bool write_parked(engine_t *e, choice_t *c, double now) {
+  c->dirty = false;
+  c->synced = now;
+  saved_t *s = snapshot(e, c, c->s.held, c->s.newest, c->s.committed,
+                        false);
+  if (s == NULL)
+    return false;
+  if (c->file[0] == '\0')
+    store_name(e->store, c->file, sizeof(c->file));
+  snprintf(s->file, sizeof(s->file), "%s", c->file);
+  store_write(e->store, s);
+  e->cc.written++;
+  return true;
+}
+
+double conv_sync(engine_t *e, double now, bool all) {
+  double next = 0;
+  for (uint32_t i = 0; i < e->n_slot; i++) {
+    choice_t *c = &e->slot[i];
+    if (!c->parked || !c->dirty)
+      continue;
+    double due = c->synced + e->sync_s;
+    if (all || due <= now)
+      write_parked(e, c, now);
+    else if (next == 0 || due < next)
+      next = due;
+  }
+  return next;
+}
+
 void conv_park(engine_t *e, choice_t *c) {
   c->parked = true;
   c->orphan = c->keep = false;
@@ -199,6 +242,12 @@ void conv_park(engine_t *e, choice_t *c) {
   c->used_at = clock_now();
   text_clear(&c->text);
   board_sequences(e->board, --e->used);
+  /* With --cache-dir, on disk within --cache-write-ms (conv_sync). */
+  if (store_durable(e->store)) {
+    c->dirty = true;
+    if (c->used_at >= c->synced + e->sync_s)
+      write_parked(e, c, c->used_at);
+  }
 }
 
 /* Frees parked slot c for another conversation: saved if it fits, else
@@ -354,8 +403,9 @@ void conv_store_close(engine_t *e) {
     choice_t *c = &e->slot[i];
     if (!c->parked)
       continue;
-    /* Kept for the next start with --cache-dir; else its session goes. */
-    if (e->store == NULL || e->o->cache_dir == NULL || !save(e, c))
+    /* Kept for the next start with --cache-dir (its file written now, as
+     * it is); else its session goes. */
+    if (!store_durable(e->store) || !write_parked(e, c, clock_now()))
       engine_give_back(e, c);
     else
       seq_free(&c->s);
@@ -376,4 +426,6 @@ void conv_counts(engine_t *e, conv_counts_t *out) {
   size_t ck_bytes;
   store_ckpt(e->store, &out->ck_held, &ck_bytes, &out->ck_dropped);
   out->ck_bytes = ck_bytes;
+  store_disk(e->store, &out->disk_writes, &out->disk_bytes,
+             &out->disk_errors, &out->disk_pending);
 }

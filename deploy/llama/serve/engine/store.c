@@ -3,6 +3,8 @@
 #include "serve/engine/store.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/grow.h"
+#include "serve/engine/disk.h"
 #include "serve/engine/hist.h"
 
 #define say(...) fprintf(stderr, "evictd-llama serve: " __VA_ARGS__)
@@ -28,6 +31,7 @@ struct store_s {
   uint64_t next_file;
   char model[160];
   lanes_t *lanes;
+  disk_t *disk;             /* the folder's writer (disk.h), or NULL */
 };
 
 /* ---- the list ------------------------------------------------------------ */
@@ -69,6 +73,9 @@ static void push_front(store_t *cv, saved_t *s) {
 }
 
 void saved_free(saved_t *s) {
+  /* The writer may hold it still (write_saved): the last one frees. */
+  if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) > 0)
+    return;
   free(s->hist);
   free(s->map);
   free(s->state);
@@ -81,13 +88,10 @@ static void path_of(const store_t *cv, const saved_t *s, char *out,
   snprintf(out, len, "%s/%s", cv->dir, s->file);
 }
 
-/* Removes s's file, if it has one. */
+/* Removes s's file, if it has one (after the writes before it). */
 static void remove_file(const store_t *cv, const saved_t *s) {
-  char path[4096];
-  if (cv->dir != NULL && s->file[0] != '\0') {
-    path_of(cv, s, path, sizeof(path));
-    unlink(path);
-  }
+  if (cv->disk != NULL && s->file[0] != '\0')
+    disk_remove(cv->disk, s->file);
 }
 
 void store_drop(store_t *cv, saved_t *s) {
@@ -113,11 +117,12 @@ bool store_room(store_t *cv, size_t need) {
 
 /* ---- files (--cache-dir) ------------------------------------------------- */
 
-#define MAGIC "evictd-llama conversation 2\n"
+#define MAGIC "evictd-llama conversation 3\n"
 
 /* A file: this head, then the tokens of positions hbase..n-1, the cells'
- * positions, llama.cpp's state of the sequence. Host byte order: a cache
- * folder is the machine's own. */
+ * positions, llama.cpp's state of the sequence; sum, the checksum of all
+ * of it (disk_sum, the head's with sum 0, then each part). Host byte
+ * order: a cache folder is the machine's own. */
 typedef struct file_head_s {
   char magic[32];
   char model[160];
@@ -126,48 +131,55 @@ typedef struct file_head_s {
   uint32_t held, newest, committed, n, n_map, hbase;
   uint64_t hdig;
   uint64_t n_state;
+  uint64_t sum;
 } file_head_t;
 
-/* Writes s to its file (written whole under a temporary name, then
- * renamed: a crash leaves the old one or none). 0, or -1 (told). */
-static int write_saved(store_t *cv, saved_t *s) {
-  char path[4096], tmp[4200];
-  if (s->file[0] == '\0')
-    snprintf(s->file, sizeof(s->file), "conv-%llu.bin",
-             (unsigned long long)++cv->next_file);
-  path_of(cv, s, path, sizeof(path));
-  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+/* What the writer holds of a write: the head, and s (a reference). */
+typedef struct writing_s {
   file_head_t h;
-  memset(&h, 0, sizeof(h));
-  memcpy(h.magic, MAGIC, sizeof(MAGIC) - 1);
-  snprintf(h.model, sizeof(h.model), "%s", cv->model);
-  snprintf(h.session, sizeof(h.session), "%s", s->session);
+  saved_t *s;
+} writing_t;
+
+static void written(void *ud) {
+  writing_t *w = ud;
+  saved_free(w->s);
+  free(w);
+}
+
+/* Has s written to its file by the folder's writer (disk.h: whole, then
+ * renamed; a newer write of the file replaces one still waiting), which
+ * holds a reference to s till then. */
+static void write_saved(store_t *cv, saved_t *s) {
+  if (cv->disk == NULL)
+    return;
+  if (s->file[0] == '\0')
+    store_name(cv, s->file, sizeof(s->file));
+  writing_t *w = calloc(1, sizeof(*w));
+  if (w == NULL)
+    return;
+  file_head_t *h = &w->h;
+  memcpy(h->magic, MAGIC, sizeof(MAGIC) - 1);
+  snprintf(h->model, sizeof(h->model), "%s", cv->model);
+  snprintf(h->session, sizeof(h->session), "%s", s->session);
   int64_t cfg[4] = {s->cfg.budget, s->cfg.sinks, s->cfg.lookahead,
                     s->cfg.page_size};
-  memcpy(h.cfg, cfg, sizeof(cfg));
-  h.held = s->held;
-  h.newest = s->newest;
-  h.committed = s->committed;
-  h.n = s->n;
-  h.n_map = s->n_map;
-  h.hbase = s->hbase;
-  h.hdig = s->hdig;
-  h.n_state = s->n_state;
-  FILE *f = fopen(tmp, "wb");
-  bool ok = f != NULL && fwrite(&h, sizeof(h), 1, f) == 1 &&
-            fwrite(s->hist, sizeof(*s->hist), s->n - s->hbase, f) ==
-                s->n - s->hbase &&
-            fwrite(s->map, sizeof(*s->map), s->n_map, f) == s->n_map &&
-            fwrite(s->state, 1, s->n_state, f) == s->n_state;
-  if (f != NULL && fclose(f) != 0)
-    ok = false;
-  if (!ok || rename(tmp, path) != 0) {
-    say("cannot write %s: %s (the conversation is kept in memory only)\n",
-        path, strerror(errno));
-    unlink(tmp);
-    return -1;
-  }
-  return 0;
+  memcpy(h->cfg, cfg, sizeof(cfg));
+  h->held = s->held;
+  h->newest = s->newest;
+  h->committed = s->committed;
+  h->n = s->n;
+  h->n_map = s->n_map;
+  h->hbase = s->hbase;
+  h->hdig = s->hdig;
+  h->n_state = s->n_state;
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  w->s = s;
+  disk_parts_t pt = {
+      .p = {h, s->hist, s->map, s->state},
+      .len = {sizeof(*h), (s->n - s->hbase) * sizeof(*s->hist),
+              s->n_map * sizeof(*s->map), s->n_state},
+      .sum_at = offsetof(file_head_t, sum), .free_fn = written, .ud = w};
+  disk_write(cv->disk, s->file, &pt);
 }
 
 /* Reads one file of the folder into a saved conversation, or NULL (a file
@@ -177,12 +189,14 @@ static saved_t *read_saved(store_t *cv, const char *name) {
   snprintf(path, sizeof(path), "%s/%s", cv->dir, name);
   FILE *f = fopen(path, "rb");
   file_head_t h;
+  memset(&h, 0, sizeof(h));
   saved_t *s = calloc(1, sizeof(*s));
   bool ok = f != NULL && s != NULL && fread(&h, sizeof(h), 1, f) == 1 &&
             memcmp(h.magic, MAGIC, sizeof(MAGIC) - 1) == 0 &&
             strncmp(h.model, cv->model, sizeof(h.model)) == 0 &&
             h.n_map <= h.n && h.hbase <= h.n &&
             h.hbase % HIST_BLOCK == 0 && h.n_state < ((uint64_t)1 << 40);
+  uint64_t sum = h.sum;
   if (ok) {
     s->hist = malloc((h.n - h.hbase + 1) * sizeof(*s->hist));
     s->map = malloc((h.n_map + 1) * sizeof(*s->map));
@@ -191,15 +205,25 @@ static saved_t *read_saved(store_t *cv, const char *name) {
          fread(s->hist, sizeof(*s->hist), h.n - h.hbase, f) ==
              h.n - h.hbase &&
          fread(s->map, sizeof(*s->map), h.n_map, f) == h.n_map &&
-         fread(s->state, 1, h.n_state, f) == h.n_state;
+         fread(s->state, 1, h.n_state, f) == h.n_state &&
+         fgetc(f) == EOF;
+  }
+  /* Its bytes as written, or nothing of it. */
+  if (ok) {
+    h.sum = 0;
+    uint64_t got = disk_sum(0, &h, sizeof(h));
+    got = disk_sum(got, s->hist, (h.n - h.hbase) * sizeof(*s->hist));
+    got = disk_sum(got, s->map, h.n_map * sizeof(*s->map));
+    got = disk_sum(got, s->state, h.n_state);
+    ok = got == sum;
   }
   if (f != NULL)
     fclose(f);
   if (!ok) {
     if (s != NULL)
       saved_free(s);
-    say("%s is not a conversation of this model and cache: removed\n",
-        path);
+    say("%s is not a whole conversation of this model and cache: "
+        "removed\n", path);
     unlink(path);
     return NULL;
   }
@@ -234,8 +258,15 @@ static void load_dir(store_t *cv) {
   while ((de = readdir(d)) != NULL) {
     unsigned long long k;
     if (sscanf(de->d_name, "conv-%llu.bin", &k) != 1 ||
-        strstr(de->d_name, ".tmp") != NULL)
+        strlen(de->d_name) >= sizeof(((saved_t *)0)->file) + 4)
       continue;
+    if (strstr(de->d_name, ".tmp") != NULL) {
+      /* A write a crash cut short: never read. */
+      char path[4096];
+      snprintf(path, sizeof(path), "%s/%s", cv->dir, de->d_name);
+      unlink(path);
+      continue;
+    }
     if (k > cv->next_file)
       cv->next_file = k;
     saved_t *s = read_saved(cv, de->d_name);
@@ -323,6 +354,9 @@ int store_open(store_t **out, const store_cfg_t *cfg, uint64_t key[2],
     if (folder_key(cv, key, err, errlen) != 0)
       return -1;
     load_dir(cv);
+    if (disk_open(&cv->disk, cv->dir) != 0)
+      return snprintf(err, errlen, "cannot start --cache-dir's writer "
+                      "thread"), -1;
   }
   return 0;
 }
@@ -337,6 +371,7 @@ void store_close(store_t *cv) {
       lanes_delete(cv->lanes, s->session, 0);
     saved_free(s);
   }
+  disk_close(cv->disk); /* every write made first */
   free(cv);
 }
 
@@ -364,8 +399,36 @@ void store_take(store_t *cv, saved_t *s) { unlink_saved(cv, s); }
 void store_untake(store_t *cv, saved_t *s) { push_front(cv, s); }
 
 void store_restored(store_t *cv, saved_t *s) {
-  remove_file(cv, s);
+  (void)cv; /* its file stays: the slot's (store_write) */
   saved_free(s);
+}
+
+bool store_durable(const store_t *cv) {
+  return cv != NULL && cv->disk != NULL;
+}
+
+void store_name(store_t *cv, char *file, size_t len) {
+  snprintf(file, len, "conv-%llu.bin", (unsigned long long)++cv->next_file);
+}
+
+void store_write(store_t *cv, saved_t *s) {
+  write_saved(cv, s);
+  saved_free(s);
+}
+
+void store_unlink(store_t *cv, const char *file) {
+  if (cv != NULL && cv->disk != NULL && file[0] != '\0')
+    disk_remove(cv->disk, file);
+}
+
+void store_disk(store_t *cv, uint64_t *writes, uint64_t *bytes,
+                uint64_t *errors, uint32_t *pending) {
+  disk_counts_t n;
+  disk_counts(cv != NULL ? cv->disk : NULL, &n);
+  *writes = n.writes;
+  *bytes = n.bytes;
+  *errors = n.errors;
+  *pending = n.pending;
 }
 
 uint32_t store_count(const store_t *cv) { return cv ? cv->count : 0; }

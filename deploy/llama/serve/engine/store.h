@@ -9,6 +9,7 @@
 #ifndef EVICTD_LLAMA_SERVE_STORE_H
 #define EVICTD_LLAMA_SERVE_STORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@
 typedef struct saved_s {
   struct saved_s *prev, *next; /* most recently used first */
   bool ckpt;                /* a checkpoint */
+  atomic_int refs;          /* holders besides its owner (the writer) */
   char session[SEQ_ID_MAX + 1];
   evd_session_cfg_t cfg;
   uint32_t held, newest, committed;
@@ -41,7 +43,7 @@ typedef struct saved_s {
   size_t n_state;
   size_t bytes;             /* all of it */
   double used_at;
-  char file[256];           /* its name in --cache-dir ("" without) */
+  char file[32];            /* its name in --cache-dir ("" without) */
 } saved_t;
 
 typedef struct store_s store_t;
@@ -88,8 +90,27 @@ void store_put(store_t *st, saved_t *s);
 void store_take(store_t *st, saved_t *s);
 void store_untake(store_t *st, saved_t *s);
 
-/* s, taken, is in a slot again: its file removed, s freed. */
+/* s, taken, is in a slot again: s freed, its file left (the slot's now:
+ * the caller keeps its name, and writes it again or removes it). */
 void store_restored(store_t *st, saved_t *s);
+
+/* Whether conversations are written to a folder (--cache-dir). */
+bool store_durable(const store_t *st);
+
+/* A new file name for a conversation. */
+void store_name(store_t *st, char *file, size_t len);
+
+/* Writes s (a conversation in a slot, copied: not in the store) to its
+ * file, s->file, through the folder's writer, and frees it. */
+void store_write(store_t *st, saved_t *s);
+
+/* Removes a conversation's file (after the writes before it). */
+void store_unlink(store_t *st, const char *file);
+
+/* The folder's writes so far, their bytes, the failed ones, and those
+ * waiting (all 0 without a folder). */
+void store_disk(store_t *st, uint64_t *writes, uint64_t *bytes,
+                uint64_t *errors, uint32_t *pending);
 
 /* Drops s (in the store) for good: its file, its session. */
 void store_drop(store_t *st, saved_t *s);

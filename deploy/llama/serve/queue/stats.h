@@ -37,6 +37,9 @@ typedef struct conv_counts_s {
   uint64_t ck_dropped;
   uint32_t ck_held;           /* held now, and their bytes */
   uint64_t ck_bytes;
+  uint64_t written;           /* parked ones given to --cache-dir */
+  uint64_t disk_writes, disk_bytes, disk_errors; /* its files written */
+  uint32_t disk_pending;      /* writes waiting */
 } conv_counts_t;
 
 /* The most slots GET /slots shows (--parallel's upper bound). */

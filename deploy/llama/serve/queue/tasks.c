@@ -3,6 +3,7 @@
 
 #include "serve/upstream/sampler.h"
 
+#include "common/clock.h"
 #include "common/grow.h"
 #include <errno.h>
 #include <stdio.h>
@@ -160,11 +161,25 @@ void tq_counts(tq_t *q, tq_counts_t *out) {
   pthread_mutex_unlock(&q->mu);
 }
 
-task_t *tq_admit(tq_t *q, uint32_t room, bool idle, bool *stop) {
+task_t *tq_admit(tq_t *q, uint32_t room, bool idle, double until,
+                 bool *stop) {
   task_t *t = NULL;
   pthread_mutex_lock(&q->mu);
-  while (idle && !q->stopping && q->head == NULL)
-    pthread_cond_wait(&q->work, &q->mu);
+  while (idle && !q->stopping && q->head == NULL) {
+    if (until <= 0) {
+      pthread_cond_wait(&q->work, &q->mu);
+      continue;
+    }
+    double left = until - clock_now();
+    if (left <= 0)
+      break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long ns = ts.tv_nsec + (long)((left - (long)left) * 1e9);
+    ts.tv_sec += (time_t)left + ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_cond_timedwait(&q->work, &q->mu, &ts);
+  }
   *stop = q->stopping;
   if (!*stop && q->head != NULL && q->head->want.n <= room) {
     t = q->head;

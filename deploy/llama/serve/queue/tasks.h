@@ -191,11 +191,13 @@ void tq_counts(tq_t *q, tq_counts_t *out);
 
 /* ---- the engine --------------------------------------------------------- */
 
-/* Waits (when idle) for a task to queue or the server to stop; then the
- * first queued task if it needs at most `room` sequences, else NULL. The
- * task returned is running, its queue reference now the engine's. *stop
- * is set once the server stops (no task then). */
-task_t *tq_admit(tq_t *q, uint32_t room, bool idle, bool *stop);
+/* Waits (when idle) for a task to queue or the server to stop, or until
+ * clock_now() reaches `until` (0: no limit); then the first queued task
+ * if it needs at most `room` sequences, else NULL. The task returned is
+ * running, its queue reference now the engine's. *stop is set once the
+ * server stops (no task then). */
+task_t *tq_admit(tq_t *q, uint32_t room, bool idle, double until,
+                 bool *stop);
 
 /* Whether t's client went away. */
 bool tq_cancelled(tq_t *q, const task_t *t);
