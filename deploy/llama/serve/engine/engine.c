@@ -75,6 +75,20 @@ static void iterate(engine_t *e) {
   pass_run(e, t0, t1);
 }
 
+/* --cache-dir's writer's figures shown on the board when they moved
+ * (it writes while the engine idles); when to look again (0: nothing
+ * waits to be written). */
+static double disk_watch(engine_t *e, double now) {
+  uint64_t w, b, err;
+  uint32_t pending;
+  store_disk(e->store, &w, &b, &err, &pending);
+  if (w + err != e->disk_seen) {
+    e->disk_seen = w + err;
+    publish(e, now, true);
+  }
+  return pending > 0 ? now + 0.1 : 0;
+}
+
 /* Ends the tasks whose client went away, before the next pass. */
 static void cancellations(engine_t *e) {
   for (uint32_t i = 0; i < e->n_slot; i++) {
@@ -118,7 +132,10 @@ static void *engine_main(void *arg) {
     task_t *t;
     bool took = false;
     /* Idle, it wakes for the next parked conversation to write. */
-    double due = conv_sync(e, clock_now(), false);
+    double now = clock_now(), due = conv_sync(e, now, false);
+    double look = disk_watch(e, now);
+    if (look > 0 && (due == 0 || look < due))
+      due = look;
     while ((t = tq_admit(e->q, e->n_slot - e->used, e->used == 0, due,
                          &stop))) {
       choices_admit(e, t);

@@ -129,6 +129,7 @@ struct engine_s {
   uint64_t ck_names;      /* the last checkpoint's number */
   double sync_s;          /* --cache-write-ms: a parked conversation is
                              written within this of parking */
+  uint64_t disk_seen;     /* the writer's writes and failures published */
   dump_t dumpf;
   dump_t *dump;           /* --dump's record, or NULL */
   seq_trace_t trace;      /* its removals (NULL ud without --dump) */
