@@ -86,6 +86,7 @@ class Answer:
         self.text = out["choices"][0]["text"]
         self.prompt_n = out["timings"]["prompt_n"]
         self.cache_n = out["timings"]["cache_n"]
+        self.cache_from = out["timings"]["cache_from"]
         self.prompt_tokens = out["usage"]["prompt_tokens"]
 
 
@@ -153,17 +154,26 @@ class Rewind(Case):
         prefix = os.path.join(TMP.name, "ckpt")
         sv = self.serve("--dump", prefix)
         turns = talk(sv, len(LINES))
+        self.assertEqual(turns[0][2].cache_from, "none")
+        self.assertEqual({t[2].cache_from for t in turns[1:]},
+                         {"conversation"})
         # The window has evicted: the conversation holds 96 of its
         # positions, far fewer than it computed.
         self.assertGreater(turns[-1][2].cache_n, 3 * 96)
         before = figures(sv)
         self.assertGreaterEqual(before["checkpoints_total"], len(LINES))
         hist, prompt, first = turns[-1]
+        # Another conversation takes the one slot: the first is saved to
+        # host memory, and its next request restores it.
+        other_prompt = "Tom had a red ball. " * 12 + "He"
+        other = post(sv, other_prompt)
+        self.assertEqual(other.cache_from, "none")
         # The same request again, twice: the first answer, from at most
         # the prompt's last TAIL tokens.
         for k in range(2):
             again = post(sv, prompt)
             self.assertEqual(again.text, first.text, k)
+            self.assertEqual(again.cache_from, "checkpoint")
             self.assertLessEqual(again.prompt_n, TAIL, k)
             self.assertEqual(again.cache_n + again.prompt_n,
                              again.prompt_tokens)
@@ -171,6 +181,7 @@ class Rewind(Case):
         edited_last = hist + " The dog ran away."
         e_last = post(sv, edited_last)
         self.assertLess(e_last.prompt_n, 16)
+        self.assertEqual(e_last.cache_from, "checkpoint")
         self.assertGreaterEqual(e_last.cache_n, first.cache_n)
         # An early line edited (turn 11 of 14): from where it began.
         k_early = len(LINES) - 4
@@ -179,6 +190,11 @@ class Rewind(Case):
         e_early = post(sv, edited_early)
         self.assertLess(e_early.prompt_n, 16)
         self.assertGreaterEqual(e_early.cache_n, turns[k_early][2].cache_n)
+        # The other conversation, saved when a checkpoint took the slot,
+        # goes on from host memory.
+        more = post(sv, other_prompt + other.text + " Tom was glad.")
+        self.assertEqual(more.cache_from, "saved")
+        self.assertGreater(more.cache_n, other.prompt_tokens)
         after = figures(sv)
         self.assertEqual(after["checkpoint_hits_total"]
                          - before["checkpoint_hits_total"], 4)

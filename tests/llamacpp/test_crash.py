@@ -79,7 +79,8 @@ def post(addr: str, prompt: str, n: int) -> dict:
     out = json.loads(raw)
     return {"text": out["choices"][0]["text"],
             "prompt_n": out["timings"]["prompt_n"],
-            "prompt_tokens": out["usage"]["prompt_tokens"]}
+            "prompt_tokens": out["usage"]["prompt_tokens"],
+            "cache_from": out["timings"]["cache_from"]}
 
 
 def line(k: int) -> str:
@@ -168,6 +169,7 @@ class Kill(Case):
         last = undisturbed[-1]
         got = post(again.addr, last["prompt"], 16)
         self.assertEqual(got["text"], last["text"])
+        self.assertEqual(got["cache_from"], "disk")
         # Only the new line (and the last answer's token the window
         # stepped but never computed) decoded.
         self.assertLess(got["prompt_n"], 16)

@@ -209,6 +209,9 @@ static enum MHD_Result metrics(call_t *c) {
        "serving goes on.", (double)s.convs.disk_errors},
       {"evictd_llama_cache_dir_writes_pending", "gauge", "Writes waiting "
        "for the writer thread.", s.convs.disk_pending},
+      {"evictd_llama_conversation_disk_hits_total", "counter", "Requests "
+       "that continued a conversation found in --cache-dir at start: of "
+       "the conversation hits.", (double)s.convs.disk_hits},
       {"evictd_llama_checkpoints_total", "counter", "Checkpoints kept: "
        "a conversation's state where a turn's new text begins, or before "
        "its prompt's last tokens (--ctx-checkpoints).",

@@ -207,7 +207,7 @@ void choices_admit(engine_t *e, task_t *t) {
     c->start = m;
     c->gen = ++e->gens; /* what it held before is no longer */
     if (k == 0) {
-      tq_cached(e->q, t, m);
+      tq_cached(e->q, t, m, m > 0 ? (cache_from_t)c->from : CACHE_NONE);
       t->t_start = clock_now();
       if (t->want.progress)
         tq_progress(e->q, t, m);

@@ -87,6 +87,8 @@ typedef struct choice_s {
   char file[32];          /* its conversation's file in --cache-dir ("":
                              none yet) */
   bool dirty;             /* parked, and not written since */
+  uint8_t from;           /* where its conversation was taken from
+                             (cache_from_t; conv_take, conv_find) */
   double synced;          /* when it was last written */
 } choice_t;
 

@@ -168,6 +168,9 @@ static int restore(engine_t *e, choice_t *c, saved_t *s, const char *id) {
   /* The file of a saved one is the slot's now (still the crash copy). */
   snprintf(c->file, sizeof(c->file), "%s", s->ckpt ? "" : s->file);
   c->dirty = false;
+  c->from = s->ckpt ? CACHE_CKPT : s->loaded ? CACHE_DISK : CACHE_SAVED;
+  if (s->loaded && !s->ckpt)
+    e->cc.disk_hits++;
   if (s->ckpt) {
     e->cc.ck_hits++;
     store_untake(e->store, s);
@@ -322,6 +325,7 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
   if (best != NULL) {
     best->parked = false;
     best->ck_at = 0;
+    best->from = CACHE_CONV;
     *m = bm;
     return best;
   }
@@ -355,6 +359,7 @@ choice_t *conv_find(engine_t *e, task_t *t, fault_t *f) {
       }
       c->parked = false;
       c->ck_at = 0;
+      c->from = CACHE_CONV;
       e->cc.hits++;
       return c;
     }

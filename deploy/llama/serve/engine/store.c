@@ -241,6 +241,7 @@ static saved_t *read_saved(store_t *cv, const char *name) {
   s->bytes = sizeof(*s) + (h.n - h.hbase) * sizeof(*s->hist) +
              h.n_map * sizeof(*s->map) + h.n_state;
   snprintf(s->file, sizeof(s->file), "%s", name);
+  s->loaded = true;
   struct stat st;
   s->used_at = stat(path, &st) == 0 ? (double)st.st_mtime : 0;
   return s;

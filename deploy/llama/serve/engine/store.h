@@ -29,6 +29,7 @@ typedef struct saved_s {
   struct saved_s *prev, *next; /* most recently used first */
   bool ckpt;                /* a checkpoint */
   atomic_int refs;          /* holders besides its owner (the writer) */
+  bool loaded;              /* read from --cache-dir at start */
   char session[SEQ_ID_MAX + 1];
   evd_session_cfg_t cfg;
   uint32_t held, newest, committed;

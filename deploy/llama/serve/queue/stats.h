@@ -34,6 +34,8 @@ typedef struct conv_counts_s {
   uint32_t stored;            /* saved ones held now */
   uint64_t stored_bytes;
   uint64_t ck_made, ck_hits;  /* checkpoints kept, and continued from */
+  uint64_t disk_hits;         /* requests that continued one found in
+                                 --cache-dir at start */
   uint64_t ck_dropped;
   uint32_t ck_held;           /* held now, and their bytes */
   uint64_t ck_bytes;

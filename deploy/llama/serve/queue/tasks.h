@@ -120,6 +120,7 @@ typedef struct task_s {
                              a continuation by id decodes it first */
   uint64_t cont_gen;      /* with cont: the generation it continues */
   uint32_t cached;        /* prompt positions a conversation already held */
+  uint8_t cache_from;     /* where they came from (cache_from_t) */
   double t_start, t_prompt, t_end; /* when it was taken in, its prompt
                                       done, it ended (clock_now; the
                                       engine's, read once it is done):
@@ -207,9 +208,21 @@ bool tq_cancelled(tq_t *q, const task_t *t);
 void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n,
              uint64_t gen, int32_t next);
 
+/* Where the prompt positions a request kept came from: nothing, a
+ * conversation parked in its slot, one saved to host memory, one found in
+ * --cache-dir at start, a checkpoint. */
+typedef enum {
+  CACHE_NONE,
+  CACHE_CONV,
+  CACHE_SAVED,
+  CACHE_DISK,
+  CACHE_CKPT
+} cache_from_t;
+extern const char *const cache_from_names[];
+
 /* The prompt positions a continued conversation held for t (usage's
- * cached_tokens). */
-void tq_cached(tq_t *q, task_t *t, uint32_t n);
+ * cached_tokens), and where they came from. */
+void tq_cached(tq_t *q, task_t *t, uint32_t n, cache_from_t from);
 
 /* With want.progress: the prompt's first n positions are computed (an
  * EV_PROGRESS event). */

@@ -9,12 +9,13 @@
 #include "serve/shared/pieces.h"
 
 /* The timings object of pn prompt positions decoded in pms ms (cached
- * held already) and gn tokens generated in gms ms. */
-static json_t *timings_of(uint32_t cached, uint32_t pn, double pms,
-                          uint32_t gn, double gms) {
+ * held already, taken from `from`) and gn tokens generated in gms ms. */
+static json_t *timings_of(uint32_t cached, uint8_t from, uint32_t pn,
+                          double pms, uint32_t gn, double gms) {
   uint32_t steps = gn > 0 ? gn - 1 : 0;
-  return json_pack("{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n",
-                   (json_int_t)cached, "prompt_n", (json_int_t)pn,
+  return json_pack("{s:I,s:s,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n",
+                   (json_int_t)cached, "cache_from", cache_from_names[from],
+                   "prompt_n", (json_int_t)pn,
                    "prompt_ms", pms, "prompt_per_token_ms",
                    pn ? pms / pn : 0.0, "prompt_per_second",
                    pms > 0 ? pn * 1e3 / pms : 0.0, "predicted_n",
@@ -29,7 +30,8 @@ json_t *timings_json(const task_t *t, uint32_t predicted) {
          gms = (t->t_end - t->t_prompt) * 1e3;
   if (t->t_prompt == 0)
     pms = gms = 0;
-  return timings_of(t->cached, t->n_prompt - t->cached, pms, predicted, gms);
+  return timings_of(t->cached, t->cache_from, t->n_prompt - t->cached, pms,
+                    predicted, gms);
 }
 
 json_t *timings_now(const task_t *t, const event_t *e) {
@@ -45,7 +47,7 @@ json_t *timings_now(const task_t *t, const event_t *e) {
     gn = e->tokens;
     gms = (now - t->t_prompt) * 1e3;
   }
-  return timings_of(cached, pn, pms, gn, gms);
+  return timings_of(cached, t->cache_from, pn, pms, gn, gms);
 }
 
 json_t *timings_progress(const task_t *t, const event_t *e) {
