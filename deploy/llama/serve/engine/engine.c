@@ -271,7 +271,11 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
    * it keeps the tokens of its window and as many again unfolded. */
   e->max_back = e->budget > e->sinks ? (e->budget - e->sinks) / 2 : 0;
   e->keep = (e->budget + e->lookahead + 4096) / HIST_BLOCK * HIST_BLOCK;
-  e->ck_max = o->ctx_checkpoints * o->parallel;
+  /* A checkpoint goes back to evictd by adoption (re-homing): none
+   * without it (EVICTD_LLAMA_REHOME=off, the negative controls). */
+  e->ck_max = lanes_flags(e->lanes)->rehome && lanes_flags(e->lanes)->expect
+                  ? o->ctx_checkpoints * o->parallel
+                  : 0;
   e->sync_s = o->cache_write_ms / 1e3;
   if (getrandom(e->key, sizeof(e->key), 0) != sizeof(e->key)) {
     snprintf(err, errlen, "no random key for the conversations' digests");
