@@ -8,9 +8,13 @@ the real daemon.
    sinks 4), serve killed once its writes are done (--cache-write-ms
    1000: the last park is written by the idle engine's timer), and
    started again on the same folder: turn 61 decodes only its new
-   tokens, with the answer of a serve never killed.
+   tokens, with the answer of a serve never killed; turn 60 regenerated
+   decodes its last 4 (its checkpoint was written with the
+   conversation), with its first answer.
 2. The same, one byte of the file changed before the restart: the file
-   is refused (said, removed) and turn 61 decoded afresh, answered.
+   is refused (said, removed) and turn 61 continues from turn 60's
+   checkpoint; the checkpoints' files changed too (and the conversation's
+   gone), decoded afresh.
 3. A crash loop: three conversations at once over -np 2
    (24 turns each, --cache-write-ms 200, lookahead 1: a prompt decoded a token a pass,
    so that whichever of a conversation's turns reached the disk, its cells
@@ -104,6 +108,15 @@ def kill(sv: Serve) -> None:
     sv.proc.wait(10)
 
 
+def flip(path: str) -> None:
+    """Changes one bit of the file, 100 bytes before its end."""
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) - 100)
+        b = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([b[0] ^ 0x40]))
+
+
 def figures(sv: Serve) -> Dict[str, float]:
     m = metrics.scrape(sv.addr)
     return {k.replace("evictd_llama_", ""): v for k, v in m.items()
@@ -174,6 +187,12 @@ class Kill(Case):
         # stepped but never computed) decoded.
         self.assertLess(got["prompt_n"], 16)
         self.assertLess(got["prompt_n"], last["prompt_n"] + 2)
+        # Turn 60's answer regenerated: from its checkpoint, written
+        # beside the conversation, the first answer again.
+        regen = post(again.addr, turns[-1]["prompt"], 16)
+        self.assertEqual(regen["text"], turns[-1]["text"])
+        self.assertEqual(regen["cache_from"], "checkpoint")
+        self.assertLessEqual(regen["prompt_n"], 4)
         FIGURES["1 kill"] = (
             "turn %d after SIGKILL: %d of %d prompt tokens decoded (the "
             "undisturbed run: %d), the same answer" % (
@@ -183,19 +202,32 @@ class Kill(Case):
     def test_changed_file_refused(self) -> None:
         folder = os.path.join(TMP.name, "changed")
         turns = self.killed_after(folder)
-        files = [f for f in os.listdir(folder) if f.endswith(".bin")]
+        files = [f for f in os.listdir(folder) if f.startswith("conv-")]
         self.assertEqual(len(files), 1, files)
         path = os.path.join(folder, files[0])
-        with open(path, "r+b") as f:
-            f.seek(os.path.getsize(path) - 100)
-            b = f.read(1)
-            f.seek(-1, os.SEEK_CUR)
-            f.write(bytes([b[0] ^ 0x40]))
+        flip(path)
         again = self.serve(*WINDOW, *EXACT, "--cache-dir", folder)
         self.assertIn("is not a whole conversation", again.log())
         self.assertFalse(os.path.exists(path))
         nxt = turns[-1]["prompt"] + turns[-1]["text"] + line(self.TURNS)
         got = post(again.addr, nxt, 16)
+        # Not from the refused file: from turn 60's checkpoint, whose file
+        # is whole (its last 4 prompt tokens, its answer and the new line
+        # decoded); with that file changed too, afresh.
+        self.assertEqual(got["cache_from"], "checkpoint")
+        self.assertLess(got["prompt_n"], 4 + 16 + 16)
+        again.stop()
+        ck = [f for f in os.listdir(folder) if f.startswith("ckpt-")]
+        self.assertGreaterEqual(len(ck), 1, ck)
+        for f in ck:
+            flip(os.path.join(folder, f))
+        for f in os.listdir(folder):
+            if f.startswith("conv-"):
+                os.unlink(os.path.join(folder, f))
+        third = self.serve(*WINDOW, *EXACT, "--cache-dir", folder)
+        self.assertIn("is not a whole conversation", third.log())
+        got = post(third.addr, nxt, 16)
+        self.assertEqual(got["cache_from"], "none")
         self.assertEqual(got["prompt_n"], got["prompt_tokens"])
 
 
@@ -241,7 +273,7 @@ class Loop(Case):
             t.start()
         kills = 0
         while kills < self.KILLS and any(t.is_alive() for t in threads):
-            time.sleep(rng.uniform(0.05, 0.5))
+            time.sleep(rng.uniform(0.05, 0.3))
             kill(cur["sv"])
             kills += 1
             logs.append(cur["sv"].log())

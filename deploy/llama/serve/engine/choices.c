@@ -129,6 +129,7 @@ static int fresh(engine_t *e, choice_t *c, const char *id, uint32_t need) {
   c->hdig = 0;
   c->peak = 0;
   c->ck_at = 0;
+  c->ck_key[0] = '\0';
   dump_open_seq(e->dump, slot);
   return 0;
 }

@@ -305,6 +305,7 @@ int engine_start(engine_t **out, const serve_opts_t *o, lm_t *lm, tq_t *q,
   }
   if (conv_store_open(e, err, errlen) != 0)
     goto fail;
+  store_trim_ckpt(e->store, e->ck_max); /* those found in --cache-dir */
   const char *pl = getenv("EVICTD_LLAMA_PIPELINE");
   e->pipeline = pl == NULL || strcmp(pl, "off") != 0;
   const char *pk = getenv("EVICTD_LLAMA_PACK");

@@ -86,6 +86,8 @@ typedef struct choice_s {
                              none in this task) */
   char file[32];          /* its conversation's file in --cache-dir ("":
                              none yet) */
+  /* Its conversation's newest checkpoint, written with it ("": none). */
+  char ck_key[SEQ_ID_MAX + 1];
   bool dirty;             /* parked, and not written since */
   uint8_t from;           /* where its conversation was taken from
                              (cache_from_t; conv_take, conv_find) */

@@ -123,6 +123,7 @@ void conv_checkpoint(engine_t *e, choice_t *c) {
   s->used_at = clock_now();
   snprintf(s->session, sizeof(s->session), "ckpt-%llu",
            (unsigned long long)++e->ck_names);
+  snprintf(c->ck_key, sizeof(c->ck_key), "%s", s->session);
   dump_keep(e->dump, c->s.id, s->session);
   store_put(e->store, s);
   store_trim_ckpt(e->store, e->ck_max);
@@ -165,6 +166,7 @@ static int restore(engine_t *e, choice_t *c, saved_t *s, const char *id) {
    * (re-homing, common/change.c). The checkpoint stays, for the next
    * request that continues from there; this one does not keep it again. */
   c->ck_at = s->ckpt ? s->n : 0;
+  snprintf(c->ck_key, sizeof(c->ck_key), "%s", s->ckpt ? s->session : "");
   /* The file of a saved one is the slot's now (still the crash copy). */
   snprintf(c->file, sizeof(c->file), "%s", s->ckpt ? "" : s->file);
   c->dirty = false;
@@ -220,6 +222,9 @@ static bool write_parked(engine_t *e, choice_t *c, double now) {
   snprintf(s->file, sizeof(s->file), "%s", c->file);
   store_write(e->store, s);
   e->cc.written++;
+  /* With it, its newest checkpoint: a regenerated answer after a crash. */
+  if (c->ck_key[0] != '\0')
+    store_write_ckpt(e->store, c->ck_key, c->file);
   return true;
 }
 

@@ -131,6 +131,7 @@ typedef struct file_head_s {
   uint32_t held, newest, committed, n, n_map, hbase;
   uint64_t hdig;
   uint64_t n_state;
+  uint32_t ckpt;            /* a checkpoint (store.h) */
   uint64_t sum;
 } file_head_t;
 
@@ -172,6 +173,7 @@ static void write_saved(store_t *cv, saved_t *s) {
   h->hbase = s->hbase;
   h->hdig = s->hdig;
   h->n_state = s->n_state;
+  h->ckpt = s->ckpt;
   atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   w->s = s;
   disk_parts_t pt = {
@@ -228,7 +230,9 @@ static saved_t *read_saved(store_t *cv, const char *name) {
     return NULL;
   }
   h.session[SEQ_ID_MAX] = '\0';
-  snprintf(s->session, sizeof(s->session), "%s", h.session);
+  /* A checkpoint's name in --dump's record: its file's, unique. */
+  s->ckpt = h.ckpt != 0;
+  snprintf(s->session, sizeof(s->session), "%s", s->ckpt ? name : h.session);
   s->cfg = (evd_session_cfg_t){h.cfg[0], h.cfg[1], h.cfg[2], h.cfg[3]};
   s->held = h.held;
   s->newest = h.newest;
@@ -258,7 +262,8 @@ static void load_dir(store_t *cv) {
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     unsigned long long k;
-    if (sscanf(de->d_name, "conv-%llu.bin", &k) != 1 ||
+    if ((sscanf(de->d_name, "conv-%llu.bin", &k) != 1 &&
+         sscanf(de->d_name, "ckpt-%llu.bin", &k) != 1) ||
         strlen(de->d_name) >= sizeof(((saved_t *)0)->file) + 4)
       continue;
     if (strstr(de->d_name, ".tmp") != NULL) {
@@ -292,7 +297,8 @@ static void load_dir(store_t *cv) {
       char path[4096];
       path_of(cv, all[i], path, sizeof(path));
       unlink(path);
-      lanes_delete(cv->lanes, all[i]->session, 0);
+      if (!all[i]->ckpt)
+        lanes_delete(cv->lanes, all[i]->session, 0);
       saved_free(all[i]);
     }
   }
@@ -387,6 +393,8 @@ void store_put(store_t *cv, saved_t *s) {
 }
 
 void store_trim_ckpt(store_t *cv, uint32_t max) {
+  if (cv == NULL)
+    return;
   for (saved_t *s = cv->tail, *prev; s != NULL && cv->ck_count > max;
        s = prev) {
     prev = s->prev;
@@ -415,6 +423,28 @@ void store_name(store_t *cv, char *file, size_t len) {
 void store_write(store_t *cv, saved_t *s) {
   write_saved(cv, s);
   saved_free(s);
+}
+
+void store_write_ckpt(store_t *cv, const char *key, const char *file) {
+  if (cv == NULL || cv->disk == NULL || file[0] == '\0' ||
+      strncmp(file, "conv-", 5) != 0)
+    return;
+  char name[sizeof(((saved_t *)0)->file)];
+  snprintf(name, sizeof(name), "ckpt-%s", file + 5);
+  saved_t *ck = NULL;
+  for (saved_t *s = cv->head; s != NULL; s = s->next) {
+    if (!s->ckpt)
+      continue;
+    if (strcmp(s->session, key) == 0)
+      ck = s;
+    else if (strcmp(s->file, name) == 0)
+      s->file[0] = '\0'; /* an older one: the file is the new one's */
+  }
+  if (ck == NULL || strcmp(ck->file, name) == 0)
+    return; /* gone, or written there already */
+  remove_file(cv, ck); /* beside another conversation's before */
+  snprintf(ck->file, sizeof(ck->file), "%s", name);
+  write_saved(cv, ck);
 }
 
 void store_unlink(store_t *cv, const char *file) {

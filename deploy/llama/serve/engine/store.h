@@ -105,6 +105,12 @@ void store_name(store_t *st, char *file, size_t len);
  * file, s->file, through the folder's writer, and frees it. */
 void store_write(store_t *st, saved_t *s);
 
+/* Writes the checkpoint named key (if the store holds it) beside the
+ * conversation file `file` (conv-N.bin: ckpt-N.bin, a newer one of the
+ * conversation replacing it). It is removed when the checkpoint is
+ * dropped, and read back at start as a checkpoint. */
+void store_write_ckpt(store_t *st, const char *key, const char *file);
+
 /* Removes a conversation's file (after the writes before it). */
 void store_unlink(store_t *st, const char *file);
 
