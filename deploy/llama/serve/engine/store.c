@@ -232,7 +232,8 @@ static saved_t *read_saved(store_t *cv, const char *name) {
   h.session[SEQ_ID_MAX] = '\0';
   /* A checkpoint's name in --dump's record: its file's, unique. */
   s->ckpt = h.ckpt != 0;
-  snprintf(s->session, sizeof(s->session), "%s", s->ckpt ? name : h.session);
+  snprintf(s->session, sizeof(s->session), "%.*s", SEQ_ID_MAX,
+           s->ckpt ? name : h.session);
   s->cfg = (evd_session_cfg_t){h.cfg[0], h.cfg[1], h.cfg[2], h.cfg[3]};
   s->held = h.held;
   s->newest = h.newest;
@@ -244,7 +245,9 @@ static saved_t *read_saved(store_t *cv, const char *name) {
   s->n_state = h.n_state;
   s->bytes = sizeof(*s) + (h.n - h.hbase) * sizeof(*s->hist) +
              h.n_map * sizeof(*s->map) + h.n_state;
-  snprintf(s->file, sizeof(s->file), "%s", name);
+  /* load_dir reads names that fit alone. */
+  snprintf(s->file, sizeof(s->file), "%.*s", (int)sizeof(s->file) - 1,
+           name);
   s->loaded = true;
   struct stat st;
   s->used_at = stat(path, &st) == 0 ? (double)st.st_mtime : 0;
