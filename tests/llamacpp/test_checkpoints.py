@@ -22,7 +22,9 @@ begins and before its prompt's last 4 tokens.
    Control: with --ctx-checkpoints 0 the same request again decodes its
    whole prompt.
 2. What is kept: at most --ctx-checkpoints per slot (the oldest dropped,
-   counted), their bytes in /metrics; none with --cache-ram 0, none for
+   counted), their bytes in /metrics; within --cache-ram, a saved
+   conversation never pushed out by checkpoints; none with --cache-ram 0,
+   none for
    "cache_prompt": false, none for a request that cannot overflow the
    window.
 
@@ -100,7 +102,12 @@ def post(sv: Serve, prompt: str, n: int = ANSWER, **extra) -> Answer:
 def talk(sv: Serve, turns: int) -> List[Tuple[str, str, Answer]]:
     """The conversation's first `turns` turns: (the history its line
     follows, the prompt, the answer) each."""
-    hist, out = OPENER, []
+    return talk_from(sv, OPENER, turns)
+
+
+def talk_from(sv: Serve, opener: str, turns: int
+              ) -> List[Tuple[str, str, Answer]]:
+    hist, out = opener, []
     for line in LINES[:turns]:
         a = post(sv, hist + line)
         out.append((hist, hist + line, a))
@@ -248,6 +255,20 @@ class Kept(Case):
         FIGURES["2 limit"] = "%d kept, %d held (%d bytes)" % (
             f["checkpoints_total"], f["checkpoints"],
             f["checkpoints_bytes"])
+
+    def test_conversations_first(self) -> None:
+        # 1 MiB of --cache-ram holds about eight checkpoints of this
+        # window: a conversation saved to make room for another, whose
+        # turns then keep more checkpoints than fit, stays saved.
+        sv = self.serve("--cache-ram", "1")
+        first = talk(sv, 3)
+        talk_from(sv, "Tom had a red ball.", 8)
+        f = figures(sv)
+        self.assertGreater(f["checkpoints_dropped_total"], 0)
+        self.assertEqual(f["conversations_dropped_total"], 0)
+        hist, prompt, a = first[-1]
+        more = post(sv, prompt + a.text + LINES[3])
+        self.assertEqual(more.cache_from, "saved")
 
     def test_none_kept(self) -> None:
         # No store (--cache-ram 0), or a conversation not kept: none.

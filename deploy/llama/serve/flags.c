@@ -245,8 +245,9 @@ const cli_opt_t serve_llama_flags[] = {
      OPT(ctx_checkpoints), 0, 4096, {NULL}, "keep a conversation's state "
      "(its cells, its window, its tokens) where a turn's new text begins "
      "and 4 tokens before its prompt ends, so that a regenerated answer "
-     "or an edited last message decodes only from there: at most N per "
-     "slot, oldest first out, within --cache-ram (default 32, as "
+     "or an edited last message decodes only from there: N per slot in "
+     "all (N times --parallel), the least recently used first out, within "
+     "--cache-ram, never pushing a saved conversation out (default 32, as "
      "llama-server's; 0: none)"},
     {"checkpoint-min-step", "cms", "N", NOOP, "accepted: serve keeps "
      "checkpoints at turn boundaries alone (--ctx-checkpoints)"},

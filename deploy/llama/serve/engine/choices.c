@@ -182,7 +182,7 @@ void choices_admit(engine_t *e, task_t *t) {
       }
       m = t->base;
     } else {
-      c = conv_take(e, t, k, &m);
+      c = conv_take(e, t, k, &m, base);
     }
     char id[SEQ_ID_MAX + 1];
     int w = k > 0 && root[0] != '\0'

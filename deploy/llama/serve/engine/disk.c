@@ -153,8 +153,8 @@ static void *writer(void *arg) {
     } else if (rc != 0) {
       d->n.errors++;
       if (!d->failing)
-        say("cannot write %s/%s: %s (conversations are kept in memory, "
-            "and written again when the folder takes them)\n", d->dir,
+        say("cannot write %s/%s: %s (conversations are kept in memory; a "
+            "parked one is written again when it parks again)\n", d->dir,
             j->name, strerror(err));
       d->failing = true;
     }

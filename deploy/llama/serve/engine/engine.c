@@ -161,6 +161,9 @@ static void *engine_main(void *arg) {
   fault_set(&f, 503, "shutting_down", "the server is shutting down");
   tq_drain(e->q, &f);
   pass_fail_all(e, &f);
+  for (uint32_t i = 0; i < e->n_slot; i++)
+    if (e->slot[i].orphan) /* its file goes with its session (below) */
+      store_unlink(e->store, e->slot[i].file);
   conv_store_close(e);
   for (uint32_t i = 0; i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];

@@ -220,9 +220,12 @@ void conv_park(engine_t *e, choice_t *c);
  * continues: for the first choice of a task that may (cache_prompt), the
  * parked or saved conversation that keeps most of t's prompt (its slot,
  * *m the positions kept), else a free slot, else the least recently used
- * parked one, saved or dropped first (*m 0). NULL when every slot is
- * taken. A restored conversation is put in the slot here. */
-choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m);
+ * parked one, saved or dropped first (*m 0), or a checkpoint (a
+ * prompt that extends it whole) restored under session id (the task's,
+ * routed to an instance that is up). NULL when every slot is taken. A
+ * restored conversation is put in the slot here. */
+choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m,
+                    const char *id);
 
 /* The slot of the conversation task t continues by id (t->cont, whose
  * computed positions must be t->base), a saved one restored into a free

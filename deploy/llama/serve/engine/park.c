@@ -47,14 +47,17 @@ void engine_give_back(engine_t *e, choice_t *c) {
 /* A copy of what slot c holds now (its cells, its tokens below c->n, its
  * window as the map says), the session's state as given, for the store;
  * NULL when it does not fit (room made for it first) or memory runs out. */
+/* room: 0 none made (a copy for the writer), 1 for a conversation, 2 for
+ * a checkpoint (store_room_ckpt). */
 static saved_t *snapshot(engine_t *e, choice_t *c, uint32_t held,
-                         uint32_t newest, uint32_t committed, bool room) {
+                         uint32_t newest, uint32_t committed, int room) {
   if (!store_enabled(e->store))
     return NULL;
   size_t n_state = llama_state_seq_get_size(e->lm->ctx, c->s.id);
   size_t bytes = sizeof(saved_t) + (c->n - c->hbase) * sizeof(llama_token) +
                  c->s.map.n * sizeof(uint32_t) + n_state;
-  if (n_state == 0 || (room && !store_room(e->store, bytes)))
+  if (n_state == 0 || (room == 1 && !store_room(e->store, bytes)) ||
+      (room == 2 && !store_room_ckpt(e->store, bytes)))
     return NULL;
   saved_t *s = calloc(1, sizeof(*s));
   if (s == NULL)
@@ -90,8 +93,7 @@ static saved_t *snapshot(engine_t *e, choice_t *c, uint32_t held,
  * then free, its session kept); false when it does not fit (the caller
  * drops it). */
 static bool save(engine_t *e, choice_t *c) {
-  saved_t *s = snapshot(e, c, c->s.held, c->s.newest, c->s.committed,
-                        true);
+  saved_t *s = snapshot(e, c, c->s.held, c->s.newest, c->s.committed, 1);
   if (s == NULL)
     return false;
   /* Its file, if it has one, is the store's now. */
@@ -115,7 +117,7 @@ void conv_checkpoint(engine_t *e, choice_t *c) {
     return;
   /* The window as the steps below c->n left it: their answers are
    * followed, this pass's is not yet. */
-  saved_t *s = snapshot(e, c, c->s.map.n, c->n - 1, c->n - 1, true);
+  saved_t *s = snapshot(e, c, c->s.map.n, c->n - 1, c->n - 1, 2);
   if (s == NULL)
     return;
   c->ck_at = c->n;
@@ -213,8 +215,7 @@ static choice_t *take_saved(engine_t *e, saved_t *s, const char *id) {
 static bool write_parked(engine_t *e, choice_t *c, double now) {
   c->dirty = false;
   c->synced = now;
-  saved_t *s = snapshot(e, c, c->s.held, c->s.newest, c->s.committed,
-                        false);
+  saved_t *s = snapshot(e, c, c->s.held, c->s.newest, c->s.committed, 0);
   if (s == NULL)
     return false;
   if (c->file[0] == '\0')
@@ -291,7 +292,8 @@ static choice_t *free_slot(engine_t *e) {
   return lru;
 }
 
-choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
+choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m,
+                    const char *id) {
   *m = 0;
   bool may = index == 0 && t->want.cache_prompt && !e->o->no_cache_prompt;
   choice_t *best = NULL;
@@ -335,7 +337,7 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m) {
     return best;
   }
   if (from != NULL) {
-    choice_t *c = take_saved(e, from, t->id);
+    choice_t *c = take_saved(e, from, id);
     if (c != NULL) {
       *m = bm;
       return c;

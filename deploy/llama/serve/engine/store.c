@@ -90,8 +90,15 @@ static void path_of(const store_t *cv, const saved_t *s, char *out,
 
 /* Removes s's file, if it has one (after the writes before it). */
 static void remove_file(const store_t *cv, const saved_t *s) {
-  if (cv->disk != NULL && s->file[0] != '\0')
+  if (cv->dir == NULL || s->file[0] == '\0')
+    return;
+  if (cv->disk != NULL) {
     disk_remove(cv->disk, s->file);
+  } else { /* loading, before the writer starts */
+    char path[4096];
+    path_of(cv, s, path, sizeof(path));
+    unlink(path);
+  }
 }
 
 void store_drop(store_t *cv, saved_t *s) {
@@ -107,12 +114,30 @@ void store_drop(store_t *cv, saved_t *s) {
   saved_free(s);
 }
 
+/* Drops the least recently used checkpoints until need more bytes fit;
+ * whether they do. */
+static bool room_from_ckpt(store_t *cv, size_t need) {
+  for (saved_t *s = cv->tail, *prev; s != NULL && cv->bytes + need >
+                                                      cv->limit; s = prev) {
+    prev = s->prev;
+    if (s->ckpt)
+      store_drop(cv, s);
+  }
+  return cv->bytes + need <= cv->limit;
+}
+
 bool store_room(store_t *cv, size_t need) {
   if (need > cv->limit)
     return false;
+  /* Checkpoints go first: they never push a conversation out. */
+  room_from_ckpt(cv, need);
   while (cv->tail != NULL && cv->bytes + need > cv->limit)
     store_drop(cv, cv->tail);
   return true;
+}
+
+bool store_room_ckpt(store_t *cv, size_t need) {
+  return need <= cv->limit && room_from_ckpt(cv, need);
 }
 
 /* ---- files (--cache-dir) ------------------------------------------------- */

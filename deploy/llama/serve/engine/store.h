@@ -77,9 +77,13 @@ bool store_enabled(const store_t *st);
 /* The most recently used saved conversation (then ->next), or NULL. */
 saved_t *store_head(store_t *st);
 
-/* Makes room for `need` bytes, dropping the least recently used; false
- * when it cannot fit at all. */
+/* Makes room for `need` bytes, dropping the least recently used
+ * checkpoints, then conversations; false when it cannot fit at all. */
 bool store_room(store_t *st, size_t need);
+
+/* The same for a checkpoint, which drops only checkpoints: false when
+ * the conversations leave no room. */
+bool store_room_ckpt(store_t *st, size_t need);
 
 /* Keeps s (taken) as the most recently used, written to its file with a
  * folder (a failure is told and leaves it in memory only). */
