@@ -255,32 +255,36 @@ class Loop(Case):
             try:
                 for k in range(self.TURNS):
                     prompt = hist + line(k + c)
-                    while True:
+                    while not done.is_set():
                         try:
                             a = post(cur["sv"].addr, prompt, self.ANSWER)
                             break
                         except (OSError, AssertionError):
                             time.sleep(0.05)  # killed: sent again
+                    else:
+                        return
                     got[c].append(a)
                     hist = prompt + a["text"]
             except Exception as e:  # noqa: BLE001
                 errors.append(repr(e))
 
         rng = random.Random(43)
-        threads = [threading.Thread(target=client, args=(c,))
+        threads = [threading.Thread(target=client, args=(c,), daemon=True)
                    for c in range(self.CONVS)]
         for t in threads:
             t.start()
         kills = 0
-        while kills < self.KILLS and any(t.is_alive() for t in threads):
-            time.sleep(rng.uniform(0.05, 0.3))
-            kill(cur["sv"])
-            kills += 1
-            logs.append(cur["sv"].log())
-            cur["sv"] = self.serve(*args)
-        for t in threads:
-            t.join(120)
-        done.set()
+        try:
+            while kills < self.KILLS and any(t.is_alive() for t in threads):
+                time.sleep(rng.uniform(0.05, 0.3))
+                kill(cur["sv"])
+                kills += 1
+                logs.append(cur["sv"].log())
+                cur["sv"] = self.serve(*args)
+            for t in threads:
+                t.join(120)
+        finally:
+            done.set()
         logs.append(cur["sv"].log())
         self.assertEqual(errors, [])
         self.assertGreaterEqual(kills, 3)
