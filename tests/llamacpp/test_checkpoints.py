@@ -28,6 +28,12 @@ begins and before its prompt's last 4 tokens.
    "cache_prompt": false, none for a request that cannot overflow the
    window.
 
+3. The same through /v1/chat/completions on a random-weight model of
+   llama.cpp's Llama 3 BPE vocabulary (tests/support/vocab_model.py
+   writes it with the tree's gguf-py) and a Llama 3 style template: the
+   regenerated answer from 4 tokens, the first again; the last message
+   edited from its turn's checkpoint, a fresh serve's answer.
+
 Runs in about 20 s on two cores; the figures go to stderr.
 """
 
@@ -43,7 +49,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 from support import generate as gen  # noqa: E402
-from support import gguf_lm, metrics, paths  # noqa: E402
+from support import gguf_lm, metrics, paths, vocab_model  # noqa: E402
 from support import reference as ref  # noqa: E402
 from support.daemon import Daemon  # noqa: E402
 from support.http import request  # noqa: E402
@@ -286,6 +292,65 @@ class Kept(Case):
         short = post(sv, OPENER, 16)
         self.assertLess(short.prompt_tokens + 16, 96)
         self.assertEqual(figures(sv)["checkpoints_total"], 0)
+
+class Chat(Case):
+    """Test 3: the same through /v1/chat/completions, on a random-weight
+    model of llama.cpp's Llama 3 BPE vocabulary (128,256 tokens) with a
+    Llama 3 style template."""
+
+    def chat(self, sv: Serve, msgs: List[dict]) -> dict:
+        body = dict(messages=msgs, max_tokens=24, temperature=0)
+        status, _, raw = request(sv.addr, "POST", "/v1/chat/completions",
+                                 body)
+        self.assertEqual(status, 200, raw)
+        out = json.loads(raw)
+        return dict(text=out["choices"][0]["message"]["content"],
+                    **{k: out["timings"][k] for k in
+                       ("prompt_n", "cache_n", "cache_from")},
+                    prompt_tokens=out["usage"]["prompt_tokens"])
+
+    def turns(self, sv: Serve, n: int) -> List[Tuple[list, dict]]:
+        msgs, out = [{"role": "system", "content": "You tell stories."}], []
+        for k in range(n):
+            msgs = msgs + [{"role": "user", "content":
+                            "Tell me more about Lily, part %d." % k}]
+            a = self.chat(sv, msgs)
+            out.append((msgs, a))
+            msgs = msgs + [{"role": "assistant", "content": a["text"]}]
+        return out
+
+    def test_regenerate_and_edit_chat(self) -> None:
+        model = vocab_model.write("llama-bpe", TMP.name,
+                                  template=vocab_model.LLAMA3)
+        args = ["--budget", "64", "--sinks", "4", "--exact", "--threads",
+                "1", "-np", "1"]
+        sv = Serve(TMP.name, self.evd.url, *args, model=model)
+        self.servers.append(sv)
+        turns = self.turns(sv, 10)
+        # The window has evicted.
+        self.assertGreater(turns[-1][1]["prompt_tokens"], 2 * 64)
+        msgs, first = turns[-1]
+        again = self.chat(sv, msgs)
+        self.assertEqual(again["text"], first["text"])
+        self.assertEqual(again["cache_from"], "checkpoint")
+        self.assertLessEqual(again["prompt_n"], TAIL)
+        edited = msgs[:-1] + [{"role": "user", "content": "What did the "
+                               "dog say?"}]
+        e = self.chat(sv, edited)
+        self.assertEqual(e["cache_from"], "checkpoint")
+        self.assertLess(e["prompt_n"], 40)
+        self.stopped(sv)
+        fresh = Serve(TMP.name, self.evd.url, *args, model=model)
+        self.servers.append(fresh)
+        before = self.turns(fresh, 9)
+        self.assertEqual([a["text"] for _, a in before],
+                         [a["text"] for _, a in turns[:9]])
+        self.assertEqual(self.chat(fresh, edited)["text"], e["text"])
+        FIGURES["3 chat"] = (
+            "Llama 3 BPE, 10 turns: regenerate %d of %d prompt tokens "
+            "decoded, the last message edited %d" % (
+                again["prompt_n"], again["prompt_tokens"], e["prompt_n"]))
+
 
 if __name__ == "__main__":
     unittest.main()
