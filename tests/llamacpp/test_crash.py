@@ -25,8 +25,8 @@ the real daemon.
    restart continue conversations found on disk.
 4. A full --cache-dir (a small tmpfs filled, as root: skipped with the
    reason otherwise): serve goes on answering, counts the failed writes
-   and says so once; with room again its next park is written and found
-   after a kill.
+   and says so once; with room again the write is tried again by itself
+   and found after a kill.
 
 Runs in about 40 s on two cores; the figures go to stderr.
 """
@@ -347,16 +347,19 @@ class Full(Case):
         f = figures(sv)
         self.assertGreater(f["cache_dir_write_errors_total"], 0)
         self.assertEqual(sv.log().count("cannot write"), 1)
+        # With room again, the failed write is tried again by itself
+        # (every 2 s), no new turn needed.
         os.unlink(filler)
-        nxt = turns[-1]["prompt"] + turns[-1]["text"] + line(6)
-        a = post(sv.addr, nxt, 16)
         f2 = written(sv)
         self.assertGreater(f2["cache_dir_writes_total"],
                            f["cache_dir_writes_total"])
+        self.assertIn("writing %s again" % folder, sv.log())
         kill(sv)
         again = self.serve(*WINDOW, *EXACT, "--cache-dir", folder)
         self.assertIn("conversations found in", again.log())
-        b = post(again.addr, nxt + a["text"] + line(7), 16)
+        nxt = turns[-1]["prompt"] + turns[-1]["text"] + line(6)
+        b = post(again.addr, nxt, 16)
+        self.assertEqual(b["cache_from"], "disk")
         self.assertLess(b["prompt_n"], 16)
         FIGURES["4 full"] = "%d writes failed while full; found after" % (
             f["cache_dir_write_errors_total"])

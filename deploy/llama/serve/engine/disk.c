@@ -9,9 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define say(...) fprintf(stderr, "evictd-llama serve: " __VA_ARGS__)
+
+/* How long a failed write waits before it is tried again. */
+#define RETRY_S 2
 
 typedef struct job_s {
   struct job_s *next;
@@ -25,6 +29,10 @@ struct disk_s {
   pthread_cond_t work;
   pthread_t thread;
   job_t *head, *tail;
+  job_t *failed;          /* writes that failed, tried again RETRY_S
+                             after the first of them (the newest of each
+                             file) */
+  struct timespec retry;  /* when (CLOCK_REALTIME, the condition's) */
   bool stopping;
   bool failing;           /* the last write failed (told once) */
   disk_counts_t n;
@@ -121,12 +129,51 @@ static int put_file(disk_t *d, const job_t *j, size_t *bytes) {
   return 0;
 }
 
+/* The failed writes queued again (under d->mu). */
+static void requeue(disk_t *d) {
+  while (d->failed != NULL) {
+    job_t *j = d->failed;
+    d->failed = j->next;
+    j->next = NULL;
+    if (d->tail != NULL)
+      d->tail->next = j;
+    else
+      d->head = j;
+    d->tail = j;
+  }
+}
+
+static bool due(const struct timespec *at) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return now.tv_sec > at->tv_sec ||
+         (now.tv_sec == at->tv_sec && now.tv_nsec >= at->tv_nsec);
+}
+
+/* Waits (under d->mu) for work, or till the failed writes are due. */
+static void await(disk_t *d) {
+  if (d->failed == NULL)
+    pthread_cond_wait(&d->work, &d->mu);
+  else
+    pthread_cond_timedwait(&d->work, &d->mu, &d->retry);
+}
+
 static void *writer(void *arg) {
   disk_t *d = arg;
   pthread_mutex_lock(&d->mu);
+  bool last_try = false;
   for (;;) {
-    while (d->head == NULL && !d->stopping)
-      pthread_cond_wait(&d->work, &d->mu);
+    if (d->failed != NULL && due(&d->retry))
+      requeue(d);
+    while (d->head == NULL && !d->stopping) {
+      await(d);
+      if (d->failed != NULL && due(&d->retry))
+        requeue(d);
+    }
+    if (d->head == NULL && d->failed != NULL && !last_try) {
+      last_try = true; /* stopping: the failed ones tried once more */
+      requeue(d);
+    }
     job_t *j = d->head;
     if (j == NULL)
       break; /* stopping, and nothing left */
@@ -145,18 +192,32 @@ static void *writer(void *arg) {
     }
     int err = errno;
     pthread_mutex_lock(&d->mu);
-    d->n.pending--;
     if (!j->remove && rc == 0) {
+      d->n.pending--;
       d->n.writes++;
       d->n.bytes += bytes;
+      if (d->failing)
+        say("writing %s again\n", d->dir);
       d->failing = false;
     } else if (rc != 0) {
       d->n.errors++;
       if (!d->failing)
-        say("cannot write %s/%s: %s (conversations are kept in memory; a "
-            "parked one is written again when it parks again)\n", d->dir,
-            j->name, strerror(err));
+        say("cannot write %s/%s: %s (conversations are kept in memory, "
+            "their writes tried again every %d s)\n", d->dir, j->name,
+            strerror(err), RETRY_S);
       d->failing = true;
+      if (!d->stopping || !last_try) {
+        if (d->failed == NULL) {
+          clock_gettime(CLOCK_REALTIME, &d->retry);
+          d->retry.tv_sec += RETRY_S;
+        }
+        j->next = d->failed; /* still pending: kept to try again */
+        d->failed = j;
+        continue;
+      }
+      d->n.pending--;
+    } else {
+      d->n.pending--;
     }
     pthread_mutex_unlock(&d->mu);
     job_free(j);
@@ -197,8 +258,24 @@ void disk_close(disk_t *d) {
   free(d);
 }
 
-/* Drops the writes of `name` still waiting (under d->mu). */
+/* Drops the failed writes of `name` (under d->mu). */
+static void drop_failed(disk_t *d, const char *name) {
+  for (job_t **p = &d->failed; *p != NULL;) {
+    job_t *j = *p;
+    if (strcmp(j->name, name) != 0) {
+      p = &j->next;
+      continue;
+    }
+    *p = j->next;
+    d->n.pending--;
+    job_free(j);
+  }
+}
+
+/* Drops the writes of `name` still waiting, failed ones included (under
+ * d->mu). */
 static void drop_waiting(disk_t *d, const char *name) {
+  drop_failed(d, name);
   job_t *prev = NULL;
   for (job_t *j = d->head, *next; j != NULL; j = next) {
     next = j->next;

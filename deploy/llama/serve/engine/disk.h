@@ -4,10 +4,12 @@
  * old one and the folder fsynced, so a crash (SIGKILL, power) leaves the
  * old file or the new one, never a torn one; a checksum of its bytes is in
  * its head, and a file whose bytes do not match it is never read back
- * (disk_check). A write of a file still waiting is replaced by a newer one
- * of the same file; a failure (a full disk, an I/O error) drops that write
- * alone, told on stderr when the writing starts failing and counted. Knows
- * no engine and no llama.cpp: it writes the parts it is given. */
+ * (store.c's read_saved). A write of a file still waiting is replaced by
+ * a newer one of the same file; a failed write (a full disk, an I/O error)
+ * is tried again every RETRY_S (the newest of each file), told on stderr
+ * when the writing starts failing and when it writes again, each failure
+ * counted. Knows no engine and no llama.cpp: it writes the parts it is
+ * given. */
 #ifndef EVICTD_LLAMA_SERVE_DISK_H
 #define EVICTD_LLAMA_SERVE_DISK_H
 
