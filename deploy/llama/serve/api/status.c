@@ -205,10 +205,12 @@ static enum MHD_Result metrics(call_t *c) {
       {"evictd_llama_cache_dir_written_bytes_total", "counter", "Their "
        "bytes.", (double)s.convs.disk_bytes},
       {"evictd_llama_cache_dir_write_errors_total", "counter", "Writes to "
-       "--cache-dir that failed (a full disk, an I/O error): dropped, "
-       "serving goes on.", (double)s.convs.disk_errors},
+       "--cache-dir that failed (a full disk, an I/O error), each try: "
+       "tried again every 2 s, serving goes on.",
+       (double)s.convs.disk_errors},
       {"evictd_llama_cache_dir_writes_pending", "gauge", "Writes waiting "
-       "for the writer thread.", s.convs.disk_pending},
+       "for the writer thread (failed ones to be tried again included).",
+       s.convs.disk_pending},
       {"evictd_llama_conversation_disk_hits_total", "counter", "Requests "
        "that continued a conversation found in --cache-dir at start: of "
        "the conversation hits.", (double)s.convs.disk_hits},

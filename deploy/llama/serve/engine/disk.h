@@ -29,8 +29,9 @@ typedef struct disk_parts_s {
   void *ud;
 } disk_parts_t;
 
-/* What the writer did: files written, their bytes, writes that failed,
- * and writes waiting now. */
+/* What the writer did: files written, their bytes, writes that failed
+ * (each try), and writes waiting now (failed ones to be tried again
+ * included). */
 typedef struct disk_counts_s {
   uint64_t writes, bytes, errors;
   uint32_t pending;
