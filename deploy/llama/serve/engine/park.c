@@ -45,10 +45,10 @@ void engine_give_back(engine_t *e, choice_t *c) {
 /* ---- saving and restoring ------------------------------------------------ */
 
 /* A copy of what slot c holds now (its cells, its tokens below c->n, its
- * window as the map says), the session's state as given, for the store;
- * NULL when it does not fit (room made for it first) or memory runs out. */
-/* room: 0 none made (a copy for the writer), 1 for a conversation, 2 for
- * a checkpoint (store_room_ckpt). */
+ * window as the map says), the session's state as given; NULL when it
+ * does not fit or memory runs out. room: the room made for it first in
+ * the store, 0 none (a copy for the writer), 1 a conversation's
+ * (store_room), 2 a checkpoint's (store_room_ckpt). */
 static saved_t *snapshot(engine_t *e, choice_t *c, uint32_t held,
                          uint32_t newest, uint32_t committed, int room) {
   if (!store_enabled(e->store))
