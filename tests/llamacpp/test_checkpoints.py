@@ -67,6 +67,8 @@ LINES = [" She liked to play.", " One day she saw a dog.",
          " Lily said thank you.", " They went for a walk.",
          " A bird sang.", " Lily smiled.", " The end came soon."]
 ANSWER = 24
+# timings.cache_kind: where the kept positions came from.
+KINDS = ("none", "conversation", "saved", "disk", "checkpoint")
 
 TMP: Optional[tempfile.TemporaryDirectory] = None
 MODEL = None
@@ -94,7 +96,7 @@ class Answer:
         self.text = out["choices"][0]["text"]
         self.prompt_n = out["timings"]["prompt_n"]
         self.cache_n = out["timings"]["cache_n"]
-        self.cache_from = out["timings"]["cache_from"]
+        self.cache_from = KINDS[out["timings"]["cache_kind"]]
         self.prompt_tokens = out["usage"]["prompt_tokens"]
 
 
@@ -305,8 +307,8 @@ class Chat(Case):
         self.assertEqual(status, 200, raw)
         out = json.loads(raw)
         return dict(text=out["choices"][0]["message"]["content"],
-                    **{k: out["timings"][k] for k in
-                       ("prompt_n", "cache_n", "cache_from")},
+                    **{k: out["timings"][k] for k in ("prompt_n", "cache_n")},
+                    cache_from=KINDS[out["timings"]["cache_kind"]],
                     prompt_tokens=out["usage"]["prompt_tokens"])
 
     def turns(self, sv: Serve, n: int) -> List[Tuple[list, dict]]:

@@ -84,7 +84,8 @@ def post(addr: str, prompt: str, n: int) -> dict:
     return {"text": out["choices"][0]["text"],
             "prompt_n": out["timings"]["prompt_n"],
             "prompt_tokens": out["usage"]["prompt_tokens"],
-            "cache_from": out["timings"]["cache_from"]}
+            "cache_from": ("none", "conversation", "saved", "disk",
+                           "checkpoint")[out["timings"]["cache_kind"]]}
 
 
 def line(k: int) -> str:

@@ -225,11 +225,6 @@ void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n,
   pthread_mutex_unlock(&q->mu);
 }
 
-const char *const cache_from_names[] = {
-    [CACHE_NONE] = "none", [CACHE_CONV] = "conversation",
-    [CACHE_SAVED] = "saved", [CACHE_DISK] = "disk",
-    [CACHE_CKPT] = "checkpoint"};
-
 void tq_cached(tq_t *q, task_t *t, uint32_t n, cache_from_t from) {
   pthread_mutex_lock(&q->mu);
   t->cached = n;

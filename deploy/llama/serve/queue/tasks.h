@@ -210,7 +210,7 @@ void tq_conv(tq_t *q, task_t *t, const char *session, uint32_t n,
 
 /* Where the prompt positions a request kept came from: nothing, a
  * conversation parked in its slot, one saved to host memory, one found in
- * --cache-dir at start, a checkpoint. */
+ * --cache-dir at start, a checkpoint (timings' cache_kind: the number). */
 typedef enum {
   CACHE_NONE,
   CACHE_CONV,
@@ -218,7 +218,6 @@ typedef enum {
   CACHE_DISK,
   CACHE_CKPT
 } cache_from_t;
-extern const char *const cache_from_names[];
 
 /* The prompt positions a continued conversation held for t (usage's
  * cached_tokens), and where they came from. */

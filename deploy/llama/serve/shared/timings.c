@@ -9,12 +9,14 @@
 #include "serve/shared/pieces.h"
 
 /* The timings object of pn prompt positions decoded in pms ms (cached
- * held already, taken from `from`) and gn tokens generated in gms ms. */
+ * held already, taken from `from`: serve's own cache_kind, a number as
+ * every field of llama-server's timings is) and gn tokens generated in
+ * gms ms. */
 static json_t *timings_of(uint32_t cached, uint8_t from, uint32_t pn,
                           double pms, uint32_t gn, double gms) {
   uint32_t steps = gn > 0 ? gn - 1 : 0;
-  return json_pack("{s:I,s:s,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n",
-                   (json_int_t)cached, "cache_from", cache_from_names[from],
+  return json_pack("{s:I,s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n",
+                   (json_int_t)cached, "cache_kind", (json_int_t)from,
                    "prompt_n", (json_int_t)pn,
                    "prompt_ms", pms, "prompt_per_token_ms",
                    pn ? pms / pn : 0.0, "prompt_per_second",
