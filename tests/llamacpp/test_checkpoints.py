@@ -130,18 +130,6 @@ def figures(sv: Serve) -> Dict[str, float]:
             or k.startswith("evictd_llama_rehomes")}
 
 
-def replayed(test: unittest.TestCase, prefix: str) -> ref.Result:
-    """The float64 reference's verdict on a --dump: nothing wrong."""
-    events, rows = ref.load_dump(prefix)
-    res = ref.replay(events, rows, MODEL)
-    for what in ("row", "removal", "cache", "position"):
-        test.assertEqual(getattr(res, what + "_mismatches")[:5], [],
-                         res.summary())
-    test.assertGreater(res.compared, 100)
-    test.assertLessEqual(res.max_diff, gen.TOL, res.summary())
-    return res
-
-
 class Case(unittest.TestCase):
     def setUp(self) -> None:
         self.evd = Daemon.started(TMP.name)
@@ -229,7 +217,7 @@ class Rewind(Case):
             self.assertEqual(post(fresh, edited).text, got.text, k)
             self.stopped(fresh)
 
-        res = replayed(self, prefix)
+        res = ref.replayed(self, prefix, MODEL, gen.TOL)
         FIGURES["1 rewind"] = (
             "%d turns; regenerate %d of %d prompt tokens decoded, the last "
             "line edited %d, turn %d's %d; %d checkpoints kept (%d bytes), "

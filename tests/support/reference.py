@@ -527,3 +527,18 @@ def greedy_mismatches(events: List[dict], logits: np.ndarray,
             bad.append("position %d: token %d, the target's greedy choice "
                        "%d" % (q + 1, tokens[q + 1], int(np.argmax(row))))
     return checked, bad
+
+
+def replayed(test, prefix: str, target: torch.nn.Module,
+             tol: float) -> "Result":
+    """The reference's verdict on serve's --dump at prefix, asserted in
+    test (a unittest.TestCase): no row, removal, cache or position
+    mismatch, more than 100 rows compared, every logit within tol."""
+    events, rows = load_dump(prefix)
+    res = replay(events, rows, target)
+    for what in ("row", "removal", "cache", "position"):
+        test.assertEqual(getattr(res, what + "_mismatches")[:5], [],
+                         res.summary())
+    test.assertGreater(res.compared, 100)
+    test.assertLessEqual(res.max_diff, tol, res.summary())
+    return res

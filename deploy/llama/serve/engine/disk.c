@@ -129,17 +129,22 @@ static int put_file(disk_t *d, const job_t *j, size_t *bytes) {
   return 0;
 }
 
-/* The failed writes queued again (under d->mu). */
+/* Puts j at the queue's end (under d->mu). */
+static void append(disk_t *d, job_t *j) {
+  j->next = NULL;
+  if (d->tail != NULL)
+    d->tail->next = j;
+  else
+    d->head = j;
+  d->tail = j;
+}
+
+/* The failed writes queued again (under d->mu; still pending). */
 static void requeue(disk_t *d) {
   while (d->failed != NULL) {
     job_t *j = d->failed;
     d->failed = j->next;
-    j->next = NULL;
-    if (d->tail != NULL)
-      d->tail->next = j;
-    else
-      d->head = j;
-    d->tail = j;
+    append(d, j);
   }
 }
 
@@ -295,12 +300,7 @@ static void drop_waiting(disk_t *d, const char *name) {
 }
 
 static void enqueue(disk_t *d, job_t *j) {
-  j->next = NULL;
-  if (d->tail != NULL)
-    d->tail->next = j;
-  else
-    d->head = j;
-  d->tail = j;
+  append(d, j);
   d->n.pending++;
   pthread_cond_signal(&d->work);
 }
