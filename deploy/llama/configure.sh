@@ -224,6 +224,8 @@ LLAMA_TREE := $tree
 # includes its headers): its folder, as a system one so that its own
 # warnings do not fail our -Werror, and its static archives.
 LLAMA_COMMON_CXXFLAGS := -isystem $common_inc
+# Its memory classes' headers (common/mem.cpp alone), the same way.
+LLAMA_SRC_CXXFLAGS := -isystem ${common_inc%/common}/src
 LLAMA_COMMON_LIBS := $common_libs
 EOF
 # Replaced only when it changes, so that what depends on it (evictd-llama's

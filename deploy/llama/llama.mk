@@ -15,8 +15,9 @@ UI_DIR ?= $(B)/ui
 UI_PACK ?= $(UI_DIR)/ui.pack
 LLAMA_SRC := $(wildcard deploy/llama/*.c deploy/llama/*/*.c \
                deploy/llama/*/*/*.c)
-# The C++ files, serve/upstream/*.cpp: llama.cpp's common library behind
-# C interfaces (upstream.h, templates.h, sampler.h); all else is C11.
+# The C++ files: serve/upstream/*.cpp, llama.cpp's common library behind
+# C interfaces (upstream.h, templates.h, sampler.h), and common/mem.cpp,
+# its memory classes behind mem.h; all else is C11.
 LLAMA_CXX_SRC := $(wildcard deploy/llama/*/*.cpp deploy/llama/*/*/*.cpp)
 LLAMA_HDR := $(wildcard deploy/llama/*.h deploy/llama/*/*.h \
                deploy/llama/*/*/*.h deploy/llama/*/*/*.hpp) \
@@ -61,7 +62,8 @@ LLAMA_CPP_COMMIT := $(if $(filter llama.cpp-%,$(LLAMA_CPP_VERSION)),$(LLAMA_CPP_
 # C++17 as llama.cpp's common is, our warnings errors as in C; common's
 # own headers come in as system ones (config.mk), so that theirs are not.
 LLAMA_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -g $(OPT) $(SAN) \
-  -iquote deploy/llama $(LLAMA_CFLAGS) $(LLAMA_COMMON_CXXFLAGS)
+  -iquote deploy/llama $(LLAMA_CFLAGS) $(LLAMA_COMMON_CXXFLAGS) \
+  $(LLAMA_SRC_CXXFLAGS)
 
 $(LLAMA_OUT)/obj/%.o: deploy/llama/%.cpp $(LLAMA_HDR) $(LLAMA_CONFIG)
 	@mkdir -p $(@D)
@@ -98,6 +100,7 @@ UPSTREAM_OBJ := $(addprefix $(LLAMA_OUT)/obj/serve/,upstream/upstream.o \
   upstream/templates.o upstream/sampler.o shared/tokcache.o)
 $(LLAMA_OUT)/upstream_check: tests/llamacpp/upstream_check.c \
     $(UPSTREAM_OBJ) $(LLAMA_OUT)/obj/common/lm.o \
+    $(LLAMA_OUT)/obj/common/mem.o \
     $(LLAMA_OUT)/obj/common/sampler.o \
     $(LLAMA_HDR) $(LLAMA_CONFIG)
 	$(CC) $(CFLAGS) -iquote deploy/llama $(LLAMA_CFLAGS) \

@@ -146,7 +146,11 @@ def forward_rows(model: torch.nn.Module, tokens: Sequence[int],
     to the positions rows[i] (ascending, its own last) with its query
     rotated at qpos[i] and key rows[i][j] at kpos[i][j]: a position's key
     may sit at another RoPE position for each query (cache positions).
-    With qpos = range(T) and kpos = rows it is model(tokens, mask=rows)."""
+    With qpos = range(T) and kpos = rows it is model(tokens, mask=rows).
+    A model of another architecture (support.arch_lm's) computes its own
+    rows: its sliding-window and recurrent layers read them otherwise."""
+    if hasattr(model, "forward_rows"):
+        return model.forward_rows(tokens, rows, qpos, kpos)
     rope = sys.modules[type(model).__module__].rope
     cfg = model.cfg
     t, h, d = len(tokens), cfg.n_heads, cfg.head_dim
@@ -306,7 +310,8 @@ def replay(events: List[dict], logits: np.ndarray, target: torch.nn.Module,
                                  "computed" % (track.label, seq, top))
             t = torch.tensor([toks[p] for p in range(top + 1)])
             with torch.no_grad():
-                if rope == "original":
+                if rope == "original" and not hasattr(track.model,
+                                                      "forward_rows"):
                     mask = torch.zeros(top + 1, top + 1, dtype=torch.bool)
                     for p in range(top + 1):
                         mask[p, list(rows[p])] = True

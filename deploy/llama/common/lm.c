@@ -62,17 +62,6 @@ int lm_load(lm_t *lm, const char *label, const char *path, char *err,
              "above)", label, path);
     return -1;
   }
-  const char *why = NULL;
-  if (llama_model_is_recurrent(lm->model) || llama_model_is_hybrid(lm->model))
-    why = "it is recurrent or hybrid: its state cannot lose single positions";
-  else if (llama_model_n_swa(lm->model) > 0)
-    why = "it has sliding-window layers, whose cache llama.cpp keeps itself";
-  if (why != NULL) {
-    snprintf(err, errlen, "the %s model %s cannot have its cache kept by "
-             "evictd: %s", label, path, why);
-    lm_close(lm);
-    return -1;
-  }
   lm->vocab = llama_model_get_vocab(lm->model);
   lm->n_vocab = llama_vocab_n_tokens(lm->vocab);
   return 0;
@@ -109,6 +98,8 @@ int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
     return -1;
   }
   lm->mem = llama_get_memory(lm->ctx);
+  lm->kind = lm_mem_kind(lm->mem, llama_model_n_swa(lm->model));
+  lm->rewind = lm->kind == LM_MEM_FULL;
   lm->n_ctx = llama_n_ctx(lm->ctx) / o->n_seq;
   lm->batch_cap = (int32_t)o->n_batch;
   lm->batch = llama_batch_init(lm->batch_cap, 0, 1);
@@ -191,11 +182,11 @@ const float *lm_logits(lm_t *lm, int32_t i) {
 }
 
 int32_t lm_pos_min(lm_t *lm, int32_t seq) {
-  return llama_memory_seq_pos_min(lm->mem, seq);
+  return lm_mem_pos(lm->mem, seq, false);
 }
 
 int32_t lm_pos_max(lm_t *lm, int32_t seq) {
-  return llama_memory_seq_pos_max(lm->mem, seq);
+  return lm_mem_pos(lm->mem, seq, true);
 }
 
 static int tokenize(const lm_t *lm, const char *text, size_t len,

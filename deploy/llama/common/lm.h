@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/mem.h"
 #include "llama.h"
 
 /* How llama.cpp runs: --flash-attn off|on|auto, --cache-type-k/-v
@@ -61,22 +62,26 @@ typedef struct lm_s {
   int32_t batch_cap;
   int32_t n_vocab;
   uint32_t n_ctx;                 /* as llama.cpp rounded it */
+  lm_mem_kind_t kind;             /* what its memory keeps (mem.h) */
+  bool rewind;                    /* its last positions can be removed and
+                                     decoded again (full attention alone:
+                                     a recurrent state cannot go back,
+                                     and windowed layers reuse the cells
+                                     of positions they left behind) */
 } lm_t;
 
 /* Quiets llama.cpp's log below warnings (debug shows everything). Call
  * once before lm_open. */
 void lm_init(bool debug);
 
-/* Loads the GGUF at path (lm_context makes its context). Refuses models
- * whose cache is not addressed by position alone: recurrent and hybrid
- * ones (a partial llama_memory_seq_rm fails) and ones with sliding-window
- * layers (llama.cpp evicts those positions itself). Returns 0, or -1 with
- * a sentence in err. */
+/* Loads the GGUF at path (lm_context makes its context): any model
+ * llama.cpp loads, whatever its layers keep (mem.h). Returns 0, or -1
+ * with a sentence in err. */
 int lm_load(lm_t *lm, const char *label, const char *path, char *err,
             size_t errlen);
 
-/* Makes the context of a loaded model, sized by o, run as set says. 0, or
- * -1 with err set. */
+/* Makes the context of a loaded model, sized by o, run as set says, and
+ * records what its memory keeps (kind, rewind). 0, or -1 with err set. */
 int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
                char *err, size_t errlen);
 
@@ -99,7 +104,9 @@ int lm_decode(lm_t *lm, char *err, size_t errlen);
  * have been added with output set). */
 const float *lm_logits(lm_t *lm, int32_t i);
 
-/* The smallest and largest positions sequence seq holds (-1 when none). */
+/* The smallest and largest positions sequence seq holds (-1 when none):
+ * in its attention layers that keep all they are not told to remove
+ * (mem.h's lm_mem_pos). */
 int32_t lm_pos_min(lm_t *lm, int32_t seq);
 int32_t lm_pos_max(lm_t *lm, int32_t seq);
 

@@ -64,10 +64,11 @@ int seq_put(seq_t *s, lm_t *lm, llama_token tok, uint32_t p, bool output,
   return 0;
 }
 
-/* posmap_remove_with bound to llama.cpp's memory API. */
+/* posmap_remove_with bound to llama.cpp's memory: the attention layers'
+ * cells (a recurrent state keeps what it read, mem.h). */
 static int rm(void *ud, int32_t seq, int32_t p0, int32_t p1) {
   lm_t *lm = ud;
-  return llama_memory_seq_rm(lm->mem, seq, p0, p1) ? 0 : -1;
+  return lm_mem_rm(lm->mem, seq, p0, p1) ? 0 : -1;
 }
 
 static void shift(void *ud, int32_t seq, int32_t p0, int32_t p1,

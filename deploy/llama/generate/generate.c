@@ -222,6 +222,16 @@ static int make_contexts(gen_t *g) {
   lo.n_ctx = (uint32_t)draft_cells;
   if (g->has_draft && lm_context(&g->draft, &lo, &o->lm, err, sizeof(err)))
     return gen_fail("%s", err);
+  /* Drafts rejected and --rewind take positions back, which only a cache
+   * of full attention can give. */
+  for (int m = 0; m < 2; m++) {
+    const lm_t *lm = m == 0 ? &g->target : g->has_draft ? &g->draft : NULL;
+    if (lm != NULL && !lm->rewind && (g->has_draft || o->rewind_k > 0))
+      return gen_fail("%s takes decoded positions back, and the %s model "
+                      "keeps a state that cannot go back (%s layers)",
+                      g->has_draft ? "--draft" : "--rewind", lm->label,
+                      lm_mem_name(lm->kind));
+  }
   /* Cache positions move keys, which llama.cpp does by re-rotating them
    * (K-shift); a cache that cannot would keep them at stale positions. */
   lm_t *lms[2] = {&g->target, g->has_draft ? &g->draft : NULL};

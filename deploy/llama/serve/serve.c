@@ -333,6 +333,12 @@ static int run(serve_opts_t *o, sigset_t *sigs) {
     else if (o->ls.ui && !ui_built_in())
       fprintf(stderr, "evictd-llama serve: this build has no web UI (make "
               "UI=0): / is a 404\n");
+    if (!lm.rewind)
+      fprintf(stderr, "evictd-llama serve: the model keeps %s state: "
+              "evictd's window bounds its attention cells, and a "
+              "conversation is continued by extension or from a checkpoint "
+              "(--ctx-checkpoints), never by going back\n",
+              lm_mem_name(lm.kind));
     fprintf(stderr, "evictd-llama serve: listening on %s (evictd %s; "
             "budget %u, sinks %u, lookahead %u, parallel %u; sessions "
             "%s-K)\n", bound, o->link.url ? o->link.url : "default", budget,

@@ -169,6 +169,11 @@ static enum MHD_Result metrics(call_t *c) {
       {"evictd_llama_conversation_misses_total", "counter", "Requests that "
        "could have continued one (cache_prompt) and found none.",
        (double)s.convs.misses},
+      {"evictd_llama_conversation_no_back_total", "counter", "Misses "
+       "that began as a kept conversation did but parted from it: the "
+       "model's recurrent or sliding-window state cannot go back, and no "
+       "checkpoint fitted, so the prompt was decoded afresh.",
+       (double)s.convs.no_back},
       {"evictd_llama_prompt_tokens_reused_total", "counter", "Prompt tokens "
        "a continued conversation already held (not decoded again).",
        (double)s.convs.reused},
@@ -289,6 +294,13 @@ static enum MHD_Result metrics(call_t *c) {
                     llamacpp[i].help);
     evd_prom_line(&b, "%s %.17g\n", llamacpp[i].name, llamacpp[i].v);
   }
+  evd_prom_family(&b, "evictd_llama_model_memory", "gauge", "1, labelled "
+                  "with what the model's layers keep (kind: full, "
+                  "windowed, recurrent, hybrid, other; rewind: whether a "
+                  "conversation can go back in it).");
+  evd_prom_line(&b, "evictd_llama_model_memory{kind=\"%s\",rewind=\"%s\"} "
+                "1\n", lm_mem_label(site->lm->kind),
+                site->lm->rewind ? "yes" : "no");
   evd_prom_family(&b, "evictd_llama_requests_finished_total", "counter",
                   "Completion requests that ended, by outcome: ok, failed, "
                   "cancelled (the client went away), rejected (queue full "

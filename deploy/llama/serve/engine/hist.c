@@ -63,6 +63,10 @@ uint32_t hist_usable(hist_prompt_t *p, const llama_token *hist,
     m++;
   if (m >= p->n)
     m = p->n - 1;
+  if (!p->rewind && m != n) {
+    p->no_back = p->no_back || m >= 2;
+    return 0;
+  }
   /* Going back keeps at least half of it: a prompt that shares a few
    * first tokens with a long conversation would cut it down for a small
    * gain, and its own client could not continue it any more. */

@@ -30,6 +30,10 @@ typedef struct hist_prompt_s {
   uint32_t budget;        /* the sessions' window */
   uint32_t max_back;      /* the most positions a continuation goes back
                              while the window lost some */
+  bool rewind;            /* the model's cache can go back at all (lm.h);
+                             else a conversation is only extended */
+  bool no_back;           /* set when a conversation would have been kept
+                             but for !rewind */
   uint64_t *dig;          /* dig[k]: its first k blocks' digest, made on
                              first need (hist_prompt_free frees them) */
   uint32_t n_dig;         /* blocks digested: dig[0..n_dig] */
@@ -55,7 +59,8 @@ void hist_prompt_free(hist_prompt_t *p);
  * Either way position m - 1 must be held (llama.cpp continues a sequence
  * from its newest position only), it keeps at least half of what the
  * conversation computed, and the tokens folded into the digest must be
- * the prompt's very first ones. */
+ * the prompt's very first ones. A model whose cache cannot go back (not
+ * rewind) keeps a conversation only when the prompt extends all of it. */
 uint32_t hist_usable(hist_prompt_t *p, const llama_token *hist,
                      uint32_t hbase, uint64_t hdig, uint32_t n,
                      const uint32_t *held, uint32_t n_held);

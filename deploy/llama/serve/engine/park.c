@@ -107,9 +107,12 @@ static bool save(engine_t *e, choice_t *c) {
 
 bool conv_ckpt_wanted(const engine_t *e, const choice_t *c) {
   const task_t *t = c->task;
+  /* A cache that cannot go back needs them even where the window keeps
+   * everything: a regenerated answer, an edit. */
   return e->ck_max > 0 && c->index == 0 && t->want.cache_prompt &&
          !e->o->no_cache_prompt && store_enabled(e->store) &&
-         (uint64_t)t->n_prompt + t->want.n_predict > e->budget;
+         (!e->lm->rewind ||
+          (uint64_t)t->n_prompt + t->want.n_predict > e->budget);
 }
 
 void conv_checkpoint(engine_t *e, choice_t *c) {
@@ -301,7 +304,7 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m,
   uint32_t bm = 0;
   hist_prompt_t hp = {.key = e->key, .tok = t->prompt, .n = t->n_prompt,
                       .by_id = t->base != 0, .budget = e->budget,
-                      .max_back = e->max_back};
+                      .max_back = e->max_back, .rewind = e->lm->rewind};
   for (uint32_t i = 0; may && i < e->n_slot; i++) {
     choice_t *c = &e->slot[i];
     if (!c->parked)
@@ -329,6 +332,8 @@ choice_t *conv_take(engine_t *e, task_t *t, uint32_t index, uint32_t *m,
   hist_prompt_free(&hp);
   if (may)
     bm > 0 ? e->cc.hits++ : e->cc.misses++;
+  if (may && bm == 0 && hp.no_back)
+    e->cc.no_back++;
   if (best != NULL) {
     best->parked = false;
     best->ck_at = 0;
