@@ -190,7 +190,7 @@ $(BROWSER_STAMP): $(BROWSER_DIR)/package.json $(BROWSER_DIR)/package-lock.json
 # empty) and stories260K.
 LLAMA_SUITES := test_llamacpp test_positions test_perplexity test_stories \
                 test_serve test_hostile test_convs test_checkpoints \
-                test_crash test_openai test_routes test_anthropic test_pool \
+                test_families test_crash test_openai test_routes test_anthropic test_pool \
                 test_faults test_upstream test_flags test_ui \
                 test_llama_suite
 LLAMA_UNDER_TEST = $(B)/evictd-llama
@@ -260,7 +260,7 @@ asan-llamacpp:
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  $(ASAN_LLAMA)/evictd-llama $(ASAN_LLAMA)/llama/upstream_check && \
 	for t in test_serve test_hostile test_convs test_checkpoints \
-	         test_crash test_openai test_routes test_anthropic test_perplexity \
+	         test_families test_crash test_openai test_routes test_anthropic test_perplexity \
 	         test_stories test_pool \
 	         test_faults test_upstream test_flags; do \
 	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \

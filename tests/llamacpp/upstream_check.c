@@ -283,9 +283,11 @@ static int sample(const char *model, const char *prompt, int n, int nprobs) {
   }
   char *settings = NULL;
   up_sampler_settings(s, &settings, NULL, 0);
-  json_t *out = json_pack("{s:o,s:o,s:o,s:s%,s:o}", "tokens", tokens,
-                          "argmax", argmax, "probs", probs, "text", text,
-                          text_len, "settings",
+  /* A random model's tokens may end within a character: then no text. */
+  json_t *jtext = json_stringn(text, text_len);
+  json_t *out = json_pack("{s:o,s:o,s:o,s:o,s:o}", "tokens", tokens,
+                          "argmax", argmax, "probs", probs, "text",
+                          jtext != NULL ? jtext : json_null(), "settings",
                           json_loads(settings, 0, NULL));
   if (rc != 0)
     json_object_set_new(out, "error", json_string(err));
