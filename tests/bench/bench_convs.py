@@ -37,9 +37,10 @@ sent serve's prompt of each reported turn), BENCH_CONV_SERVE (extra serve
 flags, e.g. "--budget 256 --sinks 4"), BENCH_THREADS (default 1).
 
 This is part "turns"; BENCH_PARTS (default
-turns,slots,long,prefill,rewind) chooses the parts and their order, the
-others in bench_convs_parts.py (16 conversations over 8 slots, one
-conversation to a million tokens, prefill, regenerated answers), each
+turns,slots,long,prefill,rewind,families) chooses the parts and their
+order, the others in bench_convs_parts.py (16 conversations over 8 slots,
+one conversation to a million tokens, prefill, regenerated answers) and
+bench_families.py (chats with sliding-window and hybrid models), each
 with its own table and its issue's targets as MET / NOT MET. A benchmark: it prints figures and asserts nothing.
 """
 
@@ -67,7 +68,7 @@ REPORT = [int(t) for t in
 # conversation of 300 fresh decodes would take a quarter of an hour).
 NOCACHE_TURNS = int(os.environ.get("BENCH_CONV_NOCACHE_TURNS", "119"))
 PARTS = os.environ.get("BENCH_PARTS",
-                       "turns,slots,long,prefill,rewind").split(",")
+                       "turns,slots,long,prefill,rewind,families").split(",")
 SERVE_EXTRA = os.environ.get("BENCH_CONV_SERVE", "").split()
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 ANSWER = 32          # tokens answered per turn
@@ -513,9 +514,11 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="bench-convs-")
     sys.stdout.reconfigure(line_buffering=True)  # beside stderr's progress
     import bench_convs_parts as more  # the other parts, beside this file
+    import bench_families
     parts = {"turns": part_turns, "slots": more.part_slots,
              "long": more.part_long, "prefill": more.part_prefill,
-             "rewind": more.part_rewind}
+             "rewind": more.part_rewind,
+             "families": bench_families.part_families}
     for p in PARTS:
         if p not in parts:
             raise SystemExit("BENCH_PARTS: no part %r (the parts: %s)" % (

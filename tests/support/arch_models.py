@@ -229,6 +229,24 @@ def _qwen2(w, m: _Body, n_swa: int) -> int:
     return n_layer
 
 
+def _plain(r) -> np.ndarray:
+    """Which of the vocabulary's tokens are words of printable ASCII
+    (a leading space as SPM's U+2581 or byte-level BPE's U+0120 spells
+    it): only those get an output row. A greedy model then always draws
+    one (some other logit is above the zero rows'), and its text is valid
+    UTF-8 whatever its weights: llama-server answers 500 to a chat whose
+    answer ends within a character."""
+    f = r.fields["tokenizer.ggml.tokens"]
+    kinds = r.fields.get("tokenizer.ggml.token_type")
+    ok = []
+    for k, i in enumerate(f.data):
+        t = bytes(f.parts[i]).decode("utf-8", "replace")
+        normal = kinds is None or int(kinds.parts[kinds.data[k]][0]) == 1
+        ok.append(normal and t != "" and
+                  all(32 <= ord(c) < 127 or c in "\u2581\u0120" for c in t))
+    return np.array(ok)
+
+
 @functools.lru_cache(maxsize=None)
 def _vocab(name: str):
     """The vocabulary file's reader, read once a process: gguf-py takes
@@ -244,7 +262,8 @@ _BODIES = {"gemma3": _gemma3, "lfm2": _lfm2, "gpt-oss": _gpt_oss,
 # Every model has an output projection of its own (gpt-oss must; the
 # others may): tied to the token embeddings, a random model's greedy text
 # mostly repeats its prompt's last token, which says little when two
-# engines' answers are compared.
+# engines' answers are compared. Its rows are zero but for plain words
+# (_plain).
 
 
 def write(arch: str, vocab: str, out_dir: str,
@@ -276,7 +295,9 @@ def write(arch: str, vocab: str, out_dir: str,
     m = _Body(w, seed)
     m.rand("token_embd.weight", n_vocab, N_EMBD)
     w.add_block_count(_BODIES[arch](w, m, n_swa))
-    m.rand("output.weight", n_vocab, N_EMBD)
+    head = m.rng.standard_normal((n_vocab, N_EMBD)) * 0.02
+    head[~_plain(r)] = 0.0
+    m.put("output.weight", head)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
