@@ -294,6 +294,8 @@ perplexity:
 # iteration goes (tests/bench/bench_serve.py; BENCH_* there). llama-server
 # is built only when BENCH_PARTS (default: all) asks for the table. Not
 # part of CI: tens of minutes, the first llama-server build included.
+# BENCH_FAMILIES=gemma3,lfm2 (tests/support/arch_models.py's names):
+# tiny random-weight models of those architectures instead.
 bench-serve:
 	@deploy/deps.sh build bench llama && \
 	$(MAKE) --no-print-directory $(B)/evictd gguf && \
@@ -302,8 +304,13 @@ bench-serve:
 	server=-; case ",$${BENCH_PARTS-table}," in *,table,*) \
 	  server=$$(tests/bench/llama-server.sh $(LLAMA_OUT)/config.mk $(LLAMA_OUT)/server);; \
 	esac && \
+	models="$(abspath $(STORIES260K)) $(LLAMA_OUT)/random-100M-ascii.gguf"; \
+	if [ -n "$(BENCH_FAMILIES)" ]; then \
+	  models=$$(tests/bench/family_models.py $(LLAMA_OUT)/families \
+	    $(BENCH_FAMILIES)) || exit 1; \
+	fi; \
 	tests/bench/bench_serve.py $(B)/evictd $(B)/evictd-llama "$$server" \
-	  $(abspath $(STORIES260K)) $(LLAMA_OUT)/random-100M-ascii.gguf
+	  $$models
 
 # What a conversation costs (issue 30's benchmark), in parts BENCH_PARTS
 # chooses (default all): "turns", one conversation of 300 turns through

@@ -18,22 +18,32 @@ gguf-py), each served with --exact, one thread, against the real daemon:
 For each:
 1. Within the window (nothing evicted), serve's greedy answer is llama.cpp's
    own (upstream_check's decode of the same prompt in a context of its
-   own), token for token, and its top probabilities within 1e-4.
+   own), token for token, and its top log-probabilities within 1e-4.
 2. A generation of three times the model's training context completes in
    a llama.cpp cache of 256 cells per sequence (budget 96 + lookahead 16,
    rounded): the window bounds every attention layer's cells.
 3. A conversation of 6 turns through /v1/completions on -np 1: each turn
    continues the one before (a parked conversation, or the checkpoint
-   where the turn before began), decoding its new tokens only; the same
+   before the last 4 tokens of the turn before's prompt, where the answer
+   retokenizes otherwise), decoding at most what is new since the turn
+   before's prompt and those 4 tokens; the same
    request again decodes at most 4 tokens (its checkpoint) and gives the
    first answer; the last line edited decodes from where its turn began
-   and gives a fresh serve's answer. With --ctx-checkpoints 0 the edit is
+   and gives the answer of a fresh serve sent the same turns, then the
+   edited one. With --ctx-checkpoints 0 the edit is
    decoded afresh (qwen2's too: its window evicted, so going back would
    not be exact), the answer a fresh serve's; where the model cannot go
    back at all (all but qwen2) it is counted in
    evictd_llama_conversation_no_back_total.
 4. /metrics says what the model keeps (evictd_llama_model_memory).
-5. generate runs past the window, and refuses --rewind where the cache
+5. Every logit serve computed in a conversation past the window, a
+   regenerated answer and an edit from checkpoints among them, is a
+   float64 reference's (reference.replay of --dump with
+   tests/support/arch_lm.py's models: the sliding-window layers' own
+   window, the short convolutions reading every token) for the
+   architectures it has (gemma3 and lfm2).
+6. n choices (forks of the prompt's state) each give the one answer.
+7. generate runs past the window, and refuses --rewind where the cache
    cannot go back; perplexity scores the same under a window that holds
    every token as under full attention, and otherwise under one of 32.
 
@@ -49,10 +59,15 @@ import tempfile
 import unittest
 from typing import Dict, List, Optional
 
-from support import arch_models, metrics, paths
-from support.daemon import Daemon
-from support.http import request
-from support.serve import Serve
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+from support import arch_lm, arch_models, metrics, paths  # noqa: E402
+from support import reference as ref  # noqa: E402
+from support.daemon import Daemon  # noqa: E402
+from support.http import request  # noqa: E402
+from support.serve import Serve  # noqa: E402
 
 VOCAB = "llama-spm"
 CONTEXT = 512       # the models' training context
@@ -60,6 +75,10 @@ BUDGET, LOOKAHEAD = 96, 16
 WINDOW = ["--budget", str(BUDGET), "--sinks", "4", "--lookahead",
           str(LOOKAHEAD), "--exact", "--threads", "1", "-np", "1"]
 TAIL = 4            # serve's CK_TAIL: a prompt's last tokens, alone
+# llama.cpp's float32 against the float64 reference: gemma3's GELU goes
+# through a float16 table in llama.cpp's CPU backend (about 2e-4 of a
+# logit; support/arch_lm.py), lfm2 has none.
+TOL = {"gemma3": 3e-4, "lfm2": 1e-5}
 # What each architecture's memory is (evictd_llama_model_memory's kind).
 FAMILIES = {"gemma3": "windowed", "gpt-oss": "windowed",
             "llama4": "windowed", "lfm2": "hybrid",
@@ -182,9 +201,25 @@ class Family:
         self.assertEqual(cells, 256)
         self.assertLess(cells, CONTEXT)
 
-    def talk(self, sv: Serve, hist: str) -> List[tuple]:
+    def test_forked_choices(self) -> None:
+        # n choices: the prompt decoded once, its state copied to each
+        # (llama_memory_seq_cp: a recurrent state too); greedy, each is
+        # the one answer, past the window.
+        sv = self.serve("-np", "3")
+        one = post(sv, OPENER, 120, cache_prompt=False).text
+        body = dict(prompt=OPENER, max_tokens=120, temperature=0, n=3,
+                    cache_prompt=False)
+        status, _, raw = request(sv.addr, "POST", "/v1/completions", body)
+        self.assertEqual(status, 200, raw)
+        self.assertEqual([c["text"] for c in json.loads(raw)["choices"]],
+                         [one] * 3)
+
+    def talk(self, sv: Serve, hist: str, turns: int = len(LINES)
+             ) -> List[tuple]:
+        """The conversation's first `turns` turns on sv: (the history its
+        line follows, the prompt, the answer) each."""
         out = []
-        for line in LINES:
+        for line in LINES[:turns]:
             a = post(sv, hist + line)
             out.append((hist, hist + line, a))
             hist = hist + line + a.text
@@ -199,8 +234,8 @@ class Family:
             # text tokenizes otherwise than it was drawn (from the
             # checkpoint where the turn before began).
             self.assertIn(a.cache_from, ("conversation", "checkpoint"), k)
-            self.assertLessEqual(a.prompt_n, 16 + before.completion_tokens
-                                 + TAIL, k)
+            self.assertLessEqual(a.prompt_n, a.prompt_tokens -
+                                 before.prompt_tokens + TAIL, k)
             self.assertGreater(a.cache_n, before.prompt_tokens // 2, k)
         hist, prompt, first = turns[-1]
         again = post(sv, prompt)
@@ -212,7 +247,13 @@ class Family:
         e = post(sv, edited)
         self.assertIn(e.cache_from, ("conversation", "checkpoint"))
         self.assertLess(e.prompt_n, 16)
+        # A serve sent that edited turn in the first place, after the
+        # same turns: the same answer (the window evicted, so a serve
+        # sent the edited conversation whole, in other chunks, may not).
         fresh = self.serve()
+        before = self.talk(fresh, OPENER, len(LINES) - 1)
+        self.assertEqual([t[2].text for t in before],
+                         [t[2].text for t in turns[:-1]])
         self.assertEqual(post(fresh, edited).text, e.text)
         FIGURES.append("%-14s turn 6: %d of %d prompt tokens decoded; "
                        "again %d (%s); edited %d (%s)" % (
@@ -275,10 +316,36 @@ class Family:
                                    zip(got[(policy, 32)], full)), 1e-4,
                                policy)
 
+    def every_logit_is_the_references(self) -> None:
+        """(A test of the architectures support/arch_lm.py has.)"""
+        prefix = os.path.join(TMP.name, "dump-" + self.arch)
+        sv = self.serve("--dump", prefix)
+        hist, prompt, first = self.talk(sv, OPENER)[-1]
+        self.assertEqual(post(sv, prompt).text, first.text)
+        post(sv, hist + " The dog ran away.")
+        self.assertEqual(sv.stop(), 0, sv.log()[-2000:])
+        self.servers.remove(sv)
+        torch.set_num_threads(1)
+        model = arch_lm.load(self.model)
+        res = ref.replayed(self, prefix, model, TOL[self.arch])
+        # Control: the same record against a window twice as wide.
+        events, rows = ref.load_dump(prefix)
+        wrong = ref.replay(events, rows, model, budget=2 * BUDGET)
+        self.assertTrue(wrong.row_mismatches or wrong.max_diff > 1e-2,
+                        wrong.summary())
+        FIGURES.append("%-14s every logit within %.1e of the float64 "
+                       "reference (%d rows, widest row %d)" % (
+                           self.arch, res.max_diff, res.compared,
+                           res.widest))
+
 
 def _family(arch: str) -> type:
     name = "".join(p.capitalize() for p in arch.replace("-", " ").split())
-    return type(name, (Family, unittest.TestCase), {"arch": arch})
+    tests = {"arch": arch}
+    if arch in arch_lm.ARCHES:
+        tests["test_every_logit_is_the_references"] = \
+            Family.every_logit_is_the_references
+    return type(name, (Family, unittest.TestCase), tests)
 
 
 for _arch in FAMILIES:
