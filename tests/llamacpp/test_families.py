@@ -44,8 +44,9 @@ For each:
    architectures it has (gemma3 and lfm2).
 6. n choices (forks of the prompt's state) each give the one answer.
 7. generate runs past the window, and refuses --rewind where the cache
-   cannot go back; perplexity scores the same under a window that holds
-   every token as under full attention, and otherwise under one of 32.
+   cannot go back and --positions cache where it cannot be shifted;
+   perplexity scores the same under a window that holds every token as
+   under full attention, and otherwise under one of 32.
 
 Runs in about a minute on two cores.
 """
@@ -294,6 +295,14 @@ class Family:
         else:
             self.assertNotEqual(p.returncode, 0)
             self.assertIn(b"cannot go back", p.stderr)
+        # Cache positions move keys: a full-attention cache's alone.
+        p = subprocess.run(base + ["--positions", "cache"],
+                           capture_output=True, timeout=300)
+        if FAMILIES[self.arch] == "full":
+            self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        else:
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn(b"cannot have them moved", p.stderr)
         text = os.path.join(TMP.name, "text.txt")
         with open(text, "w") as f:
             f.write(" ".join([OPENER] + LINES) * 8)

@@ -118,6 +118,20 @@ int seq_follow(seq_t *s, lm_t *lm, const evd_answer_t *a, size_t added,
   return 0;
 }
 
+int seq_positions_ok(const lm_t *lm, pos_mode_t mode, char *err,
+                     size_t errlen) {
+  if (mode != POS_CACHE ||
+      (lm->kind == LM_MEM_FULL && llama_memory_can_shift(lm->mem)))
+    return 0;
+  snprintf(err, errlen, "--positions cache moves keys down the cache, and "
+           "the %s model's cache cannot have them moved (%s): use "
+           "--positions original", lm->label, lm->kind == LM_MEM_FULL
+           ? "llama_memory_can_shift says so" : lm->kind == LM_MEM_WINDOWED
+           ? "sliding-window or chunked attention layers" : "recurrent "
+           "layers, or a cache of its own");
+  return -1;
+}
+
 int seq_close(link_t *l, seq_t *s, bool quick, fault_t *f) {
   if (!s->created)
     return 0;

@@ -179,6 +179,16 @@ int seq_remove(const seq_t *s, posmap_t *map, lm_t *lm, const char *why,
                const uint32_t *v, size_t n, const seq_trace_t *t,
                fault_t *f);
 
+/* Whether lm's cache can give its sequences positions as mode says: cache
+ * positions move keys (llama_memory_seq_add, then llama.cpp re-rotates
+ * them), which only a cache of full attention that llama.cpp can shift
+ * takes (a windowed layer would measure its window on moved positions,
+ * llama.cpp aborts shifting a model whose every attention layer is
+ * windowed, and a recurrent state has no keys). 0, or -1 with a sentence
+ * in err. */
+int seq_positions_ok(const lm_t *lm, pos_mode_t mode, char *err,
+                     size_t errlen);
+
 /* Deletes s's session if this program created it (link_delete: quick
  * after a failure). 0, or -1 with f set (f may be NULL). */
 int seq_close(link_t *l, seq_t *s, bool quick, fault_t *f);

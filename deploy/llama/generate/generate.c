@@ -232,15 +232,10 @@ static int make_contexts(gen_t *g) {
                       g->has_draft ? "--draft" : "--rewind", lm->label,
                       lm_mem_name(lm->kind));
   }
-  /* Cache positions move keys, which llama.cpp does by re-rotating them
-   * (K-shift); a cache that cannot would keep them at stale positions. */
   lm_t *lms[2] = {&g->target, g->has_draft ? &g->draft : NULL};
   for (int m = 0; m < 2 && lms[m] != NULL; m++)
-    if (o->positions == POS_CACHE && !llama_memory_can_shift(lms[m]->mem))
-      return gen_fail("--positions cache moves keys down the cache, and "
-                      "llama.cpp cannot shift the %s model's cache "
-                      "(llama_memory_can_shift): use --positions original",
-                      lms[m]->label);
+    if (seq_positions_ok(lms[m], o->positions, err, sizeof(err)) != 0)
+      return gen_fail("%s", err);
   for (int m = 0; m < 2; m++)
     if ((g->abs[m] = calloc(batch, sizeof(*g->abs[m]))) == NULL)
       return gen_fail("out of memory");

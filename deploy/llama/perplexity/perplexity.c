@@ -256,7 +256,8 @@ static int perplexity(const opts_t *o, ppl_run_t *r, const char *file) {
   /* Full attention holds the whole text; a window budget + 1 cells. */
   lm_opts_t lo = {.n_ctx = (t + 255) / 256 * 256, .n_batch = r->n_pol,
                   .n_seq = r->n_pol};
-  if (lm_context(&st.lm, &lo, &o->lm, err, sizeof(err)) != 0) {
+  if (lm_context(&st.lm, &lo, &o->lm, err, sizeof(err)) != 0 ||
+      seq_positions_ok(&st.lm, r->positions, err, sizeof(err)) != 0) {
     fail("%s", err);
     goto out_mem;
   }
