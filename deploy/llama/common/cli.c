@@ -444,6 +444,10 @@ static const cli_opt_t model_opts[] = {
      "-ctk and -ctv)"},
     {"debug", NULL, NULL, CLI_FLAG, LM(debug), 0, 0, {NULL},
      "llama.cpp's whole log on stderr"},
+    {"swa-full", NULL, NULL, CLI_FLAG, LM(swa_full), 0, 0, {NULL},
+     "a model's sliding-window layers keep as many cells as its full ones "
+     "(llama-server's flag; by default llama.cpp's window and a pass): "
+     "more memory, the same answers"},
 };
 static const size_t model_n = sizeof(model_opts) / sizeof(model_opts[0]);
 

@@ -87,6 +87,8 @@ int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
    * llama_memory_seq_cp copies the prompt's cells into the child's
    * stream once, and after budget steps nothing is shared anyway. */
   cp.kv_unified = false;
+  /* llama-server's default (llama.cpp's C default is the full size). */
+  cp.swa_full = set->swa_full;
   cp.no_perf = true;
   lm->ctx = llama_init_from_model(lm->model, cp);
   if (lm->ctx == NULL) {
@@ -98,8 +100,23 @@ int lm_context(lm_t *lm, const lm_opts_t *o, const lm_settings_t *set,
     return -1;
   }
   lm->mem = llama_get_memory(lm->ctx);
+  if (lm->mem == NULL) {
+    snprintf(err, errlen, "the %s model keeps no cache (llama.cpp makes "
+             "none for an encoder or a diffusion model): evictd-llama "
+             "decodes causal language models", label);
+    return -1;
+  }
   lm->kind = lm_mem_kind(lm->mem, llama_model_n_swa(lm->model));
   lm->rewind = lm->kind == LM_MEM_FULL;
+  /* evictd removes positions older than the newest: a cache that refuses
+   * one (seq 0 is empty: nothing changes) cannot be kept by it. */
+  if (!lm_mem_rm(lm->mem, 0, 1, 2)) {
+    snprintf(err, errlen, "llama.cpp's cache of the %s model (%s) refuses "
+             "to lose a single position (llama_memory_seq_rm of one says "
+             "no): evictd's window cannot keep it", label,
+             lm_mem_name(lm->kind));
+    return -1;
+  }
   lm->n_ctx = llama_n_ctx(lm->ctx) / o->n_seq;
   lm->batch_cap = (int32_t)o->n_batch;
   lm->batch = llama_batch_init(lm->batch_cap, 0, 1);

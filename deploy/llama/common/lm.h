@@ -34,6 +34,7 @@ typedef struct lm_settings_s {
   int flash_attn;     /* LM_FA_* */
   int type_k, type_v; /* LM_F32, LM_F16, LM_Q8_0, ... */
   bool exact;         /* --exact: the exact settings, whatever else says */
+  bool swa_full;      /* --swa-full: windowed layers' cells at full size */
   bool debug;         /* llama.cpp's whole log */
 } lm_settings_t;
 

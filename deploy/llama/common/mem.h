@@ -39,10 +39,12 @@ const char *lm_mem_name(lm_mem_kind_t k);
 const char *lm_mem_label(lm_mem_kind_t k);
 
 /* Removes positions [p0, p1) of sequence seq from the attention layers'
- * cells alone: a recurrent state has read them and keeps what it read
- * (llama_memory_seq_rm of a hybrid would ask its recurrent part to roll
- * back, or refuse). A position the windowed layers' cache no longer
- * holds is gone from it already. false when llama.cpp refuses. */
+ * cells alone: a recurrent state has read them and keeps what it read.
+ * (llama_memory_seq_rm of a hybrid hands the range to its recurrent part
+ * too, which leaves older positions alone but rolls back, or refuses, a
+ * range that reaches the newest position it read: what a budget of 1
+ * evicts.) A position the windowed layers' cache no longer holds is gone
+ * from it already. false when llama.cpp refuses. */
 bool lm_mem_rm(llama_memory_t mem, int32_t seq, int32_t p0, int32_t p1);
 
 /* The smallest (max false) or largest position of sequence seq in the

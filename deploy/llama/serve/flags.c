@@ -239,10 +239,6 @@ const cli_opt_t serve_llama_flags[] = {
      "llama-server ignores with -m too"},
     {"models-autoload|no-models-autoload", NULL, NULL, NOOP,
      "accepted: the same"},
-    {"swa-full", NULL, NULL, NOOP, "accepted, changing nothing: serve "
-     "keeps the sliding-window layers' cells at llama.cpp's size (the "
-     "window and a pass) and continues such a model's conversations by "
-     "extension or from checkpoints, never going back in them"},
     {"ctx-checkpoints|swa-checkpoints", "ctxcp", "N", CLI_U32,
      OPT(ctx_checkpoints), 0, 4096, {NULL}, "keep a conversation's state "
      "(its cells, its window, its tokens) where a turn's new text begins "

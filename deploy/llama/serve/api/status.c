@@ -170,9 +170,10 @@ static enum MHD_Result metrics(call_t *c) {
        "could have continued one (cache_prompt) and found none.",
        (double)s.convs.misses},
       {"evictd_llama_conversation_no_back_total", "counter", "Misses "
-       "that began as a kept conversation did but parted from it: the "
-       "model's recurrent or sliding-window state cannot go back, and no "
-       "checkpoint fitted, so the prompt was decoded afresh.",
+       "that a full-attention cache would have continued by going back in "
+       "a kept conversation, which this model's recurrent or "
+       "sliding-window state cannot: no checkpoint fitted, so the prompt "
+       "was decoded afresh.",
        (double)s.convs.no_back},
       {"evictd_llama_prompt_tokens_reused_total", "counter", "Prompt tokens "
        "a continued conversation already held (not decoded again).",

@@ -51,9 +51,10 @@ static uint32_t below(const uint32_t *held, uint32_t n, uint32_t m) {
   return lo;
 }
 
-uint32_t hist_usable(hist_prompt_t *p, const llama_token *hist,
-                     uint32_t hbase, uint64_t hdig, uint32_t n,
-                     const uint32_t *held, uint32_t n_held) {
+/* hist_usable for a cache that can go back. */
+static uint32_t usable(hist_prompt_t *p, const llama_token *hist,
+                       uint32_t hbase, uint64_t hdig, uint32_t n,
+                       const uint32_t *held, uint32_t n_held) {
   bool ok;
   if (hbase > 0 &&
       (prompt_digest(p, hbase / HIST_BLOCK, &ok) != hdig || !ok))
@@ -63,10 +64,6 @@ uint32_t hist_usable(hist_prompt_t *p, const llama_token *hist,
     m++;
   if (m >= p->n)
     m = p->n - 1;
-  if (!p->rewind && m != n) {
-    p->no_back = p->no_back || m >= 2;
-    return 0;
-  }
   /* Going back keeps at least half of it: a prompt that shares a few
    * first tokens with a long conversation would cut it down for a small
    * gain, and its own client could not continue it any more. */
@@ -78,4 +75,14 @@ uint32_t hist_usable(hist_prompt_t *p, const llama_token *hist,
   if (k == (m < p->budget ? m : p->budget))
     return m;
   return p->n > n && n - m <= p->max_back ? m : 0;
+}
+
+uint32_t hist_usable(hist_prompt_t *p, const llama_token *hist,
+                     uint32_t hbase, uint64_t hdig, uint32_t n,
+                     const uint32_t *held, uint32_t n_held) {
+  uint32_t m = usable(p, hist, hbase, hdig, n, held, n_held);
+  if (m == 0 || p->rewind || m == n)
+    return m;
+  p->no_back = true; /* kept, had the cache been able to go back */
+  return 0;
 }

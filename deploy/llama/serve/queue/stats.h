@@ -27,9 +27,9 @@ typedef struct lane_state_s {
 /* What conversations saved, reused and dropped (engine/park.c). */
 typedef struct conv_counts_s {
   uint64_t hits, misses;      /* requests that continued one, or not */
-  uint64_t no_back;           /* misses that shared a conversation's first
-                                 tokens, which a model whose cache cannot
-                                 go back (lm.h's rewind) cannot keep */
+  uint64_t no_back;           /* misses a cache that can go back would
+                                 have continued by going back (lm.h's
+                                 rewind) */
   uint64_t reused, prefilled; /* prompt tokens kept, and decoded */
   uint64_t saved, restored, dropped;
   uint64_t packed;            /* sequences whose cells were packed */
