@@ -68,6 +68,9 @@ int seq_put(seq_t *s, lm_t *lm, llama_token tok, uint32_t p, bool output,
  * cells (a recurrent state keeps what it read, mem.h). */
 static int rm(void *ud, int32_t seq, int32_t p0, int32_t p1) {
   lm_t *lm = ud;
+  /* Attention alone: llama.cpp's own call, as it always was. */
+  if (lm->kind != LM_MEM_HYBRID && lm->kind != LM_MEM_RECURRENT)
+    return llama_memory_seq_rm(lm->mem, seq, p0, p1) ? 0 : -1;
   return lm_mem_rm(lm->mem, seq, p0, p1) ? 0 : -1;
 }
 
