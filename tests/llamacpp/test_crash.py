@@ -249,7 +249,9 @@ class Loop(Case):
         logs: List[str] = []
         got: List[List[dict]] = [[] for _ in range(self.CONVS)]
         errors: List[str] = []
+        last: List[str] = ["" for _ in range(self.CONVS)]
         done = threading.Event()
+        settled = threading.Event()
 
         def client(c: int) -> None:
             hist = "%s %s" % (OPENER, "Tom Sue Ben".split()[c])
@@ -260,7 +262,17 @@ class Loop(Case):
                         try:
                             a = post(cur["sv"].addr, prompt, self.ANSWER)
                             break
-                        except (OSError, AssertionError):
+                        except (OSError, AssertionError) as e:
+                            last[c] = "turn %d: %r" % (k, e)
+                            if settled.is_set() and \
+                                    cur["sv"].proc.poll() is not None:
+                                # Died by itself after the last restart:
+                                # nobody starts it again.
+                                errors.append("serve exited %s under "
+                                              "conversation %d" % (
+                                                  cur["sv"].proc.poll(),
+                                                  c))
+                                return
                             time.sleep(0.05)  # killed: sent again
                     else:
                         return
@@ -282,6 +294,7 @@ class Loop(Case):
                 kills += 1
                 logs.append(cur["sv"].log())
                 cur["sv"] = self.serve(*args)
+            settled.set()
             # A conversation's turns take minutes under ASan on a busy
             # machine: the clients get them (an error fails anyway).
             for t in threads:
@@ -289,11 +302,19 @@ class Loop(Case):
         finally:
             done.set()
         logs.append(cur["sv"].log())
-        self.assertEqual(errors, [])
+        # A sanitizer's report ends a serve as a kill does: its log says.
+        for log in logs:
+            self.assertNotRegex(log, "runtime error|Sanitizer", log[-3000:])
+        self.assertEqual(errors, [], logs[-1][-3000:])
         self.assertGreaterEqual(kills, 3)
+        alive = cur["sv"].proc.poll() is None
         for c in range(self.CONVS):
-            self.assertEqual([a["text"] for a in got[c]],
-                             [a["text"] for a in want[c]], c)
+            self.assertEqual(
+                [a["text"] for a in got[c]], [a["text"] for a in want[c]],
+                "conversation %d; its last retry: %s; serve %s; its log "
+                "ends:\n%s" % (c, last[c] or "none",
+                                "running" if alive else "gone",
+                                logs[-1][-3000:]))
         found = sum("conversations found in" in log for log in logs)
         self.assertGreater(found, 0)
         self.assertFalse(any("is not a whole conversation" in log

@@ -466,6 +466,27 @@ class Completions(unittest.TestCase):
             sv.stop()
             d.stop()
 
+    def test_empty_piece_first(self) -> None:
+        # A fresh serve whose first answer begins with a token that shows
+        # nothing (BOS, drawn by a logit bias): its choice's held text has
+        # no memory yet, and an empty piece must leave it so (UBSan caught
+        # serve passing that NULL to memmove, in test_crash's loop; this
+        # model's vocabulary has such tokens). The answer is a second
+        # request's, and serve stops cleanly.
+        sv = serve_on(EVD.url, *SERVE, model=paths.stories_gguf())
+        try:
+            bos = json.loads(request(sv.addr, "POST", "/tokenize", {
+                "content": "", "add_special": True})[2])["tokens"]
+            self.assertEqual(len(bos), 1, bos)
+            ask = dict(logit_bias=[[bos[0], 100.0]], ignore_eos=True)
+            first = complete(sv.addr, PROMPTS[1], 3, **ask)
+            self.assertEqual(first["tokens_predicted"], 3)
+            self.assertEqual(first["content"],
+                             complete(sv.addr, PROMPTS[1], 3, **ask)[
+                                 "content"])
+        finally:
+            self.assertEqual(sv.stop(), 0, sv.log()[-3000:])
+
     def test_bad_inputs(self) -> None:
         cases = [
             ("POST", "/completion", {}, 400),

@@ -76,10 +76,15 @@ int text_push(text_t *t, const char *piece, size_t n, char *const *stops,
   size_t cut = unfinished((const unsigned char *)h->data, h->len);
   if (cut > keep)
     keep = cut;
-  if (show_bytes(t, h->data, h->len - keep, show, len) != 0)
+  size_t shown = h->len - keep;
+  if (show_bytes(t, h->data, shown, show, len) != 0)
     return -1;
-  memmove(h->data, h->data + h->len - keep, keep);
-  h->len = keep;
+  /* Nothing shown: nothing moves (an empty piece leaves data NULL, and
+   * memmove must not see it). */
+  if (shown > 0) {
+    memmove(h->data, h->data + shown, keep);
+    h->len = keep;
+  }
   return 0;
 }
 
