@@ -625,13 +625,87 @@ def conversations(seed: int, n: int = 6, turns: int = 12,
     return texts
 
 
+UNICODE = ["é", "ñ", "日本語", "🙂", "e\u0301", "Ωμέγα", "\u00a0", "\u200b",
+           "“quoted”", "—", "\r\n"]
+
+
+def chats(seed: int, specials: List[Dict[str, Any]], special: bool,
+          n: int = 4, turns: int = 14) -> List[str]:
+    """n chats' prompts as a template renders them: messages between the
+    vocabulary's special tokens (four picked as the template's markers,
+    with the newlines and spaces templates put beside them), each turn
+    most often the last prompt with a message and an answer more; else
+    an answer regenerated (cut back into the last turn, grown again), an
+    early message edited (a word put in), a range deleted. Messages hold
+    Unicode, now and then a special token's text spelled out, a part of
+    one, one beside spaces, two run together."""
+    import random
+    rnd = random.Random(seed)
+    usable = [x["text"] for x in specials if special or not x["control"]]
+    marks = rnd.sample(usable, min(4, len(usable)))
+    words = WORDS + UNICODE
+    # Two special tokens' texts run together where one's end is the
+    # other's start ("<|endoftext|>" and ">>MIDDLE<<" in Falcon's): which
+    # llama.cpp splits out depends on their lengths, not on their order.
+    some_sp = rnd.sample(usable, min(200, len(usable)))
+    overlaps = [a + b[k:] for a in some_sp for b in some_sp if a != b
+                for k in range(1, min(len(a), len(b)))
+                if a.endswith(b[:k])]
+
+    def mark() -> str:
+        return rnd.choice(marks) if marks else "\n"
+
+    def word() -> str:
+        r = rnd.random()
+        if usable and r < 0.04:
+            return rnd.choice(usable)
+        if usable and r < 0.06:
+            t = rnd.choice(usable)
+            return t[:rnd.randint(1, len(t))]
+        if usable and r < 0.08:
+            return " " + rnd.choice(usable) + rnd.choice([" ", "\n", "  "])
+        if overlaps and r < 0.11:
+            return rnd.choice(overlaps)
+        return rnd.choice(words)
+
+    def some(k: int) -> str:
+        return "".join(word() + (" " if rnd.random() < 0.8 else "")
+                       for _ in range(k))
+
+    def message(role: str, k: int) -> str:
+        return (mark() + role + mark() + rnd.choice(["\n", "\n\n", "", " "])
+                + some(k) + mark() + rnd.choice(["\n", "", " "]))
+    texts = []
+    for _ in range(n):
+        t = message("system", 20)
+        texts.append(t)
+        for _ in range(turns):
+            r = rnd.random()
+            if r < 0.6:
+                t += message("user", rnd.randint(1, 40))
+                t += message("assistant", rnd.randint(1, 16))
+            elif r < 0.75:
+                t = t[:rnd.randint(len(t) * 3 // 4, len(t))]
+                t += some(rnd.randint(1, 16)) + mark()
+            elif r < 0.88:
+                i = rnd.randint(0, len(t))
+                t = t[:i] + word() + t[i:]
+            else:
+                i = rnd.randint(0, len(t))
+                t = t[:i] + t[i + rnd.randint(1, 40):]
+            texts.append(t)
+    return texts
+
+
 class PromptCache(unittest.TestCase):
     """serve's prompt cache against llama.cpp's tokenizer on the same
     texts: every prompt's tokens equal the whole text's tokenizing, for
-    stories260K and the llama (SPM) vocabulary llama.cpp ships, with and
+    stories260K and every vocabulary llama.cpp's tree ships, with and
     without special tokens parsed; most continued prompts reuse a kept
-    text's tokens; a vocabulary where reuse would not be exact (BPE)
-    reuses nothing and says why."""
+    text's tokens, parted at a space (SentencePiece vocabularies that
+    allow it) or at a special token (every vocabulary: tokseg.h); plain
+    text in a vocabulary of the second kind alone reuses nothing, and the
+    first kind's reason says why."""
 
     def cache(self, model: str, texts: List[str], special: bool,
               entries: int = 8) -> Dict[str, Any]:
@@ -659,20 +733,50 @@ class PromptCache(unittest.TestCase):
                     self.assertLessEqual(out["bytes"], 32 << 20)
 
     def test_special_tokens_text(self) -> None:
-        """Control tokens' text in a prompt: with special parsed it is
-        tokenized whole (nothing kept), without it the text is text."""
+        """Control tokens' text in a prompt: with special parsed, the
+        prompt parts at them (tokseg.h), the kept tokens reused up to the
+        last one it shares; without, the text is text (parted at
+        spaces)."""
         texts = conversations(4, extra=["<s>", "</s>", "<unk>"])
         spec = self.cache(STORIES, texts, True)
         plain = self.cache(STORIES, texts, False)
         self.assertGreater(plain["hits"], 36)
         with_tag = [i for i, t in enumerate(texts)
                     if any(x in t for x in ("<s>", "</s>", "<unk>"))]
-        self.assertGreater(len(with_tag), 0)
-        for i in with_tag:
-            self.assertEqual(spec["reused"][i], 0, i)
+        self.assertGreater(len(with_tag), 20)
+        self.assertGreater(sum(spec["reused"][i] > 0 for i in with_tag), 10)
         # Without control tokens' text, special changes nothing.
         clean = conversations(5)
         self.assertGreater(self.cache(STORIES, clean, True)["hits"], 36)
+
+    def test_every_vocabulary_parts_at_special_tokens(self) -> None:
+        """Every vocabulary file in llama.cpp's tree (SPM, BPE of every
+        pre-tokenizer there, WPM, UGM), chats as templates render them,
+        with special tokens parsed and not: every prompt's tokens are the
+        whole text's, and with special parsed most continued prompts take
+        the kept tokens up to the last special token both share."""
+        names = sorted(f for f in os.listdir(os.path.join(
+            paths.llama_tree(), "models")) if f.startswith("ggml-vocab-")
+            and f.endswith(".gguf"))
+        self.assertGreaterEqual(len(names), 15, names)
+        for v, name in enumerate(names):
+            model = os.path.join(paths.llama_tree(), "models", name)
+            specials = run(["tokcache", model, "1", "8"], "[]")["specials"]
+            runs = [dict(special=special, seed=seed, texts=chats(
+                seed, specials, special)) for special in (True, False)
+                for seed in (11 + 2 * v, 12 + 2 * v)]
+            outs = run(["tokcache", model, "runs", "8"], json.dumps(runs))
+            for r, out in zip(runs, outs):
+                special, texts = r["special"], r["texts"]
+                with self.subTest(vocab=name, special=special,
+                                  seed=r["seed"]):
+                    self.assertEqual(out["mismatches"], [])
+                    self.assertTrue(out["segments"], out["segments_why"])
+                    self.assertEqual(out["prompts"], len(texts))
+                    if any(special or not x["control"] for x in specials):
+                        # 60 prompts, 56 of them continuing one
+                        self.assertGreater(out["hits"], 20, name)
+                        self.assertGreater(sum(out["reused"]), 1000)
 
     def test_a_turn_reuses_the_history(self) -> None:
         history = "Once upon a time there was a little girl named Lily. " * 40

@@ -14,11 +14,16 @@
  *   upstream_check sampler MODEL                       < params.json
  *   upstream_check sample  MODEL PROMPT N NPROBS       < params.json
  *   upstream_check tokcache MODEL|VOCAB SPECIAL ENTRIES < texts.json
+ *   upstream_check tokcache MODEL|VOCAB runs ENTRIES    < runs.json
  *
  * tokcache runs serve's prompt cache (serve/tokcache.h) over a list of
  * texts, in order, and tokenizes each whole too: it prints whether the
  * vocabulary allows reuse, the texts whose tokens differ, the tokens
- * reused. A GGUF of a vocabulary alone (llama.cpp's models/ggml-vocab-*)
+ * reused, and the vocabulary's special tokens (their texts, whether
+ * control, whether they strip spaces). With "runs", a list of runs each
+ * on a cache of its own ({"special": bool, "texts": [...]}), their
+ * results in a list, the vocabulary loaded once. A GGUF of a vocabulary
+ * alone (llama.cpp's models/ggml-vocab-*)
  * loads as one.
  */
 #include <jansson.h>
@@ -30,6 +35,7 @@
 #include "common/lm.h"
 #include "common/sampler.h"
 #include "serve/shared/tokcache.h"
+#include "serve/shared/tokseg.h"
 #include "serve/upstream/sampler.h"
 #include "serve/upstream/templates.h"
 #include "serve/upstream/upstream.h"
@@ -303,25 +309,12 @@ static int sample(const char *model, const char *prompt, int n, int nprobs) {
   return rc;
 }
 
-static int tokcache(const char *path, bool special, uint32_t entries) {
-  lm_init(false);
-  struct llama_model_params mp = llama_model_default_params();
-  mp.vocab_only = true;
-  struct llama_model *model = llama_model_load_from_file(path, mp);
-  if (model == NULL) {
-    fprintf(stderr, "upstream_check: cannot load %s\n", path);
-    return 1;
-  }
-  lm_t lm = {.label = "vocabulary", .vocab = llama_model_get_vocab(model)};
-  char *in = slurp(stdin);
-  json_error_t je;
-  json_t *texts = json_loads(in, 0, &je);
-  free(in);
-  tokcache_t *tc = tokcache_new(&lm, entries, (size_t)32 << 20);
-  if (!json_is_array(texts) || tc == NULL) {
-    fprintf(stderr, "upstream_check: a JSON list of texts on stdin\n");
-    return 1;
-  }
+/* One run of the prompt cache over texts: what tokcache prints for it. */
+static json_t *tokcache_run(const lm_t *lm, json_t *texts, bool special,
+                            uint32_t entries) {
+  tokcache_t *tc = tokcache_new(lm, entries, (size_t)32 << 20);
+  if (tc == NULL)
+    return NULL;
   const char *why = NULL;
   bool usable = tokcache_usable(tc, &why);
   json_t *bad = json_array(), *reused = json_array();
@@ -333,7 +326,7 @@ static int tokcache(const char *path, bool special, uint32_t entries) {
     llama_token *a = NULL, *b = NULL;
     uint32_t r = 0;
     int na = tokcache_tokenize(tc, text, len, special, &a, &r);
-    int nb = lm_tokenize(&lm, text, len, special, &b);
+    int nb = lm_tokenize(lm, text, len, special, &b);
     if (na != nb || na < 0 ||
         memcmp(a, b, sizeof(*a) * (size_t)(na < 0 ? 0 : na)) != 0) {
       int at = 0;
@@ -349,15 +342,84 @@ static int tokcache(const char *path, bool special, uint32_t entries) {
   }
   tokcache_stats_t st;
   tokcache_scrape(tc, &st);
-  json_t *o = json_pack("{s:b,s:s?,s:o,s:o,s:I,s:I,s:I}", "usable", usable,
-                        "why", why, "mismatches", bad, "reused", reused,
-                        "hits", (json_int_t)st.hits, "kept",
-                        (json_int_t)st.kept, "bytes", (json_int_t)st.bytes);
+  tokseg_t *ts = tokseg_new(lm, 1, 1);
+  const char *seg_why = NULL;
+  bool seg = ts != NULL && tokseg_usable(ts, &seg_why);
+  json_t *o = json_pack("{s:b,s:s?,s:b,s:s?,s:o,s:o,s:I,s:I,s:I,s:I}",
+                        "usable", usable, "why", why, "segments", seg,
+                        "segments_why", seg_why, "mismatches", bad,
+                        "reused", reused, "hits", (json_int_t)st.hits,
+                        "kept", (json_int_t)st.kept, "bytes",
+                        (json_int_t)st.bytes, "prompts",
+                        (json_int_t)st.prompts);
+  tokseg_free(ts);
+  tokcache_free(tc);
+  return o;
+}
+
+/* The texts llama.cpp splits out first, for the tests' conversations:
+ * control and unknown ones (with special), user-defined ones. */
+static json_t *specials(const lm_t *lm) {
+  json_t *sp = json_array();
+  for (llama_token t = 0; t < llama_vocab_n_tokens(lm->vocab); t++) {
+    enum llama_token_attr a = llama_vocab_get_attr(lm->vocab, t);
+    const char *text = llama_vocab_get_text(lm->vocab, t);
+    if (text == NULL || text[0] == '\0' ||
+        !(a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED |
+               LLAMA_TOKEN_ATTR_UNKNOWN)))
+      continue;
+    json_array_append_new(sp, json_pack(
+        "{s:s%,s:b,s:b}", "text", text, strlen(text), "control",
+        (a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_UNKNOWN)) != 0,
+        "strip", (a & (LLAMA_TOKEN_ATTR_LSTRIP |
+                       LLAMA_TOKEN_ATTR_RSTRIP)) != 0));
+  }
+  return sp;
+}
+
+/* SPECIAL "runs": stdin holds [{"special": bool, "texts": [...]}, ...],
+ * each run on a cache of its own, and a list of results is printed. */
+static int tokcache(const char *path, const char *special, uint32_t entries) {
+  lm_init(false);
+  struct llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = true;
+  struct llama_model *model = llama_model_load_from_file(path, mp);
+  if (model == NULL) {
+    fprintf(stderr, "upstream_check: cannot load %s\n", path);
+    return 1;
+  }
+  lm_t lm = {.label = "vocabulary", .vocab = llama_model_get_vocab(model)};
+  char *in = slurp(stdin);
+  json_error_t je;
+  json_t *texts = json_loads(in, 0, &je), *o = NULL;
+  free(in);
+  bool runs = strcmp(special, "runs") == 0;
+  if (!json_is_array(texts)) {
+    fprintf(stderr, "upstream_check: a JSON list on stdin\n");
+    return 1;
+  }
+  if (runs) {
+    o = json_array();
+    size_t i;
+    json_t *run;
+    json_array_foreach(texts, i, run) {
+      json_t *r = tokcache_run(&lm, json_object_get(run, "texts"),
+                               json_is_true(json_object_get(run, "special")),
+                               entries);
+      if (r == NULL)
+        return 1;
+      json_array_append_new(o, r);
+    }
+  } else if ((o = tokcache_run(&lm, texts, atoi(special) != 0, entries)) ==
+             NULL) {
+    return 1;
+  } else {
+    json_object_set_new(o, "specials", specials(&lm));
+  }
   json_dumpf(o, stdout, 0);
   putchar('\n');
   json_decref(o);
   json_decref(texts);
-  tokcache_free(tc);
   llama_model_free(model);
   return 0;
 }
@@ -384,7 +446,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "parse") == 0 && argc == 4)
     return parse(argv[2], atoi(argv[3]));
   if (strcmp(cmd, "tokcache") == 0 && argc == 5)
-    return tokcache(argv[2], atoi(argv[3]) != 0, (uint32_t)atoi(argv[4]));
+    return tokcache(argv[2], argv[3], (uint32_t)atoi(argv[4]));
   if (strcmp(cmd, "sample") == 0 && argc == 6)
     return sample(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
   if (strcmp(cmd, "sampler") == 0 && argc == 3) {

@@ -8,6 +8,8 @@
 
 #include <llama.h>
 
+#include "serve/shared/tokseg.h"
+
 /* Prompts shorter than this are tokenized whole and not kept: reuse saves
  * nothing worth a copy. */
 #define SHORT_TEXT 64
@@ -48,6 +50,7 @@ struct tokcache_s {
   size_t bytes, max_bytes;
   uint64_t tick;
   tokcache_stats_t st;
+  tokseg_t *seg;       /* prompts this cache cannot part at a space */
 };
 
 /* Whether text holds "▁" after something other than "▁": a token that
@@ -177,6 +180,10 @@ tokcache_t *tokcache_new(const lm_t *lm, uint32_t entries, size_t max_bytes) {
   if (tc->why == NULL &&
       (tc->kept = calloc(entries, sizeof(*tc->kept))) == NULL)
     tc->why = "out of memory";
+  if ((tc->seg = tokseg_new(lm, entries, max_bytes)) == NULL) {
+    tokcache_free(tc);
+    return NULL;
+  }
   return tc;
 }
 
@@ -189,6 +196,7 @@ void tokcache_free(tokcache_t *tc) {
   for (uint32_t i = 0; i < tc->n_split; i++)
     free(tc->split[i].text);
   free(tc->split);
+  tokseg_free(tc->seg);
   pthread_mutex_destroy(&tc->mu);
   free(tc);
 }
@@ -305,10 +313,14 @@ static int whole(tokcache_t *tc, const char *text, size_t len, bool special,
 
 int tokcache_tokenize(tokcache_t *tc, const char *text, size_t len,
                       bool special, llama_token **out, uint32_t *reused) {
+  /* Where a space cannot part it, the last special token can (for every
+   * vocabulary: tokseg.h). */
+  bool spaces = tc->why == NULL && !has_splitter(tc, text, len, special);
+  if (!spaces && tc->seg != NULL && tokseg_usable(tc->seg, NULL))
+    return tokseg_tokenize(tc->seg, text, len, special, out, reused);
   if (reused != NULL)
     *reused = 0;
-  bool keeping = tc->why == NULL && len >= SHORT_TEXT && len < UINT32_MAX &&
-                 !has_splitter(tc, text, len, special);
+  bool keeping = spaces && len >= SHORT_TEXT && len < UINT32_MAX;
   pthread_mutex_lock(&tc->mu);
   tc->st.prompts++;
   /* The kept text that shares most with this one, and a place to part
@@ -407,4 +419,14 @@ void tokcache_scrape(tokcache_t *tc, tokcache_stats_t *s) {
   s->kept = tc->n_kept;
   s->bytes = tc->bytes;
   pthread_mutex_unlock(&tc->mu);
+  if (tc->seg != NULL) {
+    tokseg_stats_t g;
+    tokseg_scrape(tc->seg, &g);
+    s->prompts += g.prompts;
+    s->hits += g.hits;
+    s->reused += g.reused;
+    s->tokens += g.tokens;
+    s->kept += g.kept;
+    s->bytes += g.bytes;
+  }
 }

@@ -12,8 +12,9 @@
  * kept text's; the rest is tokenized alone, llama.cpp's space prefix
  * standing for that space. Prompts holding the text of a token the
  * tokenizer would split out first (control tokens with special, the
- * vocabulary's user-defined ones always) are tokenized whole, as are all
- * prompts of any other vocabulary. */
+ * vocabulary's user-defined ones always), and all prompts of any other
+ * vocabulary, go to tokseg.h: parted at the last special token they
+ * share with a kept text, for every vocabulary. */
 #ifndef EVD_LLAMA_SERVE_TOKCACHE_H
 #define EVD_LLAMA_SERVE_TOKCACHE_H
 
