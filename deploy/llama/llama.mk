@@ -98,7 +98,7 @@ endif
 # The shim's own test driver (tests/llamacpp/test_upstream.py runs it).
 UPSTREAM_OBJ := $(addprefix $(LLAMA_OUT)/obj/serve/,upstream/upstream.o \
   upstream/templates.o upstream/sampler.o shared/tokcache.o \
-  shared/tokseg.o)
+  shared/tokseg.o shared/rcache.o)
 $(LLAMA_OUT)/upstream_check: tests/llamacpp/upstream_check.c \
     $(UPSTREAM_OBJ) $(LLAMA_OUT)/obj/common/lm.o \
     $(LLAMA_OUT)/obj/common/mem.o \

@@ -798,5 +798,118 @@ class PromptCache(unittest.TestCase):
                 self.assertEqual(sum(out["reused"]), 0)
 
 
+# ---- serve's render cache (serve/rcache.h) -------------------------------
+
+TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def chat_requests(seed: int, n: int = 3, turns: int = 12) -> List[dict]:
+    """n chats' requests as clients send them: the whole message list
+    each turn, most often the last list with the answer and a new user
+    message; else the answer regenerated (the last assistant message
+    dropped, the user's sent again), an early message edited, the last
+    exchange deleted. Some chats have a system message, some tools, some
+    answers a reasoning block (<think>...</think>, which templates drop
+    from earlier turns), Unicode throughout."""
+    import random
+    rnd = random.Random(seed)
+    words = WORDS + UNICODE
+
+    def text(k: int) -> str:
+        return " ".join(rnd.choice(words) for _ in range(k)).strip() or "x"
+
+    def answer() -> str:
+        t = text(rnd.randint(3, 12))
+        return ("<think>%s</think>%s" % (text(5), t)
+                if rnd.random() < 0.3 else t)
+    out = []
+    for _ in range(n):
+        msgs: List[dict] = []
+        if rnd.random() < 0.7:
+            msgs.append({"role": "system", "content": text(8)})
+        extra = {"tools": [TOOL]} if rnd.random() < 0.3 else {}
+        msgs.append({"role": "user", "content": text(10)})
+        out.append(dict(messages=list(msgs), **extra))
+        for _ in range(turns):
+            r = rnd.random()
+            if r < 0.65 or len(msgs) < 4:
+                msgs.append({"role": "assistant", "content": answer()})
+                msgs.append({"role": "user", "content": text(
+                    rnd.randint(2, 20))})
+            elif r < 0.8:
+                pass  # the same list again: its answer regenerated
+            elif r < 0.9:
+                i = rnd.randrange(len(msgs))
+                msgs[i] = dict(msgs[i], content=msgs[i]["content"] + " " +
+                               text(2))
+            else:
+                del msgs[-2:]
+                if msgs[-1]["role"] != "user":
+                    msgs.append({"role": "user", "content": text(4)})
+            out.append(dict(messages=[dict(m) for m in msgs], **extra))
+    return out
+
+
+class RenderCache(unittest.TestCase):
+    """serve's render cache against a whole render of every request, for
+    every template in llama.cpp's tree (models/templates): randomized
+    chats (extensions, regenerations, edits, deletions, tools, reasoning
+    blocks) render to the same prompt and the same everything else, or
+    are refused by both; most continued chats render from windows."""
+
+    def test_every_template(self) -> None:
+        folder = os.path.join(paths.llama_tree(), "models", "templates")
+        names = sorted(f for f in os.listdir(folder) if f.endswith(".jinja"))
+        self.assertGreaterEqual(len(names), 40, names)
+        windowed = 0
+        for k, name in enumerate(names):
+            reqs = chat_requests(100 + k)
+            out = run(["renders", STORIES, os.path.join(folder, name)],
+                      json.dumps(reqs))
+            with self.subTest(template=name):
+                self.assertEqual(out["mismatches"], [])
+                self.assertEqual(len(out["how"]), len(reqs))
+            if out["how"].count("window") > len(reqs) // 3:
+                windowed += 1
+        self.assertGreater(windowed, len(names) * 3 // 4, windowed)
+
+    def test_templates_that_read_the_whole_list(self) -> None:
+        """Templates written here to depend on the whole list where a
+        window cannot see it: numbered turns, the count of messages, the
+        first user message quoted at the end. Every render is still the
+        whole render's; the windows disagree, so those turns render
+        whole. A template that marks the last message alone (a window
+        sees it) renders from windows."""
+        head = "{% for m in messages %}"
+        tail = ("{% endfor %}{% if add_generation_prompt %}<|im_start|>"
+                "assistant\n{% endif %}")
+        turn = "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+        cases = {
+            "numbered": (head + "{{ loop.index }}. " + turn + tail, False),
+            "counted": ("{{ messages|length }} messages\n" + head + turn +
+                        tail, False),
+            "first-quoted": (head + turn + "{% endfor %}(first: {{ "
+                             "messages[1].content }})", False),
+            "last-marked": (head + "{% if loop.last %}LAST {% endif %}" +
+                            turn + tail, True),
+        }
+        for name, (src, local) in cases.items():
+            path = os.path.join(TMP.name, name + ".jinja")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(src)
+            reqs = chat_requests(7)
+            out = run(["renders", STORIES, path], json.dumps(reqs))
+            with self.subTest(template=name):
+                self.assertEqual(out["mismatches"], [])
+                self.assertEqual(out["how"].count("refused"), 0)
+                if local:
+                    self.assertGreater(out["how"].count("window"), 15)
+                else:
+                    self.assertEqual(out["how"].count("window"), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -15,6 +15,7 @@
  *   upstream_check sample  MODEL PROMPT N NPROBS       < params.json
  *   upstream_check tokcache MODEL|VOCAB SPECIAL ENTRIES < texts.json
  *   upstream_check tokcache MODEL|VOCAB runs ENTRIES    < runs.json
+ *   upstream_check renders MODEL TEMPLATE               < requests.json
  *
  * tokcache runs serve's prompt cache (serve/tokcache.h) over a list of
  * texts, in order, and tokenizes each whole too: it prints whether the
@@ -34,6 +35,7 @@
 
 #include "common/lm.h"
 #include "common/sampler.h"
+#include "serve/shared/rcache.h"
 #include "serve/shared/tokcache.h"
 #include "serve/shared/tokseg.h"
 #include "serve/upstream/sampler.h"
@@ -424,6 +426,57 @@ static int tokcache(const char *path, const char *special, uint32_t entries) {
   return 0;
 }
 
+/* serve's render cache (serve/shared/rcache.h) over a list of chat
+ * requests, in order, each rendered whole too: the requests whose render
+ * differs in anything (or that one refused and the other did not), and
+ * how the cache rendered them. */
+static int renders(up_chat_t *t) {
+  char *in = slurp(stdin);
+  json_error_t je;
+  json_t *reqs = json_loads(in, 0, &je);
+  free(in);
+  rcache_t *rc = rcache_new(8);
+  if (!json_is_array(reqs) || rc == NULL) {
+    fprintf(stderr, "upstream_check: a JSON list of requests on stdin\n");
+    return 1;
+  }
+  json_t *bad = json_array(), *how = json_array();
+  size_t i;
+  json_t *req;
+  json_array_foreach(reqs, i, req) {
+    rcache_stats_t before, after;
+    rcache_scrape(rc, &before);
+    json_t *a = NULL, *b = NULL;
+    char ea[256], eb[256];
+    int ra = rcache_apply(rc, t, req, &a, ea, sizeof(ea));
+    char *whole = json_dumps(req, JSON_COMPACT), *ans = NULL;
+    int rb = up_chat_apply(t, whole, &ans, eb, sizeof(eb));
+    if (rb == 0)
+      b = json_loads(ans, 0, &je);
+    free(whole);
+    free(ans);
+    rcache_scrape(rc, &after);
+    json_array_append_new(how, json_string(
+        ra != 0 ? "refused" : after.windows > before.windows ? "window"
+                                                              : "whole"));
+    if ((ra == 0) != (rb == 0) || (ra == 0 && !json_equal(a, b)))
+      json_array_append_new(bad, json_pack(
+          "{s:I,s:s?,s:s?}", "request", (json_int_t)i, "cached",
+          ra == 0 ? json_string_value(json_object_get(a, "prompt")) : ea,
+          "whole",
+          rb == 0 ? json_string_value(json_object_get(b, "prompt")) : eb));
+    json_decref(a);
+    json_decref(b);
+  }
+  json_t *o = json_pack("{s:o,s:o}", "mismatches", bad, "how", how);
+  json_dumpf(o, stdout, 0);
+  putchar('\n');
+  json_decref(o);
+  json_decref(reqs);
+  rcache_free(rc);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "";
   char *out;
@@ -462,6 +515,19 @@ int main(int argc, char **argv) {
     }
     lm_close(&lm);
     return rc == 0 ? print_json(out) : refused();
+  }
+  if (strcmp(cmd, "renders") == 0 && argc == 4) {
+    lm_t lm = {0};
+    up_chat_t *t;
+    char *av[] = {argv[0], argv[1], argv[2], argv[3], (char *)"1"};
+    if (open_chat(&t, &lm, av, true) != 0) {
+      lm_close(&lm);
+      return refused();
+    }
+    int rc = renders(t);
+    up_chat_free(t);
+    lm_close(&lm);
+    return rc;
   }
   if ((strcmp(cmd, "info") == 0 || strcmp(cmd, "apply") == 0 ||
        strcmp(cmd, "threads") == 0) && argc == 5) {

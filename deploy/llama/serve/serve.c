@@ -36,6 +36,7 @@
 #include "serve/http/http.h"
 #include "serve/options.h"
 #include "serve/shared/site.h"
+#include "serve/shared/rcache.h"
 #include "serve/shared/tokcache.h"
 #include "serve/upstream/templates.h"
 #include "serve/upstream/upstream.h"
@@ -215,10 +216,12 @@ static int site_open(parts_t *p, serve_opts_t *o, lm_t *lm) {
       .responses = rstore_new(RESPONSES_MAX),
       .tokens = tokcache_new(lm, o->no_cache_prompt
                                      ? 0 : TOKCACHE_TEXTS(o->parallel),
-                             TOKCACHE_BYTES)};
+                             TOKCACHE_BYTES),
+      .renders = rcache_new(o->no_cache_prompt ? 0
+                                               : TOKCACHE_TEXTS(o->parallel))};
   if (p->site.aliases == NULL || p->site.tags == NULL ||
       p->site.defaults == NULL || p->site.responses == NULL ||
-      p->site.tokens == NULL)
+      p->site.tokens == NULL || p->site.renders == NULL)
     return fail("out of memory"), -1;
   if (up_chat_new(&p->site.chat, lm->model, o->ls.chat_template,
                   o->ls.jinja != 0, err, sizeof(err)) != 0)
@@ -243,6 +246,7 @@ static void site_close(parts_t *p) {
   json_decref(s->defaults);
   rstore_free(s->responses);
   tokcache_free(s->tokens);
+  rcache_free(s->renders);
   up_chat_free(s->chat);
 }
 

@@ -11,6 +11,7 @@
 
 #include "prom.h"
 #include "serve/shared/site.h"
+#include "serve/shared/rcache.h"
 #include "serve/shared/tokcache.h"
 
 /* One instance's probe, on a thread of its own so that a hung instance
@@ -124,6 +125,9 @@ static enum MHD_Result metrics(call_t *c) {
   tokcache_stats_t tk = {0};
   if (site->tokens != NULL)
     tokcache_scrape(site->tokens, &tk);
+  rcache_stats_t rs = {0};
+  if (site->renders != NULL)
+    rcache_scrape(site->renders, &rs);
   const family_t one[] = {
       {"evictd_llama_requests_total", "counter", "Completion requests "
        "received.", (double)qc.requests},
@@ -188,6 +192,15 @@ static enum MHD_Result metrics(call_t *c) {
        (double)tk.reused},
       {"evictd_llama_prompt_tokenize_kept_bytes", "gauge", "Bytes of the "
        "prompts' texts and tokens kept for that.", (double)tk.bytes},
+      {"evictd_llama_template_renders_window_total", "counter", "Chat "
+       "requests rendered from their last messages (a kept render "
+       "extended; two windows agreeing).", (double)rs.windows},
+      {"evictd_llama_template_renders_whole_total", "counter", "Chat "
+       "requests whose whole message list was rendered.",
+       (double)rs.whole},
+      {"evictd_llama_template_seconds_total", "counter", "Time spent "
+       "rendering chat templates (/v1/chat/completions, /v1/messages, "
+       "/v1/responses, /apply-template).", rs.seconds},
       {"evictd_llama_conversations_parked", "gauge", "Slots holding a "
        "conversation no request decodes.", s.convs.parked},
       {"evictd_llama_conversations_saved", "gauge", "Conversations saved to "

@@ -11,6 +11,8 @@
 
 #include "serve/shared/render.h"
 
+#include "serve/shared/rcache.h"
+
 #include "serve/upstream/templates.h"
 
 /* The request with the server's chat defaults (serve --reasoning-format,
@@ -82,21 +84,13 @@ int render_apply_min(fields_t *f, const site_t *site, json_t *body, size_t min,
     }
   }
   json_t *full = with_defaults(site, body);
-  char *req = full != NULL ? json_dumps(full, JSON_COMPACT) : NULL;
-  char *ans = NULL, err[480];
+  char err[480] = "out of memory";
+  if (full != NULL)
+    rcache_apply(site->renders, site->chat, full, out, err, sizeof(err));
   json_decref(full);
-  int rc = req != NULL ? up_chat_apply(site->chat, req, &ans, err,
-                                       sizeof(err))
-                       : -1;
-  free(req);
-  json_error_t je;
-  if (rc == 0 && (*out = json_loads(ans, 0, &je)) == NULL)
-    snprintf(err, sizeof(err), "out of memory");
-  free(ans);
   if (*out == NULL) {
     f->bad = "messages";
-    snprintf(f->why, sizeof(f->why), "%.*s", (int)sizeof(f->why) - 1,
-             req != NULL ? err : "out of memory");
+    snprintf(f->why, sizeof(f->why), "%.*s", (int)sizeof(f->why) - 1, err);
     return -1;
   }
   return 0;

@@ -34,6 +34,8 @@ typedef struct site_s {
   struct rstore_s *responses; /* stored responses (api/rstore.c) */
   struct tokcache_s *tokens;  /* prompts' tokens kept for the next that
                                  begins like them (tokcache.h) */
+  struct rcache_s *renders;   /* chats' renders kept for the next that
+                                 extends them (rcache.h) */
 } site_t;
 
 /* What every OpenAI answer says it was made by (system_fingerprint) and
