@@ -6,7 +6,9 @@ models of the architectures in BENCH_FAMILIES (default gemma3,lfm2: a
 sliding-window model and a hybrid of short convolutions and attention;
 tests/support/arch_models.py writes them around llama.cpp's SPM
 vocabulary, with a training context of 131,072 so that llama-server's
-slot may hold the whole chat), on two servers, one after the other:
+slot may hold the whole chat; ARCH:VOCAB takes another vocabulary file of
+llama.cpp's tree with its template, e.g. qwen2:llama-bpe,qwen2:qwen2,
+qwen2:phi-3 for issue 41's table), on two servers, one after the other:
 
   llama-server   built from the same llama.cpp tree, -np 1 -c 131072,
                  its prompt cache and context checkpoints on (its
@@ -38,6 +40,14 @@ CONTEXT = 131072
 ANSWER = 16
 SERVE = ["--budget", "256", "--sinks", "4"]
 KINDS = ("none", "conversation", "saved", "disk", "checkpoint")
+# Vocabulary files of llama.cpp's tree without a template of their own
+# get one in their family's format (qwen2's and phi-3's carry theirs;
+# llama-spm's falls back to ChatML in both servers).
+TEMPLATES = {"llama-bpe": (
+    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}"
+    "<|end_header_id|>\n\n{{ m.content | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant"
+    "<|end_header_id|>\n\n{% endif %}")}
 # Words for the user's messages (about 1.4 tokens each in llama.cpp's
 # SPM vocabulary): 180 of them make a message of about 250 tokens.
 WORDS = ("the river ran past an old mill where children played in summer "
@@ -89,8 +99,11 @@ def part_families(evictd: str, engine: str, lserver: str, model: str,
           "llama-server -c %d, serve %s" % (TURNS, ANSWER, bc.THREADS,
                                              CONTEXT, " ".join(SERVE)))
     blocks = sorted({min(b, TURNS) for b in (19, 49, 99, 150, 200, 300)})
-    for arch in FAMILIES:
-        path = arch_models.write(arch, "llama-spm", tmp, context=CONTEXT)
+    for fam in FAMILIES:
+        arch, _, vocab = fam.partition(":")
+        vocab = vocab or "llama-spm"
+        path = arch_models.write(arch, vocab, tmp, context=CONTEXT,
+                                 template=TEMPLATES.get(vocab))
         res: Dict[str, List[dict]] = {}
         ls = bc.LlamaServer(lserver, path, "-np", "1", "-c", str(CONTEXT),
                             "-t", str(bc.THREADS), "--no-webui", *bc.COMMON,
@@ -105,7 +118,9 @@ def part_families(evictd: str, engine: str, lserver: str, model: str,
             m = srv.metrics()
         finally:
             srv.close()
-        print("-- %s" % arch)
+        print("-- %s (%s vocabulary, %s)" % (
+            arch, vocab, "its template" if vocab not in TEMPLATES
+            else "a Llama 3 template" if vocab == "llama-bpe" else "ChatML"))
         print("%-13s %7s | %9s %9s %9s | %s" % (
             "", "turns", "median", "prompt_n", "prompt", "cache from"))
         med: Dict[tuple, float] = {}

@@ -291,6 +291,14 @@ class Family:
             msgs.append({"role": "assistant",
                          "content": out["choices"][0]["message"]["content"]})
         self.assertGreater(last, 2 * BUDGET)
+        # From turn 3 (two user messages shared with the turn before) the
+        # template renders the last messages alone (rcache.h), and every
+        # turn but the first tokenizes from where it parts from the last.
+        m = metrics.scrape(sv.addr)
+        self.assertGreaterEqual(
+            m["evictd_llama_template_renders_window_total"], 8, m)
+        self.assertGreaterEqual(
+            m["evictd_llama_prompt_tokenize_hits_total"], 9, m)
 
     def test_no_checkpoints_decodes_afresh(self) -> None:
         # Two turns, within the window (nothing evicted), then the last
