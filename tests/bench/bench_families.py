@@ -119,8 +119,9 @@ def part_families(evictd: str, engine: str, lserver: str, model: str,
         finally:
             srv.close()
         print("-- %s (%s vocabulary, %s)" % (
-            arch, vocab, "its template" if vocab not in TEMPLATES
-            else "a Llama 3 template" if vocab == "llama-bpe" else "ChatML"))
+            arch, vocab, "a Llama 3 template" if vocab == "llama-bpe"
+            else "ChatML: no template" if vocab == "llama-spm"
+            else "its template"))
         print("%-13s %7s | %9s %9s %9s | %s" % (
             "", "turns", "median", "prompt_n", "prompt", "cache from"))
         med: Dict[tuple, float] = {}

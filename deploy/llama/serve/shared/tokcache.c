@@ -315,8 +315,13 @@ int tokcache_tokenize(tokcache_t *tc, const char *text, size_t len,
                       bool special, llama_token **out, uint32_t *reused) {
   /* Where a space cannot part it, the last special token can (for every
    * vocabulary: tokseg.h). */
-  bool spaces = tc->why == NULL && !has_splitter(tc, text, len, special);
-  if (!spaces && tc->seg != NULL && tokseg_usable(tc->seg, NULL))
+  /* A chat's text holds its template's special tokens from its first
+   * bytes: found at once (tokseg's index by first byte). */
+  bool seg = tc->seg != NULL && tokseg_usable(tc->seg, NULL);
+  bool spaces = tc->why == NULL &&
+                !(seg ? tokseg_holds(tc->seg, text, len, special)
+                      : has_splitter(tc, text, len, special));
+  if (!spaces && seg)
     return tokseg_tokenize(tc->seg, text, len, special, out, reused);
   if (reused != NULL)
     *reused = 0;

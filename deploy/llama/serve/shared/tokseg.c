@@ -386,8 +386,12 @@ static void examine(tokseg_t *ts) {
       enum llama_token_attr a = llama_vocab_get_attr(v, t);
       const char *text = llama_vocab_get_text(v, t);
       size_t len = text != NULL ? strlen(text) : 0;
-      if (!(a & split) || len == 0 || len > UINT16_MAX)
+      if (!(a & split) || len == 0)
         continue;
+      if (len > UINT16_MAX) {
+        ts->why = "a special token's text is longer than 65,535 bytes";
+        return;
+      }
       if (pass == 0) {
         ts->n_sp++;
         inside += len - 1;
@@ -539,6 +543,20 @@ bool tokseg_usable(const tokseg_t *ts, const char **why) {
   if (why != NULL)
     *why = ts->why;
   return ts->why == NULL;
+}
+
+bool tokseg_holds(const tokseg_t *ts, const char *text, size_t len,
+                  bool special) {
+  for (size_t y = 0; y < len; y++) {
+    unsigned char c = (unsigned char)text[y];
+    for (uint32_t k = ts->first_at[c]; k < ts->first_at[c + 1]; k++) {
+      const special_t *s = &ts->sp[ts->first[k]];
+      if (counts(ts, ts->first[k], special) && y + s->len <= len &&
+          memcmp(text + y, s->text, s->len) == 0)
+        return true;
+    }
+  }
+  return false;
 }
 
 void tokseg_scrape(tokseg_t *ts, tokseg_stats_t *s) {

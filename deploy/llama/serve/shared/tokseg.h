@@ -58,6 +58,12 @@ bool tokseg_usable(const tokseg_t *ts, const char **why);
 int tokseg_tokenize(tokseg_t *ts, const char *text, size_t len,
                     bool special, llama_token **out, uint32_t *reused);
 
+/* Whether text holds a special token's text llama.cpp would split out
+ * (under special): one pass over it, stopping at the first. Only for a
+ * usable cache. */
+bool tokseg_holds(const tokseg_t *ts, const char *text, size_t len,
+                  bool special);
+
 void tokseg_scrape(tokseg_t *ts, tokseg_stats_t *s);
 
 #endif
