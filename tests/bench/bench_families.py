@@ -1,14 +1,16 @@
-"""Part "families" of `make bench-convs` (issue 40): a chat of
-BENCH_FAMILY_TURNS (default 300) turns through /v1/chat/completions, each
+"""Part "families" of `make bench-convs` (issues 40 and 41): a chat of
+BENCH_FAMILY_TURNS (default 300) turns through /v1/chat/completions
+(BENCH_FAMILY_API=messages: Anthropic's /v1/messages), each
 turn a user message of about 250 tokens and a 16-token answer (greedy,
 ignore_eos), the whole message list sent every turn, on tiny random-weight
-models of the architectures in BENCH_FAMILIES (default gemma3,lfm2: a
-sliding-window model and a hybrid of short convolutions and attention;
+models of the architectures in BENCH_FAMILIES (default gemma3,lfm2,
+qwen2:llama-bpe,qwen2:qwen2,qwen2:phi-3: a sliding-window model and a
+hybrid of short convolutions and attention, then issue 41's chat per
+vocabulary;
 tests/support/arch_models.py writes them around llama.cpp's SPM
 vocabulary, with a training context of 131,072 so that llama-server's
 slot may hold the whole chat; ARCH:VOCAB takes another vocabulary file of
-llama.cpp's tree with its template, e.g. qwen2:llama-bpe,qwen2:qwen2,
-qwen2:phi-3 for issue 41's table), on two servers, one after the other:
+llama.cpp's tree with its template), on two servers, one after the other:
 
   llama-server   built from the same llama.cpp tree, -np 1 -c 131072,
                  its prompt cache and context checkpoints on (its
@@ -35,7 +37,12 @@ import bench_convs as bc
 from support import arch_models
 
 TURNS = int(os.environ.get("BENCH_FAMILY_TURNS", "300"))
-FAMILIES = os.environ.get("BENCH_FAMILIES", "gemma3,lfm2").split(",")
+FAMILIES = os.environ.get(
+    "BENCH_FAMILIES",
+    "gemma3,lfm2,qwen2:llama-bpe,qwen2:qwen2,qwen2:phi-3").split(",")
+# BENCH_FAMILY_API=messages: the same chats through Anthropic's
+# /v1/messages (both servers have it) instead of /v1/chat/completions.
+API = os.environ.get("BENCH_FAMILY_API", "chat")
 CONTEXT = 131072
 ANSWER = 16
 SERVE = ["--budget", "256", "--sinks", "4"]
@@ -70,20 +77,30 @@ def chat(port: int, turns: int) -> List[dict]:
     recs: List[dict] = []
     for turn in range(1, turns + 1):
         msgs.append({"role": "user", "content": message(turn)})
-        status, ans, dt = bc.post(port, {
-            "messages": msgs, "max_tokens": ANSWER, "temperature": 0,
-            "ignore_eos": True}, "/v1/chat/completions")
+        body = {"messages": msgs, "max_tokens": ANSWER, "temperature": 0,
+                "ignore_eos": True}
+        if API == "messages":  # Anthropic's: the system prompt apart
+            body = dict(body, model="m", system=msgs[0]["content"],
+                        messages=msgs[1:])
+        status, ans, dt = bc.post(port, body, "/v1/" + (
+            "messages" if API == "messages" else "chat/completions"))
         if status != 200:
             recs.append({"turn": turn, "error": "HTTP %d %s" % (
                 status, bc.error_text(ans))})
             return recs
         t = ans.get("timings", {})
-        recs.append({"turn": turn, "s": dt,
-                     "prompt": ans["usage"]["prompt_tokens"],
+        u = ans["usage"]
+        if API == "messages":  # input_tokens: those not read from cache
+            t = {"prompt_n": u["input_tokens"]}
+            u = {"prompt_tokens": u["input_tokens"] +
+                 u.get("cache_read_input_tokens", 0)}
+        recs.append({"turn": turn, "s": dt, "prompt": u["prompt_tokens"],
                      "prompt_n": t.get("prompt_n"),
                      "kind": t.get("cache_kind")})
-        msgs.append({"role": "assistant",
-                     "content": ans["choices"][0]["message"]["content"]})
+        msgs.append({"role": "assistant", "content": (
+            "".join(b.get("text", "") for b in ans["content"])
+            if API == "messages"
+            else ans["choices"][0]["message"]["content"])})
         if turn % 50 == 0:
             print("  ... turn %d (%.0f ms)" % (turn, dt * 1e3),
                   file=sys.stderr)
@@ -93,11 +110,13 @@ def chat(port: int, turns: int) -> List[dict]:
 def part_families(evictd: str, engine: str, lserver: str, model: str,
                   tmp: str) -> None:
     del model  # the families' own
-    print("== families (issue 40): a chat of %d turns through "
-          "/v1/chat/completions (a user message of ~250 tokens, a %d-token "
+    print("== families (issues 40, 41): a chat of %d turns through "
+          "%s (a user message of ~250 tokens, a %d-token "
           "answer), one slot, %d thread, f16 K/V, flash attention off; "
-          "llama-server -c %d, serve %s" % (TURNS, ANSWER, bc.THREADS,
-                                             CONTEXT, " ".join(SERVE)))
+          "llama-server -c %d, serve %s" % (
+              TURNS, "/v1/messages" if API == "messages"
+              else "/v1/chat/completions", ANSWER, bc.THREADS, CONTEXT,
+              " ".join(SERVE)))
     blocks = sorted({min(b, TURNS) for b in (19, 49, 99, 150, 200, 300)})
     for fam in FAMILIES:
         arch, _, vocab = fam.partition(":")
