@@ -248,7 +248,9 @@ llama-suite:
 # cannot run. test_upstream runs the common library's C interface (our
 # C++ side sanitized, common's own code not) the same way; test_ui's
 # Static, the web UI's files and flags (its browser test is the plain
-# build's: minutes of chatting that the other suites' streams cover).
+# build's: minutes of chatting that the other suites' streams cover);
+# test_upstream's render cache over every fourth of llama.cpp's templates
+# (TEMPLATE_EVERY: the plain build's run takes them all).
 ASAN_LLAMA := $(B)/asan-llama
 asan-llamacpp: LLAMA_UNDER_TEST = $(ASAN_LLAMA)/evictd-llama
 asan-llamacpp: UPSTREAM_UNDER_TEST = $(ASAN_LLAMA)/llama/upstream_check
@@ -264,7 +266,7 @@ asan-llamacpp:
 	         test_families test_crash test_openai test_routes test_anthropic test_perplexity \
 	         test_stories test_pool \
 	         test_faults test_upstream test_flags; do \
-	  ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
+	  ASAN_OPTIONS=detect_leaks=1 TEMPLATE_EVERY=4 $(LLAMA_TEST_ENV) \
 	    /usr/bin/python3 tests/llamacpp/$$t.py -v || exit 1; \
 	done && \
 	ASAN_OPTIONS=detect_leaks=1 $(LLAMA_TEST_ENV) \
