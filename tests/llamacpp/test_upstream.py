@@ -811,8 +811,9 @@ def chat_requests(seed: int, n: int = 3, turns: int = 12) -> List[dict]:
     each turn, most often the last list with the answer and a new user
     message; else the answer regenerated (the last assistant message
     dropped, the user's sent again), an early message edited, the last
-    exchange deleted. Some chats have a system message, some tools, some
-    answers a reasoning block (<think>...</think>, which templates drop
+    exchange deleted. Some chats have a system message, some tools (and
+    then now and then a tool called and answered), some answers a
+    reasoning block (<think>...</think>, which templates drop
     from earlier turns), Unicode throughout."""
     import random
     rnd = random.Random(seed)
@@ -830,19 +831,33 @@ def chat_requests(seed: int, n: int = 3, turns: int = 12) -> List[dict]:
         msgs: List[dict] = []
         if rnd.random() < 0.7:
             msgs.append({"role": "system", "content": text(8)})
-        extra = {"tools": [TOOL]} if rnd.random() < 0.3 else {}
+        extra = {"tools": [TOOL]} if rnd.random() < 0.5 else {}
         msgs.append({"role": "user", "content": text(10)})
         out.append(dict(messages=list(msgs), **extra))
         for _ in range(turns):
             r = rnd.random()
             if r < 0.65 or len(msgs) < 4:
+                if extra and rnd.random() < 0.4:
+                    # A tool called and answered before the reply
+                    # (templates may number the calls across the list).
+                    cid = "call_%d" % len(msgs)
+                    msgs.append({"role": "assistant", "content": None,
+                                 "tool_calls": [{
+                                     "id": cid, "type": "function",
+                                     "function": {
+                                         "name": "get_weather",
+                                         "arguments": json.dumps(
+                                             {"city": text(1)})}}]})
+                    msgs.append({"role": "tool", "tool_call_id": cid,
+                                 "content": text(3)})
                 msgs.append({"role": "assistant", "content": answer()})
                 msgs.append({"role": "user", "content": text(
                     rnd.randint(2, 20))})
             elif r < 0.8:
                 pass  # the same list again: its answer regenerated
             elif r < 0.9:
-                i = rnd.randrange(len(msgs))
+                i = rnd.choice([j for j, m in enumerate(msgs)
+                                if isinstance(m["content"], str)])
                 msgs[i] = dict(msgs[i], content=msgs[i]["content"] + " " +
                                text(2))
             else:
@@ -878,7 +893,8 @@ class RenderCache(unittest.TestCase):
                 self.assertEqual(len(out["how"]), len(reqs))
             if out["how"].count("window") > len(reqs) // 3:
                 windowed += 1
-        self.assertGreater(windowed, len(names) * 3 // 4, windowed)
+        # Chats whose earlier messages hold tool calls render whole.
+        self.assertGreater(windowed, len(names) // 2, windowed)
 
     def test_templates_that_read_the_whole_list(self) -> None:
         """Templates written here to depend on the whole list where a
@@ -906,13 +922,17 @@ class RenderCache(unittest.TestCase):
                 f.write(src)
             reqs = chat_requests(7)
             out = run(["renders", STORIES, path], json.dumps(reqs))
+            # A list sent again (a regenerated answer) is its kept render
+            # whatever the template: windows may agree on that.
+            dumps = [json.dumps(r, sort_keys=True) for r in reqs]
+            again = sum(d in dumps[:i] for i, d in enumerate(dumps))
             with self.subTest(template=name):
                 self.assertEqual(out["mismatches"], [])
                 self.assertEqual(out["how"].count("refused"), 0)
                 if local:
                     self.assertGreater(out["how"].count("window"), 15)
                 else:
-                    self.assertEqual(out["how"].count("window"), 0)
+                    self.assertLessEqual(out["how"].count("window"), again)
 
 
 if __name__ == "__main__":

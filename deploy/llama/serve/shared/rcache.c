@@ -34,9 +34,13 @@ rcache_t *rcache_new(uint32_t entries) {
   rcache_t *rc = calloc(1, sizeof(*rc));
   if (rc == NULL)
     return NULL;
-  if (pthread_mutex_init(&rc->mu, NULL) != 0 ||
-      (entries > 0 && (rc->kept = calloc(entries, sizeof(*rc->kept))) ==
-                          NULL)) {
+  if (pthread_mutex_init(&rc->mu, NULL) != 0) {
+    free(rc);
+    return NULL;
+  }
+  if (entries > 0 &&
+      (rc->kept = calloc(entries, sizeof(*rc->kept))) == NULL) {
+    pthread_mutex_destroy(&rc->mu);
     free(rc);
     return NULL;
   }
@@ -95,11 +99,15 @@ static json_t *window(json_t *request, json_t *messages, bool head,
     json_decref(list);
     return NULL;
   }
-  if (head)
-    json_array_append(list, json_array_get(messages, 0));
-  for (size_t i = s; i < json_array_size(messages); i++)
-    json_array_append(list, json_array_get(messages, i));
-  json_object_set_new(w, "messages", list);
+  int bad = head ? json_array_append(list, json_array_get(messages, 0)) : 0;
+  for (size_t i = s; i < json_array_size(messages) && bad == 0; i++)
+    bad = json_array_append(list, json_array_get(messages, i));
+  if (bad != 0 || json_object_set_new(w, "messages", list) != 0) {
+    if (bad != 0)
+      json_decref(list);
+    json_decref(w);
+    return NULL;
+  }
   return w;
 }
 
@@ -152,10 +160,12 @@ static json_t *splice(const up_chat_t *chat, json_t *request, json_t *kept,
     if (text != NULL) {
       memcpy(text, whole, wlen - t);
       memcpy(text + wlen - t, tb + e, lb - e);
-      out = b;
-      b = NULL;
-      json_object_set_new(out, "prompt",
-                          json_stringn(text, wlen - t + (lb - e)));
+      if (json_object_set_new(b, "prompt",
+                              json_stringn(text, wlen - t + (lb - e))) ==
+          0) {
+        out = b;
+        b = NULL;
+      }
       free(text);
     }
   }
@@ -172,8 +182,41 @@ static long user_before(json_t *messages, long i, long from) {
   return -1;
 }
 
+/* Whether message m holds a role and text alone (a string, null, or
+ * text parts): no tool calls or results, images, names or reasoning
+ * fields, which templates may count across the whole list (Kimi K2
+ * numbers every tool call from the first). */
+static bool plain(json_t *m) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(m, key, v) {
+    if (strcmp(key, "role") == 0) {
+      if (strcmp(json_string_value(v) ? json_string_value(v) : "",
+                 "tool") == 0)
+        return false;
+    } else if (strcmp(key, "content") == 0) {
+      size_t i;
+      json_t *part;
+      if (!json_is_array(v)) {
+        if (!json_is_string(v) && !json_is_null(v))
+          return false;
+        continue;
+      }
+      json_array_foreach(v, i, part) {
+        const char *t = json_string_value(json_object_get(part, "type"));
+        if (t == NULL || strcmp(t, "text") != 0)
+          return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 /* The render of messages from kept's, through two windows that agree;
- * NULL when they cannot or do not. */
+ * NULL when they cannot or do not, or when a message a window leaves
+ * out is more than text. */
 static json_t *windowed(const up_chat_t *chat, json_t *request,
                         const kept_t *k, size_t shared, json_t *messages) {
   bool head = json_array_size(messages) > 1 &&
@@ -183,6 +226,9 @@ static json_t *windowed(const up_chat_t *chat, json_t *request,
   long s2 = s1 > 0 ? user_before(messages, s1 - 1, head) : -1;
   if (s2 < 0)
     return NULL;
+  for (long i = 0; i < s1; i++)
+    if (!plain(json_array_get(messages, (size_t)i)))
+      return NULL;
   json_t *one = splice(chat, request, k->messages, k->prompt, k->len,
                        messages, head, (size_t)s1);
   json_t *two = one != NULL

@@ -13,8 +13,11 @@
  * reasoning dropped from earlier turns, numbered turns) may make that
  * splice wrong, so it is made twice, from two windows starting at
  * different user messages, and used only when both give the same text
- * and the same everything else (grammar, stops, parser...); else, and for
- * a list that shares nothing, the whole list is rendered. What is kept:
+ * and the same everything else (grammar, stops, parser...), and only
+ * when every message before the later window holds text alone (tool
+ * calls and results, images may be counted across the list: Kimi K2
+ * numbers its tool calls from the first); else, and for a list that
+ * shares nothing, the whole list is rendered. What is kept:
  * the last `entries` lists (a reference to their messages: callers do
  * not change a request's messages once rendered) and their texts.
  *

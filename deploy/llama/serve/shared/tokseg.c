@@ -352,7 +352,7 @@ int tokseg_tokenize(tokseg_t *ts, const char *text, size_t len,
    * conversation's next turn); one that parted from it sits beside. The
    * list may have changed since: found again by its text. */
   int64_t old = -1;
-  for (uint32_t i = 0; best >= 0 && i < ts->n_kept; i++) {
+  for (uint32_t i = 0; best >= 0 && k.n_occ > 0 && i < ts->n_kept; i++) {
     const kept_t *c = &ts->kept[i];
     if (c->special == special && c->len <= len &&
         common(c->text, c->len, text, len) == c->len) {
@@ -360,7 +360,10 @@ int tokseg_tokenize(tokseg_t *ts, const char *text, size_t len,
       break;
     }
   }
-  keep(ts, &k, old);
+  if (k.n_occ > 0)
+    keep(ts, &k, old);
+  else /* nowhere to part it: nothing a later prompt could take */
+    kept_free(&k);
   pthread_mutex_unlock(&ts->mu);
   return (int)o.n;
 }
